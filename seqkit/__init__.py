@@ -1,0 +1,45 @@
+"""seqkit: recurrent sequence models on Keras 3 — task heads, cell plugins, YAML recipes.
+
+Quick use::
+
+    import seqkit
+
+    @seqkit.register_cell("my_cell")
+    class MyCell(seqkit.CellPlugin):
+        ...
+
+TensorFlow and Keras are imported lazily, so ``seqkit --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import os as _os
+
+_os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # hide TF's C++ start-up chatter
+_os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+from seqkit.errors import SeqkitError  # noqa: E402
+from seqkit.registry import (CELLS, DATA, HEADS, load_plugin, register_cell,  # noqa: E402
+                             register_data, register_head)
+
+__version__ = "0.1.0"
+
+
+def __getattr__(name):  # lazy: these import pydantic/keras only when used
+    if name == "CellPlugin":
+        from seqkit.cells.base import CellPlugin
+
+        return CellPlugin
+    if name == "Head":
+        from seqkit.heads.base import Head
+
+        return Head
+    if name == "DataSource":
+        from seqkit.data.base import DataSource
+
+        return DataSource
+    raise AttributeError(name)
+
+
+__all__ = ["CELLS", "DATA", "HEADS", "SeqkitError", "load_plugin", "register_cell",
+           "register_data", "register_head", "__version__"]

@@ -1,0 +1,79 @@
+"""Count-based n-gram language models, the baseline every neural LM must beat.
+
+Interpolated absolute discounting (Ney, Essen & Kneser 1994, eq. 8; Chen &
+Goodman 1998, sec. 2.6)::
+
+    P(w | h) = max(c(h w) - D, 0) / c(h) + D * N1+(h .) / c(h) * P(w | h')
+
+with ``h'`` the history without its oldest token, and the recursion ending
+in the uniform distribution over the vocabulary ``1 / V``. Histories never
+seen fall straight through to ``P(w | h')``. Sequences are padded on the left
+with the start id and scored on every token plus the end id, exactly the
+positions a seqkit language model is scored on.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+from typing import Iterable, Sequence
+
+from seqkit.data.vocab import END_ID, START_ID
+
+
+class NGramLM:
+    """An order-``n`` interpolated absolutely discounted n-gram model over ids.
+
+    Args:
+        order: n (1 = unigram).
+        vocab_size: V, the number of predictable ids (the uniform floor is 1/V).
+        discount: D in ``(0, 1)``; 0.75 is the customary value.
+    """
+
+    def __init__(self, order: int, vocab_size: int, discount: float = 0.75):
+        if order < 1:
+            raise ValueError("order must be >= 1")
+        self.n, self.V, self.D = order, vocab_size, discount
+        # counts[k][history tuple of length k][token] for k = 0..n-1
+        self.counts = [collections.defaultdict(collections.Counter) for _ in range(order)]
+        self._totals = None
+
+    def fit(self, sequences: Iterable[Sequence[int]]) -> "NGramLM":
+        """Count n-grams of ``[<s>]*(n-1) + seq + [</s>]`` for each id sequence."""
+        for seq in sequences:
+            padded = [START_ID] * (self.n - 1) + list(seq) + [END_ID]
+            for i in range(self.n - 1, len(padded)):
+                w = padded[i]
+                for k in range(self.n):
+                    self.counts[k][tuple(padded[i - k:i])][w] += 1
+        self._totals = [{h: (sum(c.values()), len(c)) for h, c in level.items()} for level in self.counts]
+        return self
+
+    def prob(self, history: Sequence[int], w: int) -> float:
+        """``P(w | history)`` (the last ``n - 1`` ids of history are used)."""
+        p = 1.0 / self.V
+        hist = tuple(history[len(history) - (self.n - 1):]) if self.n > 1 else ()
+        for k in range(0, self.n):  # from unigram up to the full order
+            h = hist[len(hist) - k:] if k else ()
+            tot = self._totals[k].get(h)
+            if tot is None:
+                continue
+            total, types = tot
+            c = self.counts[k][h].get(w, 0)
+            p = max(c - self.D, 0.0) / total + self.D * types / total * p
+        return p
+
+    def nll(self, sequences: Iterable[Sequence[int]]) -> tuple[float, int]:
+        """Total negative log-likelihood (nats) and token count, end ids included."""
+        total, count = 0.0, 0
+        for seq in sequences:
+            padded = [START_ID] * (self.n - 1) + list(seq) + [END_ID]
+            for i in range(self.n - 1, len(padded)):
+                total -= math.log(self.prob(padded[i - self.n + 1:i] if self.n > 1 else [], padded[i]))
+                count += 1
+        return total, count
+
+    def perplexity(self, sequences: Iterable[Sequence[int]]) -> float:
+        """``exp(NLL / tokens)``."""
+        total, count = self.nll(sequences)
+        return math.exp(total / max(count, 1))

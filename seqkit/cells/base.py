@@ -1,0 +1,112 @@
+"""The cell-plugin contract.
+
+A cell plugin turns the ``model`` section of a recipe into Keras recurrent
+layers. seqkit's state layout is one ``[B, H]`` float32 tensor per state per
+layer, in the order given by :attr:`CellPlugin.state_names` (LSTM: ``h`` then
+``c``, as Keras's ``LSTMCell``).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+
+class NoOptions(BaseModel):
+    """Options model for a cell plugin that takes no options of its own."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+@dataclass(frozen=True)
+class CellSpec:
+    """Everything a plugin needs to build one recurrent layer.
+
+    Attributes:
+        units: hidden width ``H`` (positive int).
+        dropout: fraction of the layer's inputs dropped in training, in ``[0, 1)``.
+        recurrent_dropout: fraction of the recurrent state dropped, in ``[0, 1)``.
+        options: the plugin's own validated options (an instance of ``Options``).
+    """
+
+    units: int
+    dropout: float = 0.0
+    recurrent_dropout: float = 0.0
+    options: Any = None
+
+
+class CellPlugin:
+    """Base class for cell plugins; subclass it and decorate with ``@register_cell``.
+
+    Subclasses set :attr:`Options` (a pydantic model whose fields become recipe
+    keys under ``model``), :attr:`state_names`, and implement :meth:`make_cell`.
+    The default :meth:`make_layer` wraps the cell in ``keras.layers.RNN``; a
+    plugin may return a faster fused layer instead, as long as its ``.cell``
+    holds the same weights (the step models used for generation and streaming
+    call ``layer.cell`` one step at a time).
+    """
+
+    Options: ClassVar[type[BaseModel]] = NoOptions
+    state_names: ClassVar[tuple[str, ...]] = ("h",)
+    _warned: ClassVar[set] = set()
+
+    def __init__(self, spec: CellSpec):
+        self.spec = spec
+        self.options = spec.options if spec.options is not None else self.Options()
+
+    def make_cell(self, name: str | None = None):
+        """Return a Keras RNN cell: ``call(x_t [B, D], states) -> (y_t [B, H], new_states)``."""
+        raise NotImplementedError(f"{type(self).__name__} must implement make_cell()")
+
+    def make_layer(self, *, return_sequences: bool = True, return_state: bool = False,
+                   go_backwards: bool = False, name: str | None = None):
+        """Return a full-sequence layer: ``[B, T, D] -> [B, T, H]`` (or ``[B, H]``), plus states."""
+        import keras
+
+        return keras.layers.RNN(
+            self.make_cell(name=None if name is None else name + "_cell"),
+            return_sequences=return_sequences, return_state=return_state,
+            go_backwards=go_backwards, name=name,
+        )
+
+    def fast_path_issues(self) -> list[str]:
+        """Reasons this configuration leaves the fused (cuDNN) kernel; empty when it stays on it."""
+        return []
+
+    def warn_fast_path(self, cell_name: str) -> None:
+        """Warn once per process and reason when the configuration leaves the fused kernel."""
+        for reason in self.fast_path_issues():
+            key = (cell_name, reason)
+            if key not in CellPlugin._warned:
+                CellPlugin._warned.add(key)
+                warnings.warn(
+                    f"seqkit: cell '{cell_name}' will not use the fused cuDNN kernel on a GPU "
+                    f"because {reason}; training runs the generic step loop, several times slower "
+                    f"on a GPU (no difference on a CPU).",
+                    stacklevel=3,
+                )
+
+    @property
+    def state_size(self) -> list[int]:
+        """Width of each state tensor, in :attr:`state_names` order."""
+        return [self.spec.units] * len(self.state_names)
+
+
+def cudnn_reasons(*, activation: str, recurrent_activation: str, recurrent_dropout: float,
+                  use_bias: bool, reset_after: bool | None = None) -> list[str]:
+    """Reasons a Keras LSTM/GRU configuration is refused by the cuDNN kernel (Keras 3 rules)."""
+    reasons = []
+    if activation != "tanh":
+        reasons.append(f"activation is '{activation}' (cuDNN needs 'tanh')")
+    if recurrent_activation != "sigmoid":
+        reasons.append(f"recurrent_activation is '{recurrent_activation}' (cuDNN needs 'sigmoid')")
+    if recurrent_dropout > 0:
+        reasons.append(f"recurrent_dropout is {recurrent_dropout} (cuDNN needs 0)")
+    if not use_bias:
+        reasons.append("use_bias is false (cuDNN needs biases)")
+    if reset_after is False:
+        reasons.append("reset_after is false (cuDNN needs the reset gate after the matmul)")
+    return reasons

@@ -1,0 +1,58 @@
+"""GRU cell plugin (Cho et al. 2014), ``reset_after`` variant by default as cuDNN.
+
+State layout: ``h [B, H]``. Uses ``keras.layers.GRU`` so a GPU takes the cuDNN
+kernel; with ``reset_after`` parameters ``3 * (H * (D + H) + 2 * H)``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from seqkit.cells.base import CellPlugin, cudnn_reasons
+from seqkit.registry import register_cell
+
+Activation = Literal["tanh", "relu", "sigmoid", "linear", "hard_sigmoid", "softsign"]
+
+
+class GRUOptions(BaseModel):
+    """Recipe keys of the ``gru`` cell (under ``model``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    activation: Activation = "tanh"
+    recurrent_activation: Activation = "sigmoid"
+    use_bias: bool = True
+    reset_after: bool = True
+
+
+@register_cell("gru")
+class GRUPlugin(CellPlugin):
+    """Gated recurrent unit; state ``(h,)``."""
+
+    Options = GRUOptions
+    state_names = ("h",)
+
+    def _kwargs(self):
+        o = self.options
+        return dict(units=self.spec.units, activation=o.activation,
+                    recurrent_activation=o.recurrent_activation, use_bias=o.use_bias,
+                    reset_after=o.reset_after, dropout=self.spec.dropout,
+                    recurrent_dropout=self.spec.recurrent_dropout)
+
+    def make_cell(self, name=None):
+        import keras
+
+        return keras.layers.GRUCell(name=name, **self._kwargs())
+
+    def make_layer(self, *, return_sequences=True, return_state=False, go_backwards=False, name=None):
+        import keras
+
+        return keras.layers.GRU(return_sequences=return_sequences, return_state=return_state,
+                                go_backwards=go_backwards, name=name, **self._kwargs())
+
+    def fast_path_issues(self):
+        o = self.options
+        return cudnn_reasons(activation=o.activation, recurrent_activation=o.recurrent_activation,
+                             recurrent_dropout=self.spec.recurrent_dropout, use_bias=o.use_bias,
+                             reset_after=o.reset_after)

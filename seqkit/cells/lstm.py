@@ -1,0 +1,58 @@
+"""LSTM cell plugin (Hochreiter & Schmidhuber 1997; forget gate of Gers et al. 2000).
+
+State layout: ``h [B, H]``, ``c [B, H]``. Uses ``keras.layers.LSTM`` so a GPU
+takes the cuDNN kernel; parameters ``4 * (H * (D + H) + H)`` (one bias vector
+per gate).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from seqkit.cells.base import CellPlugin, cudnn_reasons
+from seqkit.registry import register_cell
+
+Activation = Literal["tanh", "relu", "sigmoid", "linear", "hard_sigmoid", "softsign"]
+
+
+class LSTMOptions(BaseModel):
+    """Recipe keys of the ``lstm`` cell (under ``model``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    activation: Activation = "tanh"
+    recurrent_activation: Activation = "sigmoid"
+    use_bias: bool = True
+    unit_forget_bias: bool = True
+
+
+@register_cell("lstm")
+class LSTMPlugin(CellPlugin):
+    """Long short-term memory; states ``(h, c)``."""
+
+    Options = LSTMOptions
+    state_names = ("h", "c")
+
+    def _kwargs(self):
+        o = self.options
+        return dict(units=self.spec.units, activation=o.activation,
+                    recurrent_activation=o.recurrent_activation, use_bias=o.use_bias,
+                    unit_forget_bias=o.unit_forget_bias, dropout=self.spec.dropout,
+                    recurrent_dropout=self.spec.recurrent_dropout)
+
+    def make_cell(self, name=None):
+        import keras
+
+        return keras.layers.LSTMCell(name=name, **self._kwargs())
+
+    def make_layer(self, *, return_sequences=True, return_state=False, go_backwards=False, name=None):
+        import keras
+
+        return keras.layers.LSTM(return_sequences=return_sequences, return_state=return_state,
+                                 go_backwards=go_backwards, name=name, **self._kwargs())
+
+    def fast_path_issues(self):
+        o = self.options
+        return cudnn_reasons(activation=o.activation, recurrent_activation=o.recurrent_activation,
+                             recurrent_dropout=self.spec.recurrent_dropout, use_bias=o.use_bias)

@@ -1,0 +1,221 @@
+"""The ``seqkit`` command line (click).
+
+Every command takes ``--plugin PATH_OR_MODULE`` (repeatable) and ``--debug``.
+A user error prints one paragraph to stderr and exits with status 2; an
+internal error exits with 1 (``--debug`` shows the traceback).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+
+import click
+
+from seqkit.errors import SeqkitError
+
+
+def _common(f):
+    """Add ``--plugin`` and ``--debug`` and turn errors into clear messages."""
+
+    @click.option("--plugin", "plugins", multiple=True, metavar="PATH_OR_MODULE",
+                  help="Import a plugin (.py file or module) that registers cells, heads or data sources. Repeatable.")
+    @click.option("--debug", is_flag=True, help="Show the full traceback on errors.")
+    @functools.wraps(f)
+    def wrapper(*args, plugins=(), debug=False, **kwargs):
+        try:
+            from seqkit.registry import load_plugin
+
+            for p in plugins:
+                load_plugin(p)
+            return f(*args, **kwargs)
+        except SeqkitError as exc:
+            if debug:
+                raise
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(2)
+        except click.exceptions.Exit:
+            raise
+        except click.ClickException:
+            raise
+        except Exception as exc:  # an unexpected failure: say so plainly
+            if debug:
+                raise
+            click.echo(f"internal error: {type(exc).__name__}: {exc}\n(run again with --debug for "
+                       f"the traceback, and please report it)", err=True)
+            sys.exit(1)
+
+    return wrapper
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="seqkit")
+def main():
+    """seqkit: train, decode and ship recurrent sequence models (Keras 3).
+
+    \b
+    Typical use:
+      seqkit train recipes/lm-pydoc-chars.yaml
+      seqkit evaluate runs/lm-pydoc-chars
+      seqkit generate runs/lm-pydoc-chars --prompt "The " --temperature 0.8
+    """
+
+
+def _default_run_dir(recipe) -> str:
+    return os.path.join("runs", recipe.name)
+
+
+@main.command()
+@click.argument("recipe", required=False, type=click.Path(dir_okay=False))
+@click.option("--set", "overrides", multiple=True, metavar="KEY.PATH=VALUE",
+              help="Override a recipe key, e.g. --set training.epochs=1 --set model.cell=gru.")
+@click.option("--run-dir", type=click.Path(file_okay=False), help="Where to write the run [default: runs/NAME].")
+@click.option("--resume", "resume_dir", type=click.Path(file_okay=False),
+              help="Continue an interrupted run from its last finished epoch.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing run directory.")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+@_common
+def train(recipe, overrides, run_dir, resume_dir, overwrite, quiet):
+    """Train the model a RECIPE describes; write the run directory.
+
+    With --resume RUN_DIR the run's own recipe is used (RECIPE may be left out;
+    --set still applies, e.g. --set training.epochs=20 to train longer).
+    """
+    from seqkit.recipe import load_recipe
+    from seqkit.rundir import RECIPE
+
+    if resume_dir:
+        if run_dir and os.path.abspath(run_dir) != os.path.abspath(resume_dir):
+            raise SeqkitError("--run-dir and --resume name different directories; use one.")
+        source = recipe or os.path.join(resume_dir, RECIPE)
+        if not os.path.isfile(source):
+            raise SeqkitError(f"{resume_dir}: not a run directory (no {RECIPE}).")
+        rec = load_recipe(source, list(overrides))
+        path = resume_dir
+    else:
+        if not recipe:
+            raise click.UsageError("give a RECIPE file (or --resume RUN_DIR).")
+        rec = load_recipe(recipe, list(overrides))
+        path = run_dir or _default_run_dir(rec)
+    from seqkit.train import train as do_train
+
+    metrics = do_train(rec, path, resume=bool(resume_dir), overwrite=overwrite, verbose=0 if quiet else 1)
+    click.echo(_format_metrics(metrics))
+    click.echo(f"run directory: {path}")
+
+
+def _format_metrics(m: dict) -> str:
+    lines = []
+    for split in ("valid", "test"):
+        if split in m:
+            vals = ", ".join(f"{k} {v:.4f}" for k, v in m[split].items())
+            lines.append(f"{split}: {vals}")
+    for name, figs in (m.get("baselines") or {}).items():
+        vals = ", ".join(f"{s} {v}" for s, v in figs.items()) if isinstance(figs, dict) else figs
+        lines.append(f"baseline {name} perplexity: {vals}")
+    if "train_seconds" in m:
+        lines.append(f"trained {m.get('epochs')} epochs in {m['train_seconds']} s")
+    return "\n".join(lines)
+
+
+@main.command()
+@click.argument("run_dir", type=click.Path(file_okay=False))
+@click.option("--split", type=click.Choice(["test", "valid", "train"]), default="test", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the metrics as JSON.")
+@_common
+def evaluate(run_dir, split, as_json):
+    """Evaluate a trained run on a held-out split (cross-entropy, perplexity, accuracy)."""
+    from seqkit.rundir import METRICS, read_json
+    from seqkit.train import evaluate_model, load_run
+
+    prep, model = load_run(run_dir, with_data=True)
+    if not prep.splits.get(split):
+        raise SeqkitError(f"{run_dir}: the recipe's {split} split is empty (data.split.{split} is 0).")
+    res = evaluate_model(prep, model, split)
+    baselines = (read_json(os.path.join(run_dir, METRICS), default={}) or {}).get("baselines", {})
+    if as_json:
+        click.echo(json.dumps({"split": split, **res, "baselines": baselines}, indent=2))
+        return
+    click.echo(f"{split} ({len(prep.splits[split])} examples): " + ", ".join(f"{k} {v:.4f}" for k, v in res.items()))
+    for name, figs in baselines.items():
+        if isinstance(figs, dict) and split in figs:
+            click.echo(f"baseline {name}: perplexity {figs[split]}")
+
+
+@main.command()
+@click.argument("run_dir", type=click.Path(file_okay=False))
+@click.option("--prompt", default="", help="Text to continue (tokenized like the training data).")
+@click.option("--max-length", type=click.IntRange(min=1), help="Most new tokens [default: recipe decoding.max_length].")
+@click.option("--temperature", type=click.FloatRange(min=0, min_open=True), help="Sampling temperature [default: recipe].")
+@click.option("--top-k", type=click.IntRange(min=0), help="Sample from the k most likely tokens only (0 = all).")
+@click.option("--greedy", is_flag=True, help="Arg-max decoding instead of sampling.")
+@click.option("--num", type=click.IntRange(min=1), default=1, show_default=True, help="How many continuations.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Sampling seed.")
+@_common
+def generate(run_dir, prompt, max_length, temperature, top_k, greedy, num, seed):
+    """Generate text from a trained language-model run."""
+    from seqkit.generate import generate_text
+    from seqkit.train import load_run
+
+    prep, model = load_run(run_dir)
+    if prep.recipe.head.type != "language_model":
+        raise SeqkitError(f"{run_dir}: generate needs a language_model run; this run's head is "
+                          f"'{prep.recipe.head.type}'.")
+    dec = prep.recipe.decoding
+    texts = generate_text(prep, model, prompt, num=num,
+                          max_length=max_length or dec.max_length,
+                          greedy=greedy or dec.strategy == "greedy",
+                          temperature=temperature or dec.temperature,
+                          top_k=dec.top_k if top_k is None else top_k, seed=seed)
+    for t in texts:
+        click.echo(t)
+
+
+@main.command("list")
+@click.argument("kind", required=False, type=click.Choice(["cells", "heads", "data"]))
+@_common
+def list_(kind):
+    """List registered cells, heads and data sources, and where each comes from."""
+    from seqkit.registry import CELLS, DATA, HEADS
+
+    regs = {"cells": CELLS, "heads": HEADS, "data": DATA}
+    for name, reg in regs.items():
+        if kind and kind != name:
+            continue
+        click.echo(f"{name}:")
+        for e in reg.entries():
+            doc = (getattr(e.obj, "__doc__", "") or "").strip().splitlines()
+            click.echo(f"  {e.name:<16} {e.origin:<22} {doc[0] if doc else ''}")
+
+
+@main.command()
+@click.argument("recipe", type=click.Path(dir_okay=False))
+@click.option("--set", "overrides", multiple=True, metavar="KEY.PATH=VALUE", help="Override a recipe key.")
+@click.option("--data/--no-data", "check_data", default=True, show_default=True,
+              help="Also read the data and build the model (counts, vocabulary, parameters).")
+@click.option("--show", is_flag=True, help="Print the resolved recipe (defaults filled).")
+@_common
+def validate(recipe, overrides, check_data, show):
+    """Check a RECIPE without training: every key, the data, the model it builds."""
+    from seqkit.recipe import load_recipe
+
+    rec = load_recipe(recipe, list(overrides))
+    if show:
+        click.echo(rec.to_yaml().rstrip())
+    if check_data:
+        from seqkit.train import count_parameters, prepare
+
+        prep = prepare(rec)
+        model = prep.head.build_model()
+        params = count_parameters(model)
+        click.echo(f"data: {prep.source}: " + ", ".join(f"{k} {len(v)}" for k, v in prep.splits.items())
+                   + f" examples; vocabulary {len(prep.vocab)}")
+        click.echo(f"model: {params['total']:,} parameters (" +
+                   ", ".join(f"{k} {v:,}" for k, v in params.items() if k not in ("total", "trainable")) + ")")
+    click.echo(f"{recipe}: OK")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,1 @@
+"""Data sources (registry ``seqkit.data``), vocabularies and tf.data pipelines."""

@@ -1,0 +1,39 @@
+"""Seeded train / valid / test splits of a list of examples."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from seqkit.errors import DataError
+
+
+def split_examples(examples: list, valid: float, test: float, *, shuffle: bool, seed: int) -> dict:
+    """Divide examples into ``{"train": [...], "valid": [...], "test": [...]}``.
+
+    Args:
+        examples: the examples, in source order.
+        valid, test: fractions in ``[0, 1)``; ``train`` gets the rest.
+        shuffle: permute with ``seed`` first; otherwise contiguous blocks
+            (train, then valid, then test), which keeps related lines together.
+        seed: the permutation seed.
+
+    Raises:
+        DataError: the fractions leave no training example, or a non-zero
+            fraction rounds to an empty split.
+    """
+    n = len(examples)
+    if valid + test >= 1.0:
+        raise DataError(f"data.split: valid ({valid}) + test ({test}) must be below 1.")
+    order = np.random.default_rng(seed).permutation(n) if shuffle else np.arange(n)
+    n_test = int(round(n * test))
+    n_valid = int(round(n * valid))
+    n_train = n - n_test - n_valid
+    for name, frac, k in (("valid", valid, n_valid), ("test", test, n_test)):
+        if frac > 0 and k == 0:
+            raise DataError(f"data.split.{name}: {frac} of {n} examples is none; use more data or "
+                            f"a larger fraction.")
+    if n_train <= 0:
+        raise DataError(f"data.split: no training examples left from {n}.")
+    pick = lambda idx: [examples[i] for i in idx]  # noqa: E731
+    return {"train": pick(order[:n_train]), "valid": pick(order[n_train:n_train + n_valid]),
+            "test": pick(order[n_train + n_valid:])}

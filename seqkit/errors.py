@@ -1,0 +1,40 @@
+"""Errors that seqkit reports to users as one clear paragraph (no traceback).
+
+Every error a user can cause by a bad recipe, data file, CLI argument or run
+directory is a :class:`SeqkitError`. The CLI prints its message and exits with
+status 2; ``--debug`` shows the traceback as well.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Iterable
+
+
+class SeqkitError(Exception):
+    """A user-facing error: the message names the file/line/key and the fix."""
+
+
+class RecipeError(SeqkitError):
+    """A recipe that does not validate (bad YAML, wrong type, unknown key)."""
+
+
+class DataError(SeqkitError):
+    """A data file or data source that cannot be read or is unusable."""
+
+
+class RunDirError(SeqkitError):
+    """A run directory that is missing, incomplete or not a seqkit run."""
+
+
+class RegistryError(SeqkitError, KeyError):
+    """An unknown or conflicting registry name."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """Return ``" Did you mean 'x'?"`` for the closest known name, or ``""``."""
+    close = difflib.get_close_matches(str(name), list(known), n=1, cutoff=0.6)
+    return f" Did you mean '{close[0]}'?" if close else ""

@@ -1,0 +1,1 @@
+"""Task heads (registry ``seqkit.heads``)."""

@@ -1,0 +1,133 @@
+"""Autoregressive language-model head.
+
+Training (teacher forcing): a recorded sequence ``w_1..w_n`` becomes inputs
+``[<s>, w_1, .., w_n]`` and targets ``[w_1, .., w_n, </s>]``, so the logits
+produced after reading ``w_i`` are scored against ``w_{i+1}``. The model maps
+``tokens [B, T] int32 -> logits [B, T, V] float32``; generation takes one
+step at a time, ``(token [B], states) -> (logits [B, V], states)``.
+"""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import BaseModel, ConfigDict
+
+from seqkit.data.vocab import END_ID, START_ID
+from seqkit.heads.base import Head
+from seqkit.layers.stack import apply_stack, make_plugin, recurrent_layers
+from seqkit.registry import register_head
+
+
+class LanguageModelOptions(BaseModel):
+    """Recipe keys of the ``language_model`` head (under ``head``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+def teacher_forcing_pair(ids, start_id: int = START_ID, end_id: int = END_ID):
+    """``ids [T]`` -> ``(inputs [T+1], targets [T+1])``: ``[start] + ids`` and ``ids + [end]``."""
+    import tensorflow as tf
+
+    ids = tf.cast(ids, tf.int32)
+    x = tf.concat([[start_id], ids], axis=0)
+    y = tf.concat([ids, [end_id]], axis=0)
+    return x, y
+
+
+@register_head("language_model")
+class LanguageModelHead(Head):
+    """Next-token prediction; logits ``[B, T, V]``; step logits ``[B, V]``."""
+
+    Options = LanguageModelOptions
+    causal = True
+
+    def to_pair(self, ids):
+        return teacher_forcing_pair(ids)
+
+    def build_model(self):
+        import keras
+
+        cfg = self.recipe.model
+        plugin = make_plugin(cfg, self.recipe.cell_options)
+        tokens = keras.Input(shape=(None,), dtype="int32", name="tokens")
+        x = keras.layers.Embedding(len(self.vocab), cfg.embedding_dim, mask_zero=True,
+                                   name="embedding")(tokens)
+        x = apply_stack(x, plugin, cfg, causal=True)
+        if cfg.dropout > 0:
+            x = keras.layers.Dropout(cfg.dropout, name="output_dropout")(x)
+        logits = keras.layers.Dense(len(self.vocab), name="logits")(x)
+        return keras.Model(tokens, logits, name="language_model")
+
+    def metrics(self):
+        from seqkit.losses import MaskedAccuracy, MaskedPerplexity
+
+        return [MaskedAccuracy(), MaskedPerplexity()]
+
+    def summarize(self, results):
+        """Adds ``cross_entropy`` (nats/token, exact over all tokens) and ``bits_per_token``."""
+        out = {k: float(v) for k, v in results.items()}
+        if "perplexity" in out:
+            ce = math.log(out["perplexity"])
+            out["cross_entropy"] = ce
+            out["bits_per_token"] = ce / math.log(2.0)
+        return out
+
+    def baselines(self, prep):
+        """Perplexity of interpolated absolute-discounting n-gram models (n = 1, 3, 5) on the
+        valid and test splits, trained on the train split with the same vocabulary."""
+        from seqkit.baselines import NGramLM
+        from seqkit.data.vocab import tokenize
+
+        d = self.recipe.data
+        enc = lambda xs: [self.vocab.encode(tokenize(x, d.tokenizer, d.lowercase)) for x in xs]  # noqa: E731
+        train = enc(prep.splits["train"])
+        out = {}
+        for order in (1, 3, 5):
+            lm = NGramLM(order, vocab_size=len(self.vocab) - 2).fit(train)
+            out[f"{order}-gram"] = {s: round(lm.perplexity(enc(prep.splits[s])), 4)
+                                    for s in ("valid", "test") if prep.splits[s]}
+        return out
+
+
+class LanguageModelStepper:
+    """One-token-at-a-time view of a trained language model (shares its weights).
+
+    Args:
+        model: the training model built by :class:`LanguageModelHead`.
+
+    State layout: for each recurrent layer in order, its cell's states
+    (``[B, H]`` each; LSTM ``h, c``), flattened into one list.
+    """
+
+    def __init__(self, model):
+        self.embedding = model.get_layer("embedding")
+        self.logits = model.get_layer("logits")
+        self.layers = recurrent_layers(model)
+        self.cells = [layer.cell for layer in self.layers]
+
+    def state_sizes(self) -> list[int]:
+        sizes = []
+        for cell in self.cells:
+            s = cell.state_size
+            sizes.extend(s if isinstance(s, (list, tuple)) else [s])
+        return sizes
+
+    def initial_state(self, batch_size: int) -> list:
+        """Zero states, ``[B, H]`` float32 each."""
+        import tensorflow as tf
+
+        return [tf.zeros([batch_size, n], tf.float32) for n in self.state_sizes()]
+
+    def step(self, token, states):
+        """``(token [B] int32, states) -> (logits [B, V] float32, new_states)``."""
+        x = self.embedding(token)
+        out, k = [], 0
+        for cell in self.cells:
+            s = cell.state_size
+            n = len(s) if isinstance(s, (list, tuple)) else 1
+            x, new = cell(x, list(states[k:k + n]), training=False)
+            new = list(new) if isinstance(new, (list, tuple)) else [new]
+            out.extend(new)
+            k += n
+        return self.logits(x), out

@@ -1,0 +1,1 @@
+"""Layers shared by heads: the recurrent encoder stack, masking helpers."""

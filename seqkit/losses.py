@@ -1,0 +1,94 @@
+"""Masked losses and metrics: padding positions (target id 0) never count.
+
+Cross-entropy is averaged over valid positions only::
+
+    L = sum_{b,t} m_bt * CE(y_bt, z_bt) / max(1, sum_{b,t} m_bt),   m_bt = [y_bt != 0]
+
+so extra padding changes neither the loss nor its gradients.
+"""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+
+def _mask(y_true, sample_weight=None):
+    m = ops.cast(ops.not_equal(y_true, 0), "float32")
+    if sample_weight is not None:
+        m = m * ops.cast(sample_weight, "float32")
+    return m
+
+
+@keras.saving.register_keras_serializable(package="seqkit")
+class MaskedSparseCrossEntropy(keras.losses.Loss):
+    """Mean token cross-entropy (nats) over non-padding targets.
+
+    Call args:
+        y_true: int ``[B, T]`` (or ``[B]``) class ids, 0 = padding.
+        y_pred: float ``[B, T, C]`` (or ``[B, C]``) logits.
+
+    Returns:
+        float32 scalar.
+    """
+
+    def __init__(self, name="masked_cross_entropy", **kwargs):
+        kwargs.pop("reduction", None)
+        super().__init__(name=name, reduction="sum", **kwargs)
+
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        y_true = ops.cast(y_true, "int32")
+        ce = ops.sparse_categorical_crossentropy(y_true, ops.cast(y_pred, "float32"), from_logits=True)
+        m = _mask(y_true, sample_weight)
+        return ops.divide(ops.sum(ce * m), ops.maximum(ops.sum(m), 1.0))
+
+    def call(self, y_true, y_pred):  # pragma: no cover - __call__ is overridden
+        return self.__call__(y_true, y_pred)
+
+
+@keras.saving.register_keras_serializable(package="seqkit")
+class MaskedAccuracy(keras.metrics.Metric):
+    """Fraction of non-padding positions whose arg-max logit is the target."""
+
+    def __init__(self, name="accuracy", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.correct = self.add_variable(shape=(), initializer="zeros", name="correct")
+        self.total = self.add_variable(shape=(), initializer="zeros", name="total")
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        y_true = ops.cast(y_true, "int32")
+        m = _mask(y_true, sample_weight)
+        hit = ops.cast(ops.equal(ops.cast(ops.argmax(y_pred, axis=-1), "int32"), y_true), "float32")
+        self.correct.assign_add(ops.sum(hit * m))
+        self.total.assign_add(ops.sum(m))
+
+    def result(self):
+        return ops.divide_no_nan(self.correct, self.total)
+
+    def reset_state(self):
+        self.correct.assign(0.0)
+        self.total.assign(0.0)
+
+
+@keras.saving.register_keras_serializable(package="seqkit")
+class MaskedPerplexity(keras.metrics.Metric):
+    """``exp(total NLL / total tokens)`` over non-padding positions of the whole epoch."""
+
+    def __init__(self, name="perplexity", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.nll = self.add_variable(shape=(), initializer="zeros", name="nll")
+        self.total = self.add_variable(shape=(), initializer="zeros", name="total")
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        y_true = ops.cast(y_true, "int32")
+        m = _mask(y_true, sample_weight)
+        ce = ops.sparse_categorical_crossentropy(y_true, ops.cast(y_pred, "float32"), from_logits=True)
+        self.nll.assign_add(ops.sum(ce * m))
+        self.total.assign_add(ops.sum(m))
+
+    def result(self):
+        return ops.exp(ops.divide_no_nan(self.nll, self.total))
+
+    def reset_state(self):
+        self.nll.assign(0.0)
+        self.total.assign(0.0)

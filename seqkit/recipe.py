@@ -1,0 +1,436 @@
+"""Recipe files: YAML loading, schema validation, ``--set`` overrides.
+
+A recipe has the sections ``data``, ``model``, ``head``, ``training`` and
+``decoding``. Every key is validated; an error names the file, the line, the
+key path, what was expected and what was found, e.g.::
+
+    recipes/x.yaml:7: model.units: expected a positive integer, got 'abc'
+
+Sections ``data``, ``model`` and ``head`` also take the keys declared by the
+chosen data source, cell and head plugins (their ``Options`` models), checked
+the same way.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import types
+import typing
+from dataclasses import dataclass
+from typing import Any, Literal, Optional
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from seqkit.errors import RecipeError, RegistryError, did_you_mean
+
+class SplitConfig(BaseModel):
+    """How examples are divided into train / valid / test (fractions of examples)."""
+
+    model_config = ConfigDict(extra="forbid")
+    valid: float = Field(0.05, ge=0.0, lt=1.0)
+    test: float = Field(0.05, ge=0.0, lt=1.0)
+    shuffle: bool = False  # False: contiguous blocks (train first, then valid, then test)
+
+
+class DataConfig(BaseModel):
+    """``data``: where examples come from and how they become padded id batches."""
+
+    model_config = ConfigDict(extra="allow")
+    source: str
+    tokenizer: Literal["char", "whitespace"] = "char"
+    lowercase: bool = False
+    max_length: int = Field(256, gt=1)
+    min_count: int = Field(1, gt=0)
+    max_vocab: Optional[int] = Field(None, gt=0)
+    limit: Optional[int] = Field(None, gt=0)
+    split: SplitConfig = SplitConfig()
+    bucket: bool = True
+
+
+class ModelConfig(BaseModel):
+    """``model``: the embedding and the recurrent encoder stack."""
+
+    model_config = ConfigDict(extra="allow")
+    cell: str = "lstm"
+    units: int = Field(256, gt=0)
+    layers: int = Field(1, gt=0)
+    embedding_dim: int = Field(64, gt=0)
+    dropout: float = Field(0.0, ge=0.0, lt=1.0)
+    recurrent_dropout: float = Field(0.0, ge=0.0, lt=1.0)
+    bidirectional: bool = False
+
+
+class HeadConfig(BaseModel):
+    """``head``: which task head, plus that head's own keys."""
+
+    model_config = ConfigDict(extra="allow")
+    type: str = "language_model"
+
+
+class EarlyStoppingConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    patience: int = Field(3, ge=0)
+    min_delta: float = Field(0.0, ge=0.0)
+
+
+class TrainingConfig(BaseModel):
+    """``training``: optimiser, clipping, epochs, checkpoints."""
+
+    model_config = ConfigDict(extra="forbid")
+    epochs: int = Field(10, gt=0)
+    batch_size: int = Field(64, gt=0)
+    optimizer: Literal["adam", "adamw", "sgd", "rmsprop"] = "adam"
+    learning_rate: float = Field(1e-3, gt=0.0)
+    clipnorm: Optional[float] = Field(1.0, gt=0.0)
+    early_stopping: Optional[EarlyStoppingConfig] = EarlyStoppingConfig()
+    steps_per_epoch: Optional[int] = Field(None, gt=0)
+    deterministic: bool = True
+    jit_compile: bool = False
+
+
+class DecodingConfig(BaseModel):
+    """``decoding``: defaults for ``seqkit generate``."""
+
+    model_config = ConfigDict(extra="forbid")
+    strategy: Literal["greedy", "sample"] = "sample"
+    temperature: float = Field(1.0, gt=0.0)
+    top_k: int = Field(0, ge=0)
+    max_length: int = Field(200, gt=0)
+
+
+class RecipeModel(BaseModel):
+    """The whole recipe; unknown top-level keys are refused."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    seed: int = 1234
+    plugins: list[str] = []
+    data: DataConfig
+    model: ModelConfig = ModelConfig()
+    head: HeadConfig = HeadConfig()
+    training: TrainingConfig = TrainingConfig()
+    decoding: DecodingConfig = DecodingConfig()
+
+
+@dataclass
+class Recipe:
+    """A validated recipe: typed sections plus the plugins' validated options.
+
+    Attributes:
+        config: the validated :class:`RecipeModel`.
+        data_options / cell_options / head_options: instances of the data
+            source's, cell's and head's ``Options`` models.
+        path: the file it was read from (``None`` when built from a dict).
+    """
+
+    config: RecipeModel
+    data_options: BaseModel
+    cell_options: BaseModel
+    head_options: BaseModel
+    path: Optional[str] = None
+    base_dir: str = "."
+
+    def __getattr__(self, item):  # recipe.data, recipe.model, ...
+        return getattr(self.config, item)
+
+    def to_dict(self) -> dict:
+        """The resolved recipe (defaults filled, plugin keys flat in their sections)."""
+        d = self.config.model_dump(mode="json")
+        for section in ("data", "model", "head"):
+            for k in list(d[section]):
+                if k in (getattr(self.config, section).model_extra or {}):
+                    del d[section][k]
+        d["data"].update(self.data_options.model_dump(mode="json"))
+        d["model"].update(self.cell_options.model_dump(mode="json"))
+        d["head"].update(self.head_options.model_dump(mode="json"))
+        return d
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.to_dict(), sort_keys=False, allow_unicode=True)
+
+    def resolve_path(self, p: str) -> str:
+        """A path from the recipe, relative to the recipe file's folder."""
+        p = os.path.expanduser(p)
+        return p if os.path.isabs(p) else os.path.normpath(os.path.join(self.base_dir, p))
+
+
+# ---------------------------------------------------------------- line numbers
+
+def _key_lines(node, prefix=(), out=None) -> dict:
+    """Map key paths (tuples) to 1-based line numbers from a composed YAML node."""
+    out = {} if out is None else out
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            path = prefix + (str(k.value),)
+            out[path] = k.start_mark.line + 1
+            _key_lines(v, path, out)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, v in enumerate(node.value):
+            out[prefix + (i,)] = v.start_mark.line + 1
+            _key_lines(v, prefix + (i,), out)
+    return out
+
+
+# ---------------------------------------------------------------- type descriptions
+
+def _describe(annotation, info=None) -> str:
+    import annotated_types as at
+
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in args if a is not type(None)]
+        s = " or ".join(_describe(a, info) for a in inner)
+        return s + " or null" if len(inner) < len(args) else s
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in args)
+    if origin is list:
+        return f"a list of {_describe(args[0]).removeprefix('a ').removeprefix('an ')}s" if args else "a list"
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return "a mapping of keys (" + ", ".join(annotation.model_fields) + ")"
+    meta = list(getattr(info, "metadata", []) or [])
+    bounds = {type(m).__name__: getattr(m, type(m).__name__.lower(), None) for m in meta
+              if isinstance(m, (at.Gt, at.Ge, at.Lt, at.Le))}
+    if annotation is bool:
+        return "true or false"
+    if annotation is int:
+        if bounds.get("Gt") == 0:
+            return "a positive integer"
+        if bounds.get("Ge") == 0:
+            return "an integer >= 0"
+        if "Gt" in bounds:
+            return f"an integer > {bounds['Gt']}"
+        return "an integer"
+    if annotation is float:
+        if bounds.get("Ge") == 0 and bounds.get("Lt") == 1:
+            return "a number in [0, 1)"
+        if bounds.get("Gt") == 0:
+            return "a positive number"
+        if bounds.get("Ge") == 0:
+            return "a number >= 0"
+        return "a number"
+    if annotation is str:
+        pattern = [m.pattern for m in meta if hasattr(m, "pattern") and m.pattern]
+        return "a string of letters, digits, '_', '-', '.'" if pattern else "a string"
+    return getattr(annotation, "__name__", str(annotation))
+
+
+def _field_at(model_cls, loc):
+    """Walk ``loc`` through nested pydantic models; return (annotation, FieldInfo, parent_cls)."""
+    cls, ann, info = model_cls, None, None
+    for part in loc:
+        if not (isinstance(cls, type) and issubclass(cls, BaseModel)):
+            return ann, info, None
+        info = cls.model_fields.get(part)
+        if info is None:
+            return None, None, cls
+        ann = info.annotation
+        parent = cls
+        inner = [a for a in typing.get_args(ann) if a is not type(None)] or [ann]
+        cls = inner[0] if len(inner) == 1 else ann
+    return ann, info, parent if loc else None
+
+
+class _Errors:
+    def __init__(self, source: str, lines: dict, overrides: dict):
+        self.source, self.lines, self.overrides, self.items = source, lines, overrides, []
+
+    def where(self, path: tuple) -> str:
+        key = ".".join(str(p) for p in path)
+        for n in range(len(path), 0, -1):
+            sub = ".".join(str(p) for p in path[:n])
+            if sub in self.overrides:
+                return f"--set {sub}"
+            if tuple(path[:n]) in self.lines:
+                return f"{self.source}:{self.lines[tuple(path[:n])]}"
+        return self.source
+
+    def add(self, path: tuple, message: str) -> None:
+        key = ".".join(str(p) for p in path) or "(recipe)"
+        self.items.append(f"{self.where(path)}: {key}: {message}")
+
+    def from_pydantic(self, exc: ValidationError, model_cls, prefix: tuple, extra_allowed=()):
+        for err in exc.errors():
+            loc = tuple(err["loc"])
+            path = prefix + loc
+            if err["type"] == "extra_forbidden":
+                _, _, parent = _field_at(model_cls, loc[:-1] + ("__x__",))
+                known = list(extra_allowed) + (list(parent.model_fields) if parent else [])
+                self.add(path, f"unknown key.{did_you_mean(loc[-1], known)} Known keys here: "
+                               f"{', '.join(sorted(set(known)))}.")
+                continue
+            if err["type"] == "missing":
+                ann, info, _ = _field_at(model_cls, loc)
+                self.add(path, f"missing; expected {_describe(ann, info)}.")
+                continue
+            ann, info, _ = _field_at(model_cls, loc)
+            got = err.get("input")
+            expected = _describe(ann, info) if ann is not None else err["msg"]
+            self.add(path, f"expected {expected}, got {got!r}.")
+
+    def raise_if_any(self):
+        if self.items:
+            head = "invalid recipe" if len(self.items) == 1 else f"invalid recipe ({len(self.items)} problems)"
+            raise RecipeError(head + ":\n  " + "\n  ".join(self.items))
+
+
+# ---------------------------------------------------------------- overrides
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """Parse ``a.b.c=value`` (the value is read as YAML: ``1`` -> int, ``gru`` -> str).
+
+    Raises:
+        RecipeError: no ``=`` or an empty key.
+    """
+    if "=" not in text:
+        raise RecipeError(f"--set {text}: expected KEY.PATH=VALUE, e.g. --set training.epochs=1.")
+    key, value = text.split("=", 1)
+    parts = [p for p in key.strip().split(".")]
+    if not key.strip() or any(not p for p in parts):
+        raise RecipeError(f"--set {text}: the key path is empty or has an empty part.")
+    try:
+        parsed = yaml.safe_load(value) if value.strip() else ""
+    except yaml.YAMLError:
+        parsed = value
+    return parts, parsed
+
+
+def apply_overrides(raw: dict, overrides: list[str]) -> dict[str, Any]:
+    """Apply ``--set`` overrides to ``raw`` in place; return ``{"a.b": value}`` for messages."""
+    applied = {}
+    for text in overrides:
+        parts, value = parse_override(text)
+        node = raw
+        for p in parts[:-1]:
+            if not isinstance(node.get(p), dict):
+                node[p] = {}
+            node = node[p]
+        node[parts[-1]] = value
+        applied[".".join(parts)] = value
+    return applied
+
+
+# ---------------------------------------------------------------- loading
+
+def read_yaml(path: str) -> tuple[dict, dict]:
+    """Read a YAML mapping; return ``(data, key_lines)``.
+
+    Raises:
+        RecipeError: missing file, not UTF-8, malformed YAML, or not a mapping.
+    """
+    if not os.path.isfile(path):
+        raise RecipeError(f"{path}: no such recipe file. Pass the path of a .yaml recipe "
+                          f"(see recipes/ for examples).")
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except UnicodeDecodeError as exc:
+        raise RecipeError(f"{path}: not UTF-8 text (byte {exc.start}): save the recipe as UTF-8.") from exc
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise RecipeError(f"{where}: malformed YAML: {problem}. Check indentation and that "
+                          f"every 'key: value' pair has a space after the colon.") from exc
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise RecipeError(f"{path}: a recipe is a YAML mapping with sections data, model, head, "
+                          f"training, decoding; found a {type(data).__name__}.")
+    return data, _key_lines(node)
+
+
+def load_recipe(path: str, overrides: list[str] | None = None) -> Recipe:
+    """Load, override and validate a recipe file.
+
+    Args:
+        path: the YAML file.
+        overrides: ``["a.b=c", ...]`` applied before validation.
+
+    Returns:
+        A :class:`Recipe`.
+
+    Raises:
+        RecipeError: any problem, all of them listed with file:line and key path.
+    """
+    raw, lines = read_yaml(path)
+    return recipe_from_dict(raw, source=path, lines=lines, overrides=overrides,
+                            base_dir=os.path.dirname(os.path.abspath(path)))
+
+
+def recipe_from_dict(raw: dict, *, source: str = "<recipe>", lines: dict | None = None,
+                     overrides: list[str] | None = None, base_dir: str = ".") -> Recipe:
+    """Validate a recipe given as a dict (see :func:`load_recipe`)."""
+    from seqkit.registry import CELLS, DATA, HEADS, load_plugin
+
+    raw = copy.deepcopy(raw)
+    applied = apply_overrides(raw, overrides or [])
+    errors = _Errors(source, lines or {}, applied)
+    for spec in raw.get("plugins") or []:
+        if isinstance(spec, str):
+            load_plugin(spec if os.path.isabs(spec) or not os.path.exists(os.path.join(base_dir, spec))
+                        else os.path.join(base_dir, spec))
+    plugin_keys = {}
+    # plugin keys are validated by each plugin's Options model; find the plugins first
+    lookups = (("data", "source", DATA, None), ("model", "cell", CELLS, "lstm"),
+               ("head", "type", HEADS, "language_model"))
+    plugins = {}
+    for section, key, registry, default in lookups:
+        sec = raw.get(section)
+        name = sec.get(key, default) if isinstance(sec, dict) else default
+        if name is None or not isinstance(name, str):
+            continue
+        try:
+            plugins[section] = registry.get(name)
+        except RegistryError as exc:
+            errors.add((section, key), str(exc))
+    bases = {"data": DataConfig, "model": ModelConfig, "head": HeadConfig}
+    plugin_opts = {}
+    for section, plugin in plugins.items():
+        sec = raw.get(section) or {}
+        if not isinstance(sec, dict):
+            continue
+        own = {k: v for k, v in sec.items() if k not in bases[section].model_fields}
+        opts_cls = getattr(plugin, "Options", None)
+        if opts_cls is None:
+            continue
+        try:
+            plugin_opts[section] = opts_cls.model_validate(own)
+        except ValidationError as exc:
+            errors.from_pydantic(exc, opts_cls, (section,), extra_allowed=bases[section].model_fields)
+        plugin_keys[section] = set(opts_cls.model_fields)
+    # base validation; plugin keys are removed so that 'extra=allow' sections see only unknowns
+    base_raw = copy.deepcopy(raw)
+    for section in bases:
+        if isinstance(base_raw.get(section), dict) and section in plugins:
+            for k in plugin_keys.get(section, set()):
+                base_raw[section].pop(k, None)
+    try:
+        config = RecipeModel.model_validate(base_raw)
+    except ValidationError as exc:
+        errors.from_pydantic(exc, RecipeModel, ())
+        config = None
+    errors.raise_if_any()
+    data_opts = plugin_opts.get("data")
+    if data_opts is not None:  # file paths are kept absolute so a run's recipe copy stays valid
+        for key in type(data_opts).model_fields:
+            val = getattr(data_opts, key)
+            if (key == "path" or key.endswith("_path")) and isinstance(val, str) and val:
+                p = os.path.expanduser(val)
+                setattr(data_opts, key, p if os.path.isabs(p) else os.path.normpath(os.path.join(base_dir, p)))
+    return Recipe(config=config,
+                  data_options=plugin_opts.get("data", _empty()),
+                  cell_options=plugin_opts.get("model", _empty()),
+                  head_options=plugin_opts.get("head", _empty()),
+                  path=source, base_dir=base_dir)
+
+
+def _empty():
+    from seqkit.cells.base import NoOptions
+
+    return NoOptions()

@@ -1,0 +1,94 @@
+"""Run directories: what training leaves behind, and what evaluate/generate read.
+
+Layout::
+
+    RUN/recipe.yaml     the resolved recipe (defaults filled, overrides applied)
+    RUN/vocab.json      the token list (id = position)
+    RUN/model.keras     the best model so far (lowest validation loss)
+    RUN/last.keras      the latest epoch's model with optimizer state (for --resume)
+    RUN/state.json      {"epoch": completed epochs, "best": best val loss, "status": ...}
+    RUN/metrics.json    final metrics (valid, test, baselines, parameters, timings)
+    RUN/history.json    per-epoch metrics
+    RUN/logs/           TensorBoard event files
+
+Every file is written to a temporary name and renamed into place, so an
+interrupted run never leaves a half-written file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+from seqkit.errors import RunDirError
+
+RECIPE, VOCAB, BEST, LAST, STATE, METRICS, HISTORY, LOGS = (
+    "recipe.yaml", "vocab.json", "model.keras", "last.keras", "state.json", "metrics.json",
+    "history.json", "logs")
+
+
+def atomic_write_text(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` via a temporary file and ``os.replace``."""
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def atomic_write_json(path: str, obj) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+
+
+def atomic_save_model(model, path: str) -> None:
+    """``model.save`` to a temporary ``.keras`` file, then rename into place."""
+    tmp = path[: -len(".keras")] + ".tmp.keras"
+    model.save(tmp)
+    os.replace(tmp, path)
+
+
+def read_json(path: str, default=None):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        if default is not None:
+            return default
+        raise
+
+
+class RunDir:
+    """A run directory at ``path``.
+
+    Raises (from :meth:`check`):
+        RunDirError: the directory is missing or lacks the files of a run.
+    """
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def file(self, name: str) -> str:
+        return os.path.join(self.path, name)
+
+    def exists(self) -> bool:
+        return os.path.isdir(self.path)
+
+    def check(self, need_model: bool = True) -> "RunDir":
+        if not os.path.isdir(self.path):
+            raise RunDirError(f"{self.path}: no such run directory. Train first with "
+                              f"`seqkit train RECIPE` (runs go to runs/NAME by default).")
+        missing = [n for n in (RECIPE, VOCAB) if not os.path.isfile(self.file(n))]
+        if need_model and not os.path.isfile(self.file(BEST)):
+            missing.append(BEST)
+        if missing:
+            raise RunDirError(f"{self.path}: not a complete seqkit run directory (missing "
+                              f"{', '.join(missing)}). Point at a directory made by `seqkit train`; "
+                              f"an interrupted run can be continued with `seqkit train --resume "
+                              f"{self.path}`.")
+        return self
+
+    def state(self) -> dict:
+        return read_json(self.file(STATE), default={"epoch": 0, "best": None, "status": "new"})
+
+    def remove(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
