@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os as _os
 
-_os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # hide TF's C++ start-up chatter
+_os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # hide TF's C++ start-up chatter
 _os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 from seqkit.errors import SeqkitError  # noqa: E402

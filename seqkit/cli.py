@@ -17,6 +17,9 @@ import click
 from seqkit.errors import SeqkitError
 
 
+_NEEDS_TF = {"train", "evaluate", "generate", "validate"}
+
+
 def _common(f):
     """Add ``--plugin`` and ``--debug`` and turn errors into clear messages."""
 
@@ -28,6 +31,10 @@ def _common(f):
         try:
             from seqkit.registry import load_plugin
 
+            if not debug and f.__name__ in _NEEDS_TF:
+                from seqkit._quiet import import_tensorflow_quietly
+
+                import_tensorflow_quietly()
             for p in plugins:
                 load_plugin(p)
             return f(*args, **kwargs)

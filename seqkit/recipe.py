@@ -249,7 +249,8 @@ class _Errors:
 
     def add(self, path: tuple, message: str) -> None:
         key = ".".join(str(p) for p in path) or "(recipe)"
-        self.items.append(f"{self.where(path)}: {key}: {message}")
+        where = self.where(path)
+        self.items.append(f"{where}: {message}" if where == f"--set {key}" else f"{where}: {key}: {message}")
 
     def from_pydantic(self, exc: ValidationError, model_cls, prefix: tuple, extra_allowed=()):
         for err in exc.errors():

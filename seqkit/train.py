@@ -228,9 +228,15 @@ def train(recipe: Recipe, run_path: str, *, resume: bool = False, overwrite: boo
     if t.early_stopping is not None and t.early_stopping.patience > 0:
         callbacks.append(keras.callbacks.EarlyStopping(monitor=monitor, patience=t.early_stopping.patience,
                                                        min_delta=t.early_stopping.min_delta))
+    import warnings
+
+    # A bucketed dataset has no known length until its first pass; Keras then warns that the
+    # "input ran out of data" at the end of epoch 1, which is expected here.
+    warnings.filterwarnings("ignore", message="Your input ran out of data")
     try:
         model.fit(train_ds, validation_data=valid_ds, epochs=t.epochs, initial_epoch=state.get("epoch", 0),
-                  steps_per_epoch=t.steps_per_epoch, callbacks=callbacks, verbose=verbose)
+                  steps_per_epoch=t.steps_per_epoch, callbacks=callbacks, verbose=verbose,
+                  shuffle=False)
     except KeyboardInterrupt:
         if ckpt.epochs_done == 0 and not resume:
             run.remove()

@@ -25,14 +25,17 @@ class LanguageModelOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-def teacher_forcing_pair(ids, start_id: int = START_ID, end_id: int = END_ID):
-    """``ids [T]`` -> ``(inputs [T+1], targets [T+1])``: ``[start] + ids`` and ``ids + [end]``."""
+def teacher_forcing_pair(ids, start_id: int = START_ID):
+    """Teacher forcing: recorded ``ids [T]`` -> ``(inputs [T], targets [T])``.
+
+    ``inputs = [start] + ids[:-1]``, ``targets = ids``: recorded ``[4, 8, 9]``
+    gives inputs ``[start, 4, 8]`` and targets ``[4, 8, 9]``, so the logits
+    produced after reading 4 are scored against 8.
+    """
     import tensorflow as tf
 
     ids = tf.cast(ids, tf.int32)
-    x = tf.concat([[start_id], ids], axis=0)
-    y = tf.concat([ids, [end_id]], axis=0)
-    return x, y
+    return tf.concat([[start_id], ids[:-1]], axis=0), ids
 
 
 @register_head("language_model")
@@ -43,7 +46,10 @@ class LanguageModelHead(Head):
     causal = True
 
     def to_pair(self, ids):
-        return teacher_forcing_pair(ids)
+        """A line's token ids plus the end marker are the recorded sequence."""
+        import tensorflow as tf
+
+        return teacher_forcing_pair(tf.concat([tf.cast(ids, tf.int32), [END_ID]], axis=0))
 
     def build_model(self):
         import keras
@@ -66,7 +72,7 @@ class LanguageModelHead(Head):
 
     def summarize(self, results):
         """Adds ``cross_entropy`` (nats/token, exact over all tokens) and ``bits_per_token``."""
-        out = {k: float(v) for k, v in results.items()}
+        out = {k: float(v) for k, v in results.items() if k != "loss"}  # loss: a mean of batch means
         if "perplexity" in out:
             ce = math.log(out["perplexity"])
             out["cross_entropy"] = ce
@@ -121,7 +127,9 @@ class LanguageModelStepper:
 
     def step(self, token, states):
         """``(token [B] int32, states) -> (logits [B, V] float32, new_states)``."""
-        x = self.embedding(token)
+        from keras import ops
+
+        x = ops.take(self.embedding.embeddings, token, axis=0)  # [B, E], no padding mask attached
         out, k = [], 0
         for cell in self.cells:
             s = cell.state_size

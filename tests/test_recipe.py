@@ -1,0 +1,96 @@
+import pytest
+import yaml
+
+from seqkit.errors import RecipeError
+from seqkit.recipe import load_recipe, parse_override, recipe_from_dict
+
+
+def test_defaults_filled_and_plugin_keys_validated(recipe_dict):
+    r = recipe_from_dict(recipe_dict())
+    assert r.training.clipnorm == 1.0
+    assert r.cell_options.recurrent_activation == "sigmoid"  # the lstm plugin's own key
+    d = r.to_dict()
+    assert d["model"]["unit_forget_bias"] is True and d["model"]["units"] == 32
+
+
+def test_wrong_type_names_file_line_key_expected_and_found(recipe_dict, write_recipe):
+    raw = recipe_dict()
+    raw["model"]["units"] = "abc"
+    path = write_recipe(raw)
+    line = next(i for i, ln in enumerate(open(path), 1) if ln.strip().startswith("units:"))
+    with pytest.raises(RecipeError) as info:
+        load_recipe(path)
+    assert f"{path}:{line}: model.units: expected a positive integer, got 'abc'." in str(info.value)
+
+
+def test_unknown_key_did_you_mean(recipe_dict):
+    raw = recipe_dict()
+    raw["training"]["epohcs"] = 3
+    raw["model"]["unitz"] = 3
+    with pytest.raises(RecipeError) as info:
+        recipe_from_dict(raw)
+    msg = str(info.value)
+    assert "training.epohcs: unknown key. Did you mean 'epochs'?" in msg
+    assert "model.unitz: unknown key. Did you mean 'units'?" in msg
+    assert "2 problems" in msg
+
+
+def test_unknown_cell_and_plugin_option_type(recipe_dict):
+    with pytest.raises(RecipeError, match=r"model.cell: unknown cell 'lstmm'. Did you mean 'lstm'\?"):
+        recipe_from_dict(recipe_dict(model={"cell": "lstmm"}))
+    with pytest.raises(RecipeError, match=r"model.activation: expected one of 'tanh'"):
+        recipe_from_dict(recipe_dict(model={"activation": "swishy"}))
+
+
+def test_set_overrides_are_parsed_as_yaml_and_reported_as_set(recipe_dict, write_recipe):
+    path = write_recipe(recipe_dict())
+    r = load_recipe(path, ["training.epochs=1", "model.cell=gru", "model.dropout=0.25"])
+    assert (r.training.epochs, r.model.cell, r.model.dropout) == (1, "gru", 0.25)
+    with pytest.raises(RecipeError, match=r"--set training.epochs: expected a positive integer, got 0"):
+        load_recipe(path, ["training.epochs=0"])
+    assert parse_override("a.b=[1, 2]") == (["a", "b"], [1, 2])
+    with pytest.raises(RecipeError, match="KEY.PATH=VALUE"):
+        parse_override("novalue")
+
+
+def test_malformed_yaml_gives_line_and_column(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text("name: x\ndata:\n  source: text_lines\n   path: [oops\n")
+    with pytest.raises(RecipeError, match=r"bad.yaml:4:\d+: malformed YAML"):
+        load_recipe(str(p))
+
+
+def test_missing_file_not_mapping_and_not_utf8(tmp_path):
+    with pytest.raises(RecipeError, match="no such recipe file"):
+        load_recipe(str(tmp_path / "nope.yaml"))
+    p = tmp_path / "list.yaml"
+    p.write_text("- a\n- b\n")
+    with pytest.raises(RecipeError, match="found a list"):
+        load_recipe(str(p))
+    q = tmp_path / "latin1.yaml"
+    q.write_bytes("name: caf\xe9\n".encode("latin-1"))
+    with pytest.raises(RecipeError, match="not UTF-8"):
+        load_recipe(str(q))
+
+
+def test_missing_required_section(tmp_path):
+    p = tmp_path / "r.yaml"
+    p.write_text("name: x\n")
+    with pytest.raises(RecipeError, match=r"data: missing"):
+        load_recipe(str(p))
+
+
+def test_relative_data_path_resolved_against_recipe_folder(tmp_path, recipe_dict, write_recipe):
+    raw = recipe_dict(data={"source": "text_lines", "path": "corpus.txt", "limit": None})
+    path = write_recipe(raw)
+    r = load_recipe(path)
+    assert r.data_options.path == str(tmp_path / "corpus.txt")
+    again = recipe_from_dict(yaml.safe_load(r.to_yaml()))  # the run's copy stays valid
+    assert again.data_options.path == str(tmp_path / "corpus.txt")
+
+
+def test_shipped_recipe_validates():
+    import pathlib
+
+    for p in pathlib.Path(__file__).parent.parent.joinpath("recipes").glob("*.yaml"):
+        load_recipe(str(p))
