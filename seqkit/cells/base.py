@@ -8,8 +8,9 @@ layer, in the order given by :attr:`CellPlugin.state_names` (LSTM: ``h`` then
 
 from __future__ import annotations
 
+import abc
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
@@ -38,7 +39,7 @@ class CellSpec:
     options: Any = None
 
 
-class CellPlugin:
+class CellPlugin(abc.ABC):
     """Base class for cell plugins; subclass it and decorate with ``@register_cell``.
 
     Subclasses set :attr:`Options` (a pydantic model whose fields become recipe
@@ -57,9 +58,9 @@ class CellPlugin:
         self.spec = spec
         self.options = spec.options if spec.options is not None else self.Options()
 
+    @abc.abstractmethod
     def make_cell(self, name: str | None = None):
         """Return a Keras RNN cell: ``call(x_t [B, D], states) -> (y_t [B, H], new_states)``."""
-        raise NotImplementedError(f"{type(self).__name__} must implement make_cell()")
 
     def make_layer(self, *, return_sequences: bool = True, return_state: bool = False,
                    go_backwards: bool = False, name: str | None = None):
