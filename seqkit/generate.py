@@ -25,7 +25,6 @@ def generate_text(prep, model, prompt: str = "", *, num: int = 1, max_length: in
     import tensorflow as tf
 
     from seqkit.decoding import decode
-    from seqkit.heads.language_model import LanguageModelStepper
 
     d = prep.recipe.data
     toks = tokenize(prompt, d.tokenizer, d.lowercase)
@@ -33,7 +32,7 @@ def generate_text(prep, model, prompt: str = "", *, num: int = 1, max_length: in
     unknown = sum(1 for i in ids if i == UNK_ID)
     if unknown:
         log.warn(f"{unknown} prompt token(s) are not in the vocabulary and were read as [UNK].")
-    stepper = LanguageModelStepper(model)
+    stepper = prep.head.stepper(model)
     prompt_t = tf.constant([ids] * num, tf.int32)
 
     @tf.function(reduce_retracing=True)
