@@ -96,6 +96,34 @@ class CellPlugin(abc.ABC):
         return [self.spec.units] * len(self.state_names)
 
 
+class KerasCellPlugin(CellPlugin):
+    """A plugin over one of Keras's own recurrent layers (``keras.layers.<layer_name>``).
+
+    Subclasses set :attr:`cell_name` / :attr:`layer_name` (e.g. ``"LSTMCell"``
+    / ``"LSTM"``) and :meth:`layer_kwargs`; the fused layer and the step cell
+    then take the same configuration.
+    """
+
+    cell_name: ClassVar[str]
+    layer_name: ClassVar[str]
+
+    @abc.abstractmethod
+    def layer_kwargs(self) -> dict:
+        """Constructor arguments shared by the cell and the full-sequence layer."""
+
+    def make_cell(self, name=None):
+        import keras
+
+        return getattr(keras.layers, self.cell_name)(name=name, **self.layer_kwargs())
+
+    def make_layer(self, *, return_sequences=True, return_state=False, go_backwards=False, name=None):
+        import keras
+
+        return getattr(keras.layers, self.layer_name)(
+            return_sequences=return_sequences, return_state=return_state,
+            go_backwards=go_backwards, name=name, **self.layer_kwargs())
+
+
 def cudnn_reasons(*, activation: str, recurrent_activation: str, recurrent_dropout: float,
                   use_bias: bool, reset_after: bool | None = None) -> list[str]:
     """Reasons a Keras LSTM/GRU configuration is refused by the cuDNN kernel (Keras 3 rules)."""
