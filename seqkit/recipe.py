@@ -238,7 +238,7 @@ class _Errors:
         self.source, self.lines, self.overrides, self.items = source, lines, overrides, []
 
     def where(self, path: tuple) -> str:
-        key = ".".join(str(p) for p in path)
+        """``--set a.b`` when an override set the key, else ``file:line`` of the nearest key."""
         for n in range(len(path), 0, -1):
             sub = ".".join(str(p) for p in path[:n])
             if sub in self.overrides:
