@@ -20,6 +20,21 @@ def _mask(y_true, sample_weight=None):
     return m
 
 
+def _global_sum(x):
+    """Sum ``x`` over all replicas when training under a ``tf.distribute`` strategy.
+
+    Keras sums the replicas' gradients, so dividing each replica's summed loss by
+    the *global* token count makes the update that of the global token mean,
+    exactly as on one device, however the padding falls across replicas.
+    """
+    import tensorflow as tf
+
+    ctx = tf.distribute.get_replica_context()
+    if ctx is not None and ctx.num_replicas_in_sync > 1:
+        return ctx.all_reduce(tf.distribute.ReduceOp.SUM, x)
+    return x
+
+
 @keras.saving.register_keras_serializable(package="seqkit")
 class MaskedSparseCrossEntropy(keras.losses.Loss):
     """Mean token cross-entropy (nats) over non-padding targets.
@@ -40,7 +55,7 @@ class MaskedSparseCrossEntropy(keras.losses.Loss):
         y_true = ops.cast(y_true, "int32")
         ce = ops.sparse_categorical_crossentropy(y_true, ops.cast(y_pred, "float32"), from_logits=True)
         m = _mask(y_true, sample_weight)
-        return ops.divide(ops.sum(ce * m), ops.maximum(ops.sum(m), 1.0))
+        return ops.divide(ops.sum(ce * m), ops.maximum(_global_sum(ops.sum(m)), 1.0))
 
     def call(self, y_true, y_pred):  # pragma: no cover - __call__ is overridden
         return self.__call__(y_true, y_pred)
@@ -71,10 +86,15 @@ class MaskedAccuracy(keras.metrics.Metric):
 
 
 @keras.saving.register_keras_serializable(package="seqkit")
-class MaskedPerplexity(keras.metrics.Metric):
-    """``exp(total NLL / total tokens)`` over non-padding positions of the whole epoch."""
+class MaskedCrossEntropy(keras.metrics.Metric):
+    """Mean cross-entropy (nats) over all non-padding positions of the epoch: exact sums.
 
-    def __init__(self, name="perplexity", **kwargs):
+    Unlike Keras's running ``loss`` (a mean of per-batch means, weighted by
+    per-replica batch sizes under ``tf.distribute``), this is the same number
+    on one device and on many, so it is what checkpoints and early stopping watch.
+    """
+
+    def __init__(self, name="cross_entropy", **kwargs):
         super().__init__(name=name, **kwargs)
         self.nll = self.add_variable(shape=(), initializer="zeros", name="nll")
         self.total = self.add_variable(shape=(), initializer="zeros", name="total")
@@ -87,8 +107,19 @@ class MaskedPerplexity(keras.metrics.Metric):
         self.total.assign_add(ops.sum(m))
 
     def result(self):
-        return ops.exp(ops.divide_no_nan(self.nll, self.total))
+        return ops.divide_no_nan(self.nll, self.total)
 
     def reset_state(self):
         self.nll.assign(0.0)
         self.total.assign(0.0)
+
+
+@keras.saving.register_keras_serializable(package="seqkit")
+class MaskedPerplexity(MaskedCrossEntropy):
+    """``exp(total NLL / total tokens)`` over non-padding positions of the whole epoch."""
+
+    def __init__(self, name="perplexity", **kwargs):
+        super().__init__(name=name, **kwargs)
+
+    def result(self):
+        return ops.exp(super().result())

@@ -75,8 +75,18 @@ class EarlyStoppingConfig(BaseModel):
     min_delta: float = Field(0.0, ge=0.0)
 
 
+class DistributeConfig(BaseModel):
+    """``training.distribute``: which ``tf.distribute`` strategy trains the model."""
+
+    model_config = ConfigDict(extra="forbid")
+    strategy: Literal["none", "mirrored", "multi_worker"] = "none"
+    cpu_devices: Optional[int] = Field(None, gt=0)  # split a GPU-less CPU into N logical devices
+    timeout_seconds: int = Field(300, gt=0)  # collective ops fail (not hang) after this long
+    backup: bool = False  # keras BackupAndRestore: a restarted job resumes mid-training
+
+
 class TrainingConfig(BaseModel):
-    """``training``: optimiser, clipping, epochs, checkpoints."""
+    """``training``: optimiser, clipping, epochs, checkpoints, distribution."""
 
     model_config = ConfigDict(extra="forbid")
     epochs: int = Field(10, gt=0)
@@ -88,6 +98,7 @@ class TrainingConfig(BaseModel):
     steps_per_epoch: Optional[int] = Field(None, gt=0)
     deterministic: bool = True
     jit_compile: bool = False
+    distribute: DistributeConfig = DistributeConfig()
 
 
 class DecodingConfig(BaseModel):

@@ -8,6 +8,7 @@ The public entry points are :func:`prepare` (data, splits, vocabulary, head),
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -92,15 +93,15 @@ def prepare(recipe: Recipe, vocab: Vocabulary | None = None) -> Prepared:
     return Prepared(recipe, vocab, head, splits, source.describe(), n_cut)
 
 
-def make_split_dataset(prep: Prepared, split: str, training: bool):
-    """The batched ``tf.data.Dataset`` of one split (shuffled when ``training``)."""
+def make_split_dataset(prep: Prepared, split: str, training: bool, first_epoch: int = 0):
+    """The batched ``tf.data.Dataset`` of one split (shuffled per epoch when ``training``)."""
     from seqkit.data.pipeline import make_dataset
 
     r = prep.recipe
     return make_dataset(prep.splits[split], prep.vocab, prep.head.to_pair,
                         tokenizer=r.data.tokenizer, lowercase=r.data.lowercase,
                         batch_size=r.training.batch_size, max_length=r.data.max_length,
-                        shuffle=training, seed=r.seed, bucket=r.data.bucket)
+                        shuffle=training, seed=r.seed, bucket=r.data.bucket, first_epoch=first_epoch)
 
 
 def make_optimizer(t):
@@ -109,10 +110,9 @@ def make_optimizer(t):
     Clipping: ``g <- g * tau / ||g||_2`` over all gradients together when
     ``||g||_2 > tau`` (Pascanu, Mikolov & Bengio 2013, alg. 1).
     """
-    import keras
+    from seqkit.optimizers import OPTIMIZERS
 
-    cls = {"adam": keras.optimizers.Adam, "adamw": keras.optimizers.AdamW,
-           "sgd": keras.optimizers.SGD, "rmsprop": keras.optimizers.RMSprop}[t.optimizer]
+    cls = OPTIMIZERS[t.optimizer]
     return cls(learning_rate=t.learning_rate, global_clipnorm=t.clipnorm)
 
 
@@ -186,9 +186,14 @@ def train(recipe: Recipe, run_path: str, *, resume: bool = False, overwrite: boo
     """
     import keras
 
-    run = RunDir(run_path)
+    from seqkit.distribute import make_distribution
+
     t = recipe.training
+    dist = make_distribution(t.distribute)  # before anything else touches TF's devices
     seed_everything(recipe.seed, t.deterministic)
+    run = RunDir(run_path)
+    # only the chief writes the run directory; other workers write to a scratch copy
+    out = run if dist.is_chief else RunDir(tempfile.mkdtemp(prefix="seqkit-worker-"))
     state, history = {"epoch": 0, "best": None}, []
     if resume:
         run.check(need_model=False)
@@ -202,62 +207,83 @@ def train(recipe: Recipe, run_path: str, *, resume: bool = False, overwrite: boo
                               f"--set training.epochs=N.")
         prep = prepare(recipe, Vocabulary.load(run.file(VOCAB)))
     else:
-        if run.exists() and os.listdir(run_path) and not overwrite:
+        if dist.is_chief and run.exists() and os.listdir(run_path) and not overwrite:
             raise RunDirError(f"{run_path}: the run directory exists already. Pass --overwrite to "
                               f"replace it, --resume to continue it, or --run-dir for a new one.")
         prep = prepare(recipe)  # all data errors surface before anything is written
 
-    train_ds = make_split_dataset(prep, "train", training=True)
-    has_valid = bool(prep.splits["valid"])
-    valid_ds = make_split_dataset(prep, "valid", training=False) if has_valid else None
-    monitor = "val_loss" if has_valid else "loss"
-
-    if resume:
-        model = load_model(run.file(LAST))
-    else:
-        model = compile_model(prep)
-        if run.exists():
-            run.remove()
-        os.makedirs(run_path)
-        atomic_write_text(run.file(RECIPE), recipe.to_yaml())
-        prep.vocab.save(run.file(VOCAB))
+    with dist.strategy.scope():
+        train_ds = make_split_dataset(prep, "train", training=True, first_epoch=state.get("epoch", 0))
+        has_valid = bool(prep.splits["valid"])
+        valid_ds = make_split_dataset(prep, "valid", training=False) if has_valid else None
+        model = load_model(run.file(LAST)) if resume else compile_model(prep)
+    exact = "cross_entropy" if any(m.name == "cross_entropy" for m in prep.head.metrics()) else "loss"
+    monitor = f"val_{exact}" if has_valid else exact
+    if not resume:
+        if out.exists():
+            out.remove()
+        os.makedirs(out.path)
+        atomic_write_text(out.file(RECIPE), recipe.to_yaml())
+        prep.vocab.save(out.file(VOCAB))
     params = count_parameters(model)
     log.info(f"data: {prep.source}; {', '.join(f'{k} {len(v)}' for k, v in prep.splits.items())} "
              f"examples; vocabulary {len(prep.vocab)}")
     log.info(f"model: {recipe.head.type} / {recipe.model.cell} x{recipe.model.layers}, "
              f"{params['total']:,} parameters ({', '.join(f'{k} {v:,}' for k, v in params.items() if k not in ('total', 'trainable'))})")
+    if dist.replicas > 1 or t.distribute.strategy != "none":
+        log.info(f"distribute: {t.distribute.strategy}, {dist.replicas} replicas, this process is the "
+                 f"{dist.worker}; global batch {t.batch_size}, {t.batch_size / dist.replicas:g} per replica")
+        if t.batch_size % dist.replicas:
+            log.warn(f"training.batch_size {t.batch_size} is not a multiple of {dist.replicas} "
+                     f"replicas; replicas get unequal shares of each batch.")
 
     t0 = time.time()
-    ckpt = _callback_class()(run, monitor, state.get("best"), history, t0)
-    callbacks = [ckpt, keras.callbacks.TensorBoard(run.file(LOGS), profile_batch=0)]
+    ckpt = _callback_class()(out, monitor, state.get("best"), history, t0)
+    callbacks = [ckpt, keras.callbacks.TensorBoard(out.file(LOGS), profile_batch=0)]
     if t.early_stopping is not None and t.early_stopping.patience > 0:
         callbacks.append(keras.callbacks.EarlyStopping(monitor=monitor, patience=t.early_stopping.patience,
                                                        min_delta=t.early_stopping.min_delta))
+    if t.distribute.backup:
+        backup = (run.file("backup") if dist.is_chief else os.path.join(
+            tempfile.gettempdir(), f"seqkit-backup-{recipe.name}-{dist.worker.replace(' ', '')}"))
+        callbacks.append(keras.callbacks.BackupAndRestore(backup))
+    if t.distribute.strategy == "multi_worker":
+        _avoid_keras_mwms_build_bug(model, train_ds, dist.strategy)
     try:
         model.fit(train_ds, validation_data=valid_ds, epochs=t.epochs, initial_epoch=state.get("epoch", 0),
                   steps_per_epoch=t.steps_per_epoch, callbacks=callbacks, verbose=verbose,
                   shuffle=False)
     except KeyboardInterrupt:
         if ckpt.epochs_done == 0 and not resume:
-            run.remove()
+            out.remove()
             raise SeqkitError("interrupted before the first epoch finished; nothing was kept.")
-        st = run.state()
+        st = out.state()
         st["status"] = "interrupted"
-        atomic_write_json(run.file(STATE), st)
+        atomic_write_json(out.file(STATE), st)
         raise SeqkitError(f"interrupted; {st['epoch']} epochs are saved. Continue with "
                           f"`seqkit train --resume {run_path}`.")
-    except BaseException:
+    except BaseException as exc:
         if ckpt.epochs_done == 0 and not resume:
-            run.remove()
+            out.remove()
+        if dist.replicas > 1 and _is_peer_failure(exc):
+            raise SeqkitError(f"distributed training stopped: a worker or device stopped answering "
+                              f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]}). Restart every "
+                              f"worker; with training.distribute.backup: true the job resumes from its "
+                              f"last epoch.") from exc
         raise
+    finally:
+        if not dist.is_chief:
+            out.remove()
     train_seconds = time.time() - t0
+    if not dist.is_chief:
+        return {"worker": dist.worker, "epochs": len(history), "history": history}
 
     best = load_model(run.file(BEST)) if os.path.isfile(run.file(BEST)) else model
     if not os.path.isfile(run.file(BEST)):
         atomic_save_model(best, run.file(BEST))
     metrics = {"recipe": recipe.name, "source": prep.source, "epochs": len(history),
                "train_seconds": round(train_seconds, 1), "parameters": params,
-               "vocabulary": len(prep.vocab),
+               "vocabulary": len(prep.vocab), "replicas": dist.replicas,
                "examples": {k: len(v) for k, v in prep.splits.items()}}
     for split in ("valid", "test"):
         if prep.splits[split]:
@@ -268,6 +294,32 @@ def train(recipe: Recipe, run_path: str, *, resume: bool = False, overwrite: boo
     st["status"] = "finished"
     atomic_write_json(run.file(STATE), st)
     return metrics
+
+
+def _avoid_keras_mwms_build_bug(model, train_ds, strategy) -> None:
+    """Build ``model``'s optimizer and metrics from a local batch before ``fit``.
+
+    Keras 3.15 ``fit`` under ``MultiWorkerMirroredStrategy`` first reduces a
+    distributed batch across workers to build the model symbolically, and fails
+    ("Attempt to convert a value (PerReplica...)"; keras-team/keras#20585).
+    Building from this worker's own first batch does the same work without
+    the cross-worker reduce (see also :func:`seqkit.distribute._patch_keras_scalar_reduce`).
+    """
+    x, y = next(iter(train_ds))
+
+    def build(iterator=None, data_batch=None):
+        with strategy.scope():
+            model._symbolic_build(data_batch=(x, y, None))
+
+    model._maybe_symbolic_build = build
+
+
+def _is_peer_failure(exc: BaseException) -> bool:
+    """True for the errors collective ops raise when a peer worker dies or times out."""
+    import tensorflow as tf
+
+    return isinstance(exc, (tf.errors.DeadlineExceededError, tf.errors.UnavailableError,
+                            tf.errors.CancelledError, tf.errors.AbortedError))
 
 
 def evaluate_model(prep: Prepared, model, split: str) -> dict:
@@ -286,6 +338,7 @@ def load_model(path: str):
     import keras
 
     import seqkit.losses  # noqa: F401  (registers custom objects)
+    import seqkit.optimizers  # noqa: F401
 
     if not os.path.isfile(path):
         raise RunDirError(f"{path}: no such model file.")

@@ -50,7 +50,7 @@ def test_run_directory_contents(trained):
     assert state["epoch"] == 3 and state["status"] == "finished"
     hist = json.load(open(os.path.join(run, "history.json")))
     assert [h["epoch"] for h in hist] == [1, 2, 3]
-    assert state["best"] == min(h["val_loss"] for h in hist)
+    assert state["best"] == min(h["val_cross_entropy"] for h in hist) and state["monitor"] == "val_cross_entropy"
 
 
 def test_same_seed_same_metrics(tmp_path, keras):

@@ -15,7 +15,7 @@ def bucket_boundaries(max_length: int, n: int = 8) -> list[int]:
 
 def make_dataset(examples: list[str], vocab: Vocabulary, to_pair, *, tokenizer: str,
                  lowercase: bool, batch_size: int, max_length: int, shuffle: bool, seed: int,
-                 bucket: bool = True):
+                 bucket: bool = True, first_epoch: int = 0):
     """Build a ``tf.data.Dataset`` of padded ``(inputs [B, T], targets [B, T])`` int32 batches.
 
     Args:
@@ -28,16 +28,21 @@ def make_dataset(examples: list[str], vocab: Vocabulary, to_pair, *, tokenizer: 
         max_length: longest ``T'``; longer pairs are cut to it.
         shuffle: shuffle examples each epoch (seeded) — for training.
         bucket: batch examples of similar length together (less padding).
+        first_epoch: with ``shuffle``, the epoch of the first pass (see
+            :func:`seqkit.data.shuffle.epoch_shuffled`).
 
     Returns:
         A dataset; padding id is 0 in inputs and targets.
     """
     import tensorflow as tf
 
+    from seqkit.data.shuffle import epoch_shuffled
+
     lookup = vocab.string_lookup()
-    ds = tf.data.Dataset.from_tensor_slices(tf.constant(examples, dtype=tf.string))
     if shuffle:
-        ds = ds.shuffle(len(examples), seed=seed, reshuffle_each_iteration=True)
+        ds = epoch_shuffled(examples, seed, first_epoch)
+    else:
+        ds = tf.data.Dataset.from_tensor_slices(tf.constant(examples, dtype=tf.string))
 
     def encode(line):
         if lowercase:

@@ -49,10 +49,11 @@ class Head:
         return MaskedSparseCrossEntropy()
 
     def metrics(self) -> list:
-        """Metrics reported each epoch (padding positions excluded)."""
-        from seqkit.losses import MaskedAccuracy
+        """Metrics reported each epoch (padding positions excluded); the first
+        ``cross_entropy`` one is what checkpoints and early stopping watch."""
+        from seqkit.losses import MaskedAccuracy, MaskedCrossEntropy
 
-        return [MaskedAccuracy()]
+        return [MaskedCrossEntropy(), MaskedAccuracy()]
 
     def summarize(self, results: dict) -> dict:
         """Turn ``model.evaluate`` results into the metrics reported for this head."""

@@ -72,17 +72,14 @@ class LanguageModelHead(Head):
         return LanguageModelStepper(model, CELLS.get(self.recipe.model.cell).state_names)
 
     def metrics(self):
-        from seqkit.losses import MaskedAccuracy, MaskedPerplexity
+        from seqkit.losses import MaskedAccuracy, MaskedCrossEntropy, MaskedPerplexity
 
-        return [MaskedAccuracy(), MaskedPerplexity()]
+        return [MaskedCrossEntropy(), MaskedAccuracy(), MaskedPerplexity()]
 
     def summarize(self, results):
-        """Adds ``cross_entropy`` (nats/token, exact over all tokens) and ``bits_per_token``."""
+        """Exact ``cross_entropy`` (nats/token), ``perplexity``, ``accuracy``, plus ``bits_per_token``."""
         out = {k: float(v) for k, v in results.items() if k != "loss"}  # loss: a mean of batch means
-        if "perplexity" in out:
-            ce = math.log(out["perplexity"])
-            out["cross_entropy"] = ce
-            out["bits_per_token"] = ce / math.log(2.0)
+        out["bits_per_token"] = out["cross_entropy"] / math.log(2.0)
         return out
 
     def baselines(self, prep):
