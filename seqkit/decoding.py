@@ -77,7 +77,7 @@ def _prefill(step_fn, states, prompt, extras):
 
     def pre_body(i, *st):
         _, new = _call_step(step_fn, prompt[:, i], list(st), extras)
-        return (i + 1, *new)
+        return (i + 1, *[tf.ensure_shape(n, s.shape) for n, s in zip(new, st)])
 
     p_len = tf.shape(prompt)[1]
     out = tf.while_loop(lambda i, *st: i < p_len - 1, pre_body, (tf.constant(0), *states))
@@ -130,7 +130,8 @@ def decode(step_fn, states, prompt, *, max_length: int, greedy: bool, temperatur
             filtered = filter_logits(logits, temperature, top_k, top_p)
             nxt = tf.random.stateless_categorical(filtered, 1, seed=tf.stack([seed_t, t]),
                                                   dtype=tf.int32)[:, 0]
-        nxt = tf.where(finished, tf.fill([batch], PAD_ID), nxt)
+        nxt = tf.ensure_shape(tf.where(finished, tf.zeros_like(nxt) + PAD_ID, nxt), last.shape)
+        new = [tf.ensure_shape(n, s.shape) for n, s in zip(new, st)]
         lengths = lengths + tf.cast(tf.logical_and(~finished, nxt != stop_id), tf.int32)
         finished = tf.logical_or(finished, nxt == stop_id)
         return (t + 1, nxt, finished, lengths, ta.write(t, nxt), *new)

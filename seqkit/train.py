@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from dataclasses import dataclass, field
 
 from seqkit import log
@@ -19,6 +20,10 @@ from seqkit.recipe import Recipe, load_recipe
 from seqkit.registry import DATA, HEADS
 from seqkit.rundir import (BEST, HISTORY, LAST, LOGS, METRICS, RECIPE, STATE, VOCAB, RunDir,
                            atomic_save_model, atomic_write_json, atomic_write_text, read_json)
+
+# A bucketed dataset has no known length until its first pass; Keras then warns that the
+# "input ran out of data" at the end of it, which is expected here.
+warnings.filterwarnings("ignore", message="Your input ran out of data")
 
 
 @dataclass
@@ -228,11 +233,6 @@ def train(recipe: Recipe, run_path: str, *, resume: bool = False, overwrite: boo
     if t.early_stopping is not None and t.early_stopping.patience > 0:
         callbacks.append(keras.callbacks.EarlyStopping(monitor=monitor, patience=t.early_stopping.patience,
                                                        min_delta=t.early_stopping.min_delta))
-    import warnings
-
-    # A bucketed dataset has no known length until its first pass; Keras then warns that the
-    # "input ran out of data" at the end of epoch 1, which is expected here.
-    warnings.filterwarnings("ignore", message="Your input ran out of data")
     try:
         model.fit(train_ds, validation_data=valid_ds, epochs=t.epochs, initial_epoch=state.get("epoch", 0),
                   steps_per_epoch=t.steps_per_epoch, callbacks=callbacks, verbose=verbose,

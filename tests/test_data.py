@@ -1,0 +1,108 @@
+"""Data sources, splits, vocabulary and the tf.data pipeline on small files the test writes."""
+
+import numpy as np
+import pytest
+
+from seqkit.data.split import split_examples
+from seqkit.data.vocab import SPECIALS, Vocabulary, tokenize
+from seqkit.errors import DataError
+
+
+def test_contiguous_and_seeded_shuffled_splits():
+    xs = list(range(100))
+    s = split_examples(xs, 0.1, 0.2, shuffle=False, seed=0)
+    assert s["train"] == list(range(70)) and s["valid"] == list(range(70, 80)) and s["test"] == list(range(80, 100))
+    a = split_examples(xs, 0.1, 0.2, shuffle=True, seed=5)
+    b = split_examples(xs, 0.1, 0.2, shuffle=True, seed=5)
+    assert a == b and a["train"] != s["train"]
+    assert sorted(a["train"] + a["valid"] + a["test"]) == xs
+
+
+def test_split_errors():
+    with pytest.raises(DataError, match="valid .* test .* below 1"):
+        split_examples([1, 2], 0.5, 0.5, shuffle=False, seed=0)
+    with pytest.raises(DataError, match="data.split.valid: 0.01 of 3 examples is none"):
+        split_examples([1, 2, 3], 0.01, 0.0, shuffle=False, seed=0)
+
+
+def test_vocabulary_ids_frequency_order_and_round_trip(tmp_path):
+    v = Vocabulary.build([tokenize("abca", "char"), tokenize("cab c", "char")], min_count=2)
+    assert v.tokens[:4] == list(SPECIALS)
+    assert v.tokens[4:] == ["a", "c", "b"]  # a:3, c:3 (first seen before b), b:2; ' ' seen once is dropped
+    assert v.encode(list("ab z")) == [4, 6, 1, 1]
+    assert v.decode([4, 6, 3, 5]) == "ab"
+    p = tmp_path / "vocab.json"
+    v.save(str(p))
+    assert Vocabulary.load(str(p)).tokens == v.tokens
+    lookup = v.string_lookup()
+    assert lookup(np.array(["a", "b", "z", ""])).numpy().tolist() == [4, 6, 1, 0]
+
+
+def test_whitespace_tokenizer_and_lowercase():
+    assert tokenize("The  cat\tsat", "whitespace", lowercase=True) == ["the", "cat", "sat"]
+
+
+def test_pipeline_pads_per_batch_and_matches_python_encoding(tf):
+    from seqkit.data.pipeline import make_dataset
+    from seqkit.heads.language_model import LanguageModelHead
+
+    v = Vocabulary.build([list("abcde")])
+    to_pair = lambda ids: LanguageModelHead.to_pair(None, ids)  # noqa: E731
+    ds = make_dataset(["ab", "abcde", "e"], v, to_pair, tokenizer="char", lowercase=False,
+                      batch_size=8, max_length=16, shuffle=False, seed=0, bucket=False)
+    (x, y), = list(ds)
+    ids = v.encode(list("abcde"))
+    assert x.numpy().tolist()[1] == [2] + ids
+    assert y.numpy().tolist()[1] == ids + [3]
+    assert x.numpy().tolist()[2] == [2, ids[4], 0, 0, 0, 0]  # padded to the batch's longest row
+    assert y.numpy().tolist()[0] == ids[:2] + [3, 0, 0, 0]
+
+
+def test_bucketing_groups_similar_lengths(tf):
+    from seqkit.data.pipeline import make_dataset
+    from seqkit.heads.language_model import LanguageModelHead
+
+    lines = ["a" * n for n in [3, 40, 4, 41, 5, 42, 3, 44]]
+    v = Vocabulary.build([["a"]])
+    ds = make_dataset(lines, v, lambda ids: LanguageModelHead.to_pair(None, ids), tokenizer="char",
+                      lowercase=False, batch_size=4, max_length=64, shuffle=False, seed=0, bucket=True)
+    widths = sorted(int(x.shape[1]) for x, _ in ds)
+    assert widths == [6, 45]  # short lines padded only to 6, long ones to 45
+    total = sum(int(tf.reduce_sum(tf.cast(y > 0, tf.int32))) for _, y in ds)
+    assert total == sum(n + 1 for n in [3, 40, 4, 41, 5, 42, 3, 44])
+
+
+def test_text_lines_source_errors(tmp_path):
+    from seqkit.data.text_lines import TextLines
+
+    src = lambda p: TextLines(TextLines.Options(path=str(p)))  # noqa: E731
+    with pytest.raises(DataError, match="no such file"):
+        src(tmp_path / "missing.txt").examples()
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n  \n")
+    with pytest.raises(DataError, match="no non-empty lines"):
+        src(empty).examples()
+    bad = tmp_path / "latin1.txt"
+    bad.write_bytes(b"fine line\nsecond\ncaf\xe9\n")
+    with pytest.raises(DataError, match=r"latin1.txt:3: not UTF-8 \(byte 0xe9"):
+        src(bad).examples()
+    good = tmp_path / "good.txt"
+    good.write_text("one\r\n\r\ntwo  \n")
+    assert src(good).examples() == ["one", "two"]
+
+
+def test_pydoc_topics_is_real_text():
+    from seqkit.data.text_lines import PydocTopics
+
+    lines = PydocTopics(PydocTopics.Options()).examples()
+    assert len(lines) > 5000 and sum(map(len, lines)) > 400_000
+    assert all(line.strip() for line in lines)
+
+
+def test_chunk_long_counts_and_splits():
+    from seqkit.train import chunk_long
+
+    out, n = chunk_long(["abcdefg", "ab"], 3, "char")
+    assert (out, n) == (["abc", "def", "g", "ab"], 1)
+    out, n = chunk_long(["a b c d", "e"], 3, "whitespace")
+    assert (out, n) == (["a b c", "d", "e"], 1)
