@@ -178,7 +178,14 @@ def length_penalty_factor(length, alpha):
     return tf.pow((5.0 + length) / 6.0, tf.cast(alpha, tf.float32))
 
 
-def _check_beam_args(beam_width, n_best, length_penalty, min_length, max_length):
+def check_beam_args(beam_width, n_best, length_penalty, min_length, max_length):
+    """Validate beam-search arguments given as Python numbers (tensors are not checked).
+
+    Raises:
+        SeqkitError: ``beam_width`` or ``n_best`` below 1, ``n_best > beam_width``,
+            ``length_penalty < 0``, ``max_length < 1`` or ``min_length`` outside
+            ``[0, max_length]``; each message names the option and the fix.
+    """
     if not isinstance(beam_width, int) or beam_width < 1:
         raise SeqkitError(f"beam width must be a positive integer, got {beam_width!r} "
                           f"(--beam-width / decoding.beam_width; 1 is greedy decoding).")
@@ -245,7 +252,7 @@ def beam_search(step_fn, states, prompt, *, beam_width: int, max_length, length_
     """
     import tensorflow as tf
 
-    _check_beam_args(beam_width, n_best, length_penalty, min_length, max_length)
+    check_beam_args(beam_width, n_best, length_penalty, min_length, max_length)
     K = beam_width
     prompt = tf.convert_to_tensor(prompt, tf.int32)
     states = [tf.convert_to_tensor(s) for s in states]
