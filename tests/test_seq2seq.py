@@ -187,3 +187,44 @@ def test_luong_dot_with_unequal_widths_is_a_recipe_error(keras):
                                      head={"type": "seq2seq", "attention": "luong_dot"}))
     with pytest.raises(RecipeError, match="decoder_units: 16"):
         Seq2SeqHead(r).build_model(VS, VT)
+
+
+def _reversal_data(rng, n, max_len=7, vocab=10):
+    lens = rng.integers(3, max_len + 1, n)
+    src = np.zeros((n, max_len), "int32")
+    dec = np.zeros((n, max_len + 1), "int32")
+    tgt = np.zeros((n, max_len + 1), "int32")
+    for i, k in enumerate(lens):
+        s = rng.integers(4, vocab, k)
+        src[i, :k], dec[i, 0], dec[i, 1:k + 1], tgt[i, :k], tgt[i, k] = s, START_ID, s[::-1], s[::-1], END_ID
+    return src, dec, tgt, lens
+
+
+def test_attention_learns_to_reverse_far_better_than_no_attention(tf, keras):
+    """8 epochs on 512 random strings (3-7 symbols), then greedy decoding of 200 unseen ones:
+    measured exact match none 0.16, bahdanau 0.89, luong 0.43 (seeded, 2 CPU cores, ~15 s)."""
+    from seqkit.decoding import decode
+    from seqkit.heads.seq2seq import Seq2SeqHead, Seq2SeqStepper
+    from seqkit.recipe import recipe_from_dict
+    from tests.conftest import make_recipe
+
+    src, dec, tgt, _ = _reversal_data(np.random.default_rng(0), 512)
+    test_src, _, _, test_len = _reversal_data(np.random.default_rng(99), 200)
+    want = [list(s[:k][::-1]) for s, k in zip(test_src, test_len)]
+    exact = {}
+    for att in ("none", "bahdanau", "luong"):
+        keras.utils.set_random_seed(1)
+        r = recipe_from_dict(make_recipe(model={"units": 32, "embedding_dim": 16},
+                                         head={"type": "seq2seq", "attention": att}))
+        head = Seq2SeqHead(r)
+        model = head.build_model(10, 10)
+        model.compile(keras.optimizers.Adam(0.01), loss=head.loss())
+        model.fit([src, dec], tgt, batch_size=64, epochs=8, verbose=0)
+        st = Seq2SeqStepper(model)
+        states, extras = st.start(test_src)
+        toks, lens = decode(st.step, states, tf.fill([200, 1], START_ID), max_length=9, greedy=True,
+                            extras=extras)
+        got = [list(t[:k]) for t, k in zip(toks.numpy(), lens.numpy())]
+        exact[att] = np.mean([g == w for g, w in zip(got, want)])
+    assert exact["bahdanau"] >= 0.7 and exact["bahdanau"] > exact["none"] + 0.4, exact
+    assert exact["luong"] > exact["none"] + 0.1, exact
