@@ -13,11 +13,12 @@ import os
 import sys
 
 import click
+import numpy as np
 
 from seqkit.errors import SeqkitError
 
 
-_NEEDS_TF = {"train", "evaluate", "generate", "validate"}
+_NEEDS_TF = {"train", "evaluate", "generate", "validate", "export", "stream", "inspect", "bench_step"}
 
 
 def _common(f):
@@ -258,6 +259,138 @@ def validate(recipe, overrides, check_data, show):
         click.echo(f"model: {params['total']:,} parameters (" +
                    ", ".join(f"{k} {v:,}" for k, v in params.items() if k not in ("total", "trainable")) + ")")
     click.echo(f"{recipe}: OK")
+
+
+@main.command()
+@click.argument("run_dir", type=click.Path(file_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["tflite", "saved_model", "all"]), default="tflite",
+              show_default=True, help="TFLite step model, SavedModel with signatures, or both.")
+@click.option("--out", type=click.Path(file_okay=False), help="Export directory [default: exports/NAME].")
+@click.option("--quantize", type=click.Choice(["none", "float16", "dynamic-range"]), default="none",
+              show_default=True, help="TFLite weights: float32, float16, or int8 dynamic range.")
+@click.option("--tolerance", type=float, help="Largest allowed max |logit diff| vs Keras [default: 1e-4 for float32].")
+@click.option("--min-agreement", type=click.FloatRange(0, 1),
+              help="Smallest allowed arg-max agreement vs Keras [default: 0.999 float32, 0.99 quantized].")
+@click.option("--parity-examples", type=click.IntRange(min=1), default=32, show_default=True,
+              help="Held-out examples streamed through the export for the parity check.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing export directory.")
+@_common
+def export(run_dir, fmt, out, quantize, tolerance, min_agreement, parity_examples, overwrite):
+    """Export a trained run (SavedModel / TFLite step model), checked against Keras before writing."""
+    from seqkit.export.writer import export_run
+    from seqkit.recipe import load_recipe
+    from seqkit.rundir import RECIPE, RunDir
+
+    RunDir(run_dir).check()
+    out = out or os.path.join("exports", load_recipe(os.path.join(run_dir, RECIPE)).name)
+    report = export_run(run_dir, out, fmt=fmt, quantize=quantize, tolerance=tolerance,
+                        min_agreement=min_agreement, parity_examples=parity_examples, overwrite=overwrite)
+    for kind in ("saved_model", "tflite"):
+        if kind in report:
+            r = report[kind]
+            click.echo(f"{kind}: max |logit diff| {r['max_abs_diff']:.3g}, arg-max agreement "
+                       f"{r['argmax_agreement']:.4f} ({r['positions']} positions)"
+                       + (f", {r['bytes']:,} bytes, ops {', '.join(r['ops'])}" if kind == "tflite" else ""))
+    click.echo(f"export directory: {out}")
+
+
+@main.command()
+@click.argument("export_dir", type=click.Path(file_okay=False))
+@click.option("--prompt", default="", help="Text to continue (language-model exports).")
+@click.option("--max-length", type=click.IntRange(min=1), default=80, show_default=True)
+@click.option("--temperature", type=click.FloatRange(min=0, min_open=True), default=0.8, show_default=True)
+@click.option("--top-k", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--greedy", is_flag=True, help="Arg-max decoding instead of sampling.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@_common
+def stream(export_dir, prompt, max_length, temperature, top_k, greedy, seed):
+    """Run an exported TFLite step model token by token, carrying the state (the on-device loop)."""
+    from seqkit.data.vocab import START_ID, UNK_ID, Vocabulary, tokenize
+    from seqkit.runtime.streaming import StreamingModel
+
+    rt = StreamingModel(export_dir)
+    meta = rt.metadata
+    if meta["head"] != "language_model":
+        raise SeqkitError(f"{export_dir}: streaming text generation needs a language-model export; "
+                          f"this one is '{meta['head']}'.")
+    vocab = Vocabulary(meta["vocab"])
+    ids = [START_ID] + vocab.encode(tokenize(prompt, meta["tokenizer"], meta["lowercase"]))
+    if UNK_ID in ids:
+        click.echo("seqkit: warning: prompt tokens outside the vocabulary were read as [UNK].", err=True)
+    new = rt.generate(ids, max_length=max_length, greedy=greedy, temperature=temperature,
+                      top_k=top_k, seed=seed)
+    join = "" if meta["tokenizer"] == "char" else " "
+    click.echo(prompt + (join if prompt and join else "") + vocab.decode(new, join=join))
+
+
+@main.command()
+@click.argument("path", type=click.Path(exists=True))
+@_common
+def inspect(path):
+    """Show a .tflite model's signatures, tensor shapes, ops and size (or an export directory's)."""
+    from seqkit.export.tflite import interpreter, op_names
+
+    model = os.path.join(path, "model.tflite") if os.path.isdir(path) else path
+    if not os.path.isfile(model):
+        raise SeqkitError(f"{path}: no model.tflite here.")
+    try:
+        it = interpreter(model)
+    except ValueError as exc:
+        raise SeqkitError(f"{model}: not a valid TFLite model ({exc}).") from exc
+    click.echo(f"{model}: {os.path.getsize(model):,} bytes")
+    for key in it.get_signature_list():
+        runner = it.get_signature_runner(key)
+        click.echo(f"signature '{key}':")
+        for kind, details in (("in ", runner.get_input_details()), ("out", runner.get_output_details())):
+            for name, d in details.items():
+                shape = [int(v) if v >= 0 else None for v in d["shape_signature"]]
+                click.echo(f"  {kind} {name:<12} {str(shape):<14} {np.dtype(d['dtype']).name}")
+    click.echo("ops: " + ", ".join(op_names(model)))
+    meta_path = os.path.join(os.path.dirname(model), "metadata.json")
+    if os.path.isfile(meta_path):
+        meta = json.load(open(meta_path, encoding="utf-8"))
+        click.echo(f"head {meta['head']}, input {meta['input']['kind']}, vocabulary {len(meta['vocab'])}, "
+                   f"quantize {meta['quantize']}, seqkit {meta['seqkit_version']}")
+
+
+@main.command("bench-step")
+@click.argument("export_dir", type=click.Path(file_okay=False))
+@click.option("--run", "run_dir", type=click.Path(file_okay=False),
+              help="Also time the Keras step of this run (inside tf.function) for comparison.")
+@click.option("--steps", type=click.IntRange(min=10), default=500, show_default=True)
+@_common
+def bench_step(export_dir, run_dir, steps):
+    """Per-step latency (median, p95, microseconds) of the TFLite step model, batch 1."""
+    import time
+
+    from seqkit.runtime.streaming import StreamingModel
+
+    def timeit(fn):
+        for _ in range(20):
+            fn()
+        ts = []
+        for _ in range(steps):
+            t0 = time.perf_counter()
+            fn()
+            ts.append((time.perf_counter() - t0) * 1e6)
+        return float(np.median(ts)), float(np.percentile(ts, 95))
+
+    rt = StreamingModel(export_dir)
+    rows = [("tflite " + rt.metadata["quantize"], *timeit(lambda: rt.step([4])))]
+    if run_dir:
+        import tensorflow as tf
+
+        from seqkit.train import load_run
+
+        prep, model = load_run(run_dir)
+        st = prep.head.stepper(model)
+        states = st.initial_state(1)
+        fn = tf.function(st.step)
+        tok = tf.constant([4])
+        rows.append(("keras tf.function", *timeit(lambda: fn(tok, states)[0].numpy())))
+    click.echo(f"{'path':<24} {'median us':>10} {'p95 us':>10}")
+    for name, med, p95 in rows:
+        click.echo(f"{name:<24} {med:>10.1f} {p95:>10.1f}")
 
 
 if __name__ == "__main__":  # pragma: no cover

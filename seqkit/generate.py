@@ -45,10 +45,9 @@ def generate_text(prep, model, prompt: str = "", *, num: int = 1, max_length: in
     import tensorflow as tf
 
     from seqkit.decoding import decode
-    from seqkit.heads.language_model import LanguageModelStepper
 
     ids, toks = _encode_prompt(prep, prompt)
-    stepper = LanguageModelStepper(model)
+    stepper = prep.head.stepper(model)
     prompt_t = tf.constant([ids] * num, tf.int32)
 
     @tf.function(reduce_retracing=True)
@@ -83,12 +82,11 @@ def generate_beam(prep, model, prompt: str = "", *, beam_width: int = 4, n_best:
     """
     import tensorflow as tf
 
-    from seqkit.decoding import check_beam_args, beam_search
-    from seqkit.heads.language_model import LanguageModelStepper
+    from seqkit.decoding import beam_search, check_beam_args
 
     check_beam_args(beam_width, n_best, length_penalty, min_length, max_length)
     ids, toks = _encode_prompt(prep, prompt)
-    stepper = LanguageModelStepper(model)
+    stepper = prep.head.stepper(model)
 
     @tf.function(reduce_retracing=True)
     def run(prompt_t, max_length, min_length, alpha):

@@ -245,7 +245,7 @@ class _Errors:
         self.source, self.lines, self.overrides, self.items = source, lines, overrides, []
 
     def where(self, path: tuple) -> str:
-        key = ".".join(str(p) for p in path)
+        """``--set a.b`` when an override set the key, else ``file:line`` of the nearest key."""
         for n in range(len(path), 0, -1):
             sub = ".".join(str(p) for p in path[:n])
             if sub in self.overrides:
@@ -379,10 +379,14 @@ def recipe_from_dict(raw: dict, *, source: str = "<recipe>", lines: dict | None 
     raw = copy.deepcopy(raw)
     applied = apply_overrides(raw, overrides or [])
     errors = _Errors(source, lines or {}, applied)
-    for spec in raw.get("plugins") or []:
-        if isinstance(spec, str):
-            load_plugin(spec if os.path.isabs(spec) or not os.path.exists(os.path.join(base_dir, spec))
-                        else os.path.join(base_dir, spec))
+    if isinstance(raw.get("plugins"), list):
+        # a plugin file is read from the recipe's folder and kept absolute (the run's copy stays valid)
+        raw["plugins"] = [os.path.normpath(os.path.join(base_dir, p))
+                          if isinstance(p, str) and not os.path.isabs(p) and p.endswith(".py") else p
+                          for p in raw["plugins"]]
+        for spec in raw["plugins"]:
+            if isinstance(spec, str):
+                load_plugin(spec)
     plugin_keys = {}
     # plugin keys are validated by each plugin's Options model; find the plugins first
     lookups = (("data", "source", DATA, None), ("model", "cell", CELLS, "lstm"),

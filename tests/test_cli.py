@@ -1,7 +1,6 @@
 """The click CLI end to end through CliRunner: train, evaluate, generate, list, validate, errors."""
 
 import json
-import os
 
 import pytest
 from click.testing import CliRunner

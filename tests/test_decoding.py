@@ -1,7 +1,6 @@
 """Greedy and sampling decoding on step functions with known logits."""
 
 import numpy as np
-import pytest
 
 from seqkit.data.vocab import END_ID, PAD_ID
 

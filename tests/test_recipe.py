@@ -94,3 +94,13 @@ def test_shipped_recipe_validates():
 
     for p in pathlib.Path(__file__).parent.parent.joinpath("recipes").glob("*.yaml"):
         load_recipe(str(p))
+
+
+def test_recipe_plugins_are_loaded_from_the_recipe_folder(tmp_path, recipe_dict, write_recipe):
+    (tmp_path / "rcells.py").write_text(
+        "import seqkit\nfrom seqkit.cells.lstm import LSTMPlugin\n\n"
+        "@seqkit.register_cell('recipe_plugin_cell')\nclass R(LSTMPlugin):\n    pass\n")
+    path = write_recipe(recipe_dict(plugins=["rcells.py"], model={"cell": "recipe_plugin_cell"}))
+    r = load_recipe(path)
+    assert r.model.cell == "recipe_plugin_cell"
+    assert r.to_dict()["plugins"] == [str(tmp_path / "rcells.py")]

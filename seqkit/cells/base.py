@@ -8,8 +8,9 @@ layer, in the order given by :attr:`CellPlugin.state_names` (LSTM: ``h`` then
 
 from __future__ import annotations
 
+import abc
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
@@ -38,7 +39,7 @@ class CellSpec:
     options: Any = None
 
 
-class CellPlugin:
+class CellPlugin(abc.ABC):
     """Base class for cell plugins; subclass it and decorate with ``@register_cell``.
 
     Subclasses set :attr:`Options` (a pydantic model whose fields become recipe
@@ -57,9 +58,9 @@ class CellPlugin:
         self.spec = spec
         self.options = spec.options if spec.options is not None else self.Options()
 
+    @abc.abstractmethod
     def make_cell(self, name: str | None = None):
         """Return a Keras RNN cell: ``call(x_t [B, D], states) -> (y_t [B, H], new_states)``."""
-        raise NotImplementedError(f"{type(self).__name__} must implement make_cell()")
 
     def make_layer(self, *, return_sequences: bool = True, return_state: bool = False,
                    go_backwards: bool = False, name: str | None = None):
@@ -93,6 +94,34 @@ class CellPlugin:
     def state_size(self) -> list[int]:
         """Width of each state tensor, in :attr:`state_names` order."""
         return [self.spec.units] * len(self.state_names)
+
+
+class KerasCellPlugin(CellPlugin):
+    """A plugin over one of Keras's own recurrent layers (``keras.layers.<layer_name>``).
+
+    Subclasses set :attr:`cell_name` / :attr:`layer_name` (e.g. ``"LSTMCell"``
+    / ``"LSTM"``) and :meth:`layer_kwargs`; the fused layer and the step cell
+    then take the same configuration.
+    """
+
+    cell_name: ClassVar[str]
+    layer_name: ClassVar[str]
+
+    @abc.abstractmethod
+    def layer_kwargs(self) -> dict:
+        """Constructor arguments shared by the cell and the full-sequence layer."""
+
+    def make_cell(self, name=None):
+        import keras
+
+        return getattr(keras.layers, self.cell_name)(name=name, **self.layer_kwargs())
+
+    def make_layer(self, *, return_sequences=True, return_state=False, go_backwards=False, name=None):
+        import keras
+
+        return getattr(keras.layers, self.layer_name)(
+            return_sequences=return_sequences, return_state=return_state,
+            go_backwards=go_backwards, name=name, **self.layer_kwargs())
 
 
 def cudnn_reasons(*, activation: str, recurrent_activation: str, recurrent_dropout: float,

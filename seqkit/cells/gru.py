@@ -10,11 +10,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from seqkit.cells.base import CellPlugin, cudnn_reasons
+from seqkit.cells.base import KerasCellPlugin, cudnn_reasons
 from seqkit.registry import register_cell
 
 Activation = Literal["tanh", "relu", "sigmoid", "linear", "hard_sigmoid", "softsign"]
-
 
 class GRUOptions(BaseModel):
     """Recipe keys of the ``gru`` cell (under ``model``)."""
@@ -27,29 +26,19 @@ class GRUOptions(BaseModel):
 
 
 @register_cell("gru")
-class GRUPlugin(CellPlugin):
+class GRUPlugin(KerasCellPlugin):
     """Gated recurrent unit; state ``(h,)``."""
 
     Options = GRUOptions
     state_names = ("h",)
+    cell_name, layer_name = "GRUCell", "GRU"
 
-    def _kwargs(self):
+    def layer_kwargs(self):
         o = self.options
         return dict(units=self.spec.units, activation=o.activation,
                     recurrent_activation=o.recurrent_activation, use_bias=o.use_bias,
                     reset_after=o.reset_after, dropout=self.spec.dropout,
                     recurrent_dropout=self.spec.recurrent_dropout)
-
-    def make_cell(self, name=None):
-        import keras
-
-        return keras.layers.GRUCell(name=name, **self._kwargs())
-
-    def make_layer(self, *, return_sequences=True, return_state=False, go_backwards=False, name=None):
-        import keras
-
-        return keras.layers.GRU(return_sequences=return_sequences, return_state=return_state,
-                                go_backwards=go_backwards, name=name, **self._kwargs())
 
     def fast_path_issues(self):
         o = self.options

@@ -11,11 +11,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from seqkit.cells.base import CellPlugin, cudnn_reasons
+from seqkit.cells.base import KerasCellPlugin, cudnn_reasons
 from seqkit.registry import register_cell
 
 Activation = Literal["tanh", "relu", "sigmoid", "linear", "hard_sigmoid", "softsign"]
-
 
 class LSTMOptions(BaseModel):
     """Recipe keys of the ``lstm`` cell (under ``model``)."""
@@ -28,29 +27,19 @@ class LSTMOptions(BaseModel):
 
 
 @register_cell("lstm")
-class LSTMPlugin(CellPlugin):
+class LSTMPlugin(KerasCellPlugin):
     """Long short-term memory; states ``(h, c)``."""
 
     Options = LSTMOptions
     state_names = ("h", "c")
+    cell_name, layer_name = "LSTMCell", "LSTM"
 
-    def _kwargs(self):
+    def layer_kwargs(self):
         o = self.options
         return dict(units=self.spec.units, activation=o.activation,
                     recurrent_activation=o.recurrent_activation, use_bias=o.use_bias,
                     unit_forget_bias=o.unit_forget_bias, dropout=self.spec.dropout,
                     recurrent_dropout=self.spec.recurrent_dropout)
-
-    def make_cell(self, name=None):
-        import keras
-
-        return keras.layers.LSTMCell(name=name, **self._kwargs())
-
-    def make_layer(self, *, return_sequences=True, return_state=False, go_backwards=False, name=None):
-        import keras
-
-        return keras.layers.LSTM(return_sequences=return_sequences, return_state=return_state,
-                                 go_backwards=go_backwards, name=name, **self._kwargs())
 
     def fast_path_issues(self):
         o = self.options

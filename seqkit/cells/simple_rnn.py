@@ -10,9 +10,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from seqkit.cells.base import CellPlugin
+from seqkit.cells.base import KerasCellPlugin
 from seqkit.registry import register_cell
-
 
 class SimpleRNNOptions(BaseModel):
     """Recipe keys of the ``simple_rnn`` cell (under ``model``)."""
@@ -23,24 +22,14 @@ class SimpleRNNOptions(BaseModel):
 
 
 @register_cell("simple_rnn")
-class SimpleRNNPlugin(CellPlugin):
+class SimpleRNNPlugin(KerasCellPlugin):
     """Elman recurrence; state ``(h,)``."""
 
     Options = SimpleRNNOptions
     state_names = ("h",)
+    cell_name, layer_name = "SimpleRNNCell", "SimpleRNN"
 
-    def _kwargs(self):
+    def layer_kwargs(self):
         o = self.options
         return dict(units=self.spec.units, activation=o.activation, use_bias=o.use_bias,
                     dropout=self.spec.dropout, recurrent_dropout=self.spec.recurrent_dropout)
-
-    def make_cell(self, name=None):
-        import keras
-
-        return keras.layers.SimpleRNNCell(name=name, **self._kwargs())
-
-    def make_layer(self, *, return_sequences=True, return_state=False, go_backwards=False, name=None):
-        import keras
-
-        return keras.layers.SimpleRNN(return_sequences=return_sequences, return_state=return_state,
-                                      go_backwards=go_backwards, name=name, **self._kwargs())

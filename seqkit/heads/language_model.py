@@ -65,6 +65,12 @@ class LanguageModelHead(Head):
         logits = keras.layers.Dense(len(self.vocab), name="logits")(x)
         return keras.Model(tokens, logits, name="language_model")
 
+    def stepper(self, model) -> "LanguageModelStepper":
+        """The one-token-at-a-time view of ``model`` used by generation and export."""
+        from seqkit.registry import CELLS
+
+        return LanguageModelStepper(model, CELLS.get(self.recipe.model.cell).state_names)
+
     def metrics(self):
         from seqkit.losses import MaskedAccuracy, MaskedPerplexity
 
@@ -106,11 +112,29 @@ class LanguageModelStepper:
     (``[B, H]`` each; LSTM ``h, c``), flattened into one list.
     """
 
-    def __init__(self, model):
+    def __init__(self, model, cell_state_names: tuple[str, ...] | None = None):
         self.embedding = model.get_layer("embedding")
         self.logits = model.get_layer("logits")
         self.layers = recurrent_layers(model)
         self.cells = [layer.cell for layer in self.layers]
+        self.cell_state_names = cell_state_names
+
+    def input_spec(self):
+        """The step input: ``token [B] int32``."""
+        import tensorflow as tf
+
+        return tf.TensorSpec([None], tf.int32, name="token")
+
+    def state_names(self) -> list[str]:
+        """``rnn_{layer}_{state}`` in state order, e.g. ``rnn_0_h, rnn_0_c`` for an LSTM."""
+        names = []
+        for i, cell in enumerate(self.cells):
+            s = cell.state_size
+            n = len(s) if isinstance(s, (list, tuple)) else 1
+            own = self.cell_state_names if self.cell_state_names and len(self.cell_state_names) == n \
+                else tuple(f"s{j}" for j in range(n))
+            names.extend(f"rnn_{i}_{nm}" for nm in own)
+        return names
 
     def state_sizes(self) -> list[int]:
         sizes = []
@@ -127,9 +151,9 @@ class LanguageModelStepper:
 
     def step(self, token, states):
         """``(token [B] int32, states) -> (logits [B, V] float32, new_states)``."""
-        from keras import ops
+        import tensorflow as tf
 
-        x = ops.take(self.embedding.embeddings, token, axis=0)  # [B, E], no padding mask attached
+        x = tf.gather(self.embedding.embeddings, token)  # [B, E]: a plain GATHER, no padding mask
         out, k = [], 0
         for cell in self.cells:
             s = cell.state_size

@@ -1,0 +1,76 @@
+"""TFLite (LiteRT) conversion of the step signature, builtin ops only.
+
+What holds with TF 2.21 / Keras 3.15 / ai-edge-litert 2.3: the step model
+``(token, states) -> (logits, states)`` converts to builtin ops (GATHER,
+FULLY_CONNECTED, LOGISTIC, TANH, ...); full-sequence recurrent models with a
+dynamic batch do not (TensorList ops), which is why the step model is the
+TFLite artefact.
+"""
+
+from __future__ import annotations
+
+from seqkit.errors import SeqkitError
+
+QUANTIZE = ("none", "float16", "dynamic-range")
+
+
+def convert_step(saved_model_dir: str, quantize: str = "none") -> bytes:
+    """Convert the ``step`` signature of a SavedModel to a ``.tflite`` flatbuffer.
+
+    Args:
+        saved_model_dir: a SavedModel written by :func:`seqkit.export.archive.build_archive`.
+        quantize: ``"none"`` (float32), ``"float16"`` (float16 weights) or
+            ``"dynamic-range"`` (int8 weights, float activations).
+
+    Returns:
+        The model bytes.
+
+    Raises:
+        SeqkitError: the model needs ops outside the TFLite builtins (Flex /
+            select-TF ops, which the LiteRT interpreter cannot run).
+    """
+    import tensorflow as tf
+
+    if quantize not in QUANTIZE:
+        raise SeqkitError(f"--quantize {quantize}: expected one of {', '.join(QUANTIZE)}.")
+    conv = tf.lite.TFLiteConverter.from_saved_model(saved_model_dir, signature_keys=["step"])
+    conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    if quantize == "float16":
+        conv.optimizations = [tf.lite.Optimize.DEFAULT]
+        conv.target_spec.supported_types = [tf.float16]
+    elif quantize == "dynamic-range":
+        conv.optimizations = [tf.lite.Optimize.DEFAULT]
+    try:
+        data = conv.convert()
+    except Exception as exc:  # the converter raises ConverterError with the op list
+        raise SeqkitError(f"the step model does not convert to TFLite builtin ops ({exc}). "
+                          f"Models that need Flex (select TF) ops are refused: the LiteRT "
+                          f"interpreter on a phone cannot run them.") from exc
+    bad = [op for op in op_names(data) if op.startswith("Flex") or op in ("CUSTOM", "DELEGATE")]
+    if bad:
+        raise SeqkitError(f"the converted step model contains non-builtin ops ({', '.join(bad)}); refused.")
+    return data
+
+
+def interpreter(model: bytes | str):
+    """An ``ai_edge_litert`` interpreter for model bytes or a ``.tflite`` path (tensors allocated)."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    it = Interpreter(model_content=model) if isinstance(model, (bytes, bytearray)) else Interpreter(model_path=model)
+    it.allocate_tensors()
+    return it
+
+
+def op_names(model: bytes | str) -> list[str]:
+    """Sorted distinct op names of a TFLite model (e.g. ``['FULLY_CONNECTED', 'GATHER', ...]``).
+
+    Read with the default delegates off, so XNNPACK does not hide ops behind ``DELEGATE`` nodes.
+    """
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    kind = OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+    it = (Interpreter(model_content=model, experimental_op_resolver_type=kind)
+          if isinstance(model, (bytes, bytearray))
+          else Interpreter(model_path=model, experimental_op_resolver_type=kind))
+    it.allocate_tensors()
+    return sorted({op["op_name"] for op in it._get_ops_details()})

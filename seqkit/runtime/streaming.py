@@ -1,0 +1,100 @@
+"""The reference streaming loop over a TFLite step model, on the ``ai-edge-litert`` interpreter.
+
+This is the loop a mobile developer ports: keep one array per recurrent state
+(``[B, H]`` float32, names and sizes from ``metadata.json``), call the
+``step`` signature with the current input and the states, keep the returned
+states, and read the logits. ``reset()`` starts an independent sequence.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+from seqkit.errors import SeqkitError
+
+MODEL, METADATA = "model.tflite", "metadata.json"
+
+
+class StreamingModel:
+    """A step model with its state carried between calls.
+
+    Args:
+        export_dir: a directory written by ``seqkit export --format tflite``
+            (``model.tflite`` + ``metadata.json``).
+        model_bytes: optional model bytes to use instead of ``model.tflite``
+            (the exporter checks a model before writing it).
+        metadata: optional metadata dict instead of ``metadata.json``.
+
+    Raises:
+        SeqkitError: missing or unreadable files.
+    """
+
+    def __init__(self, export_dir: str | None = None, *, model_bytes: bytes | None = None,
+                 metadata: dict | None = None):
+        from seqkit.export.tflite import interpreter
+
+        if metadata is None or model_bytes is None:
+            if export_dir is None or not os.path.isfile(os.path.join(export_dir, MODEL)):
+                raise SeqkitError(f"{export_dir}: no {MODEL} here. Export one with `seqkit export "
+                                  f"RUN_DIR --format tflite --out {export_dir}`.")
+            try:
+                with open(os.path.join(export_dir, METADATA), encoding="utf-8") as f:
+                    metadata = json.load(f)
+            except (OSError, ValueError) as exc:
+                raise SeqkitError(f"{export_dir}: cannot read {METADATA} ({exc}); export again.") from exc
+        self.metadata = metadata
+        try:
+            self.interpreter = interpreter(model_bytes if model_bytes is not None
+                                           else os.path.join(export_dir, MODEL))
+        except ValueError as exc:
+            raise SeqkitError(f"{export_dir}: {MODEL} is not a valid TFLite model ({exc}).") from exc
+        self.runner = self.interpreter.get_signature_runner("step")
+        self.input_name = metadata["input"]["name"]
+        self.input_dtype = np.dtype(metadata["input"]["dtype"])
+        self.states_layout = [(s["name"], int(s["size"])) for s in metadata["state_layout"]]
+        self.reset()
+
+    def reset(self, batch_size: int = 1) -> None:
+        """Zero every state: the next :meth:`step` starts a new, independent sequence."""
+        self.states = {name: np.zeros((batch_size, size), np.float32) for name, size in self.states_layout}
+
+    def step(self, x) -> np.ndarray:
+        """Feed one input per row (``[B]`` ids or ``[B, D]`` frames); return logits ``[B, C]``."""
+        out = self.runner(**{self.input_name: np.asarray(x, self.input_dtype)}, **self.states)
+        self.states = {name: out[name] for name, _ in self.states_layout}
+        return out["logits"]
+
+    def generate(self, prompt_ids: list[int], *, max_length: int, greedy: bool = False,
+                 temperature: float = 1.0, top_k: int = 0, seed: int = 0) -> list[int]:
+        """Continue ``prompt_ids`` (start marker included) one token at a time.
+
+        Sampling draws from ``softmax(logits / temperature)`` restricted to the
+        ``top_k`` best ids (0 = all) with ``numpy.random.default_rng(seed)``.
+
+        Returns:
+            The new ids, without the prompt, ending before the end id.
+        """
+        end_id = int(self.metadata["special_ids"]["end"])
+        rng = np.random.default_rng(seed)
+        self.reset(1)
+        for t in prompt_ids[:-1]:
+            self.step([t])
+        last, out = prompt_ids[-1], []
+        for _ in range(max_length):
+            z = self.step([last])[0].astype(np.float64)
+            if greedy:
+                nxt = int(np.argmax(z))
+            else:
+                z = z / temperature
+                if top_k:
+                    z[z < np.sort(z)[-top_k]] = -np.inf
+                p = np.exp(z - z.max())
+                nxt = int(rng.choice(len(p), p=p / p.sum()))
+            if nxt == end_id:
+                break
+            out.append(nxt)
+            last = nxt
+        return out

@@ -1,0 +1,166 @@
+"""Export: TFLite/SavedModel step models match Keras, builtin ops only, nothing half-written."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from seqkit.recipe import recipe_from_dict
+from tests.conftest import make_recipe
+
+BUILTINS_SEEN = {"ADD", "DEQUANTIZE", "FULLY_CONNECTED", "GATHER", "LOGISTIC", "MUL", "SPLIT", "SUB",
+                 "TANH", "RESHAPE", "STRIDED_SLICE", "RELU", "CONCATENATION"}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, keras):
+    from seqkit.train import train
+
+    out = {}
+    for cell in ("lstm", "gru", "simple_rnn"):
+        path = str(tmp_path_factory.mktemp("exp") / cell)
+        train(recipe_from_dict(make_recipe(data={"limit": 100}, model={"cell": cell, "units": 16, "layers": 2},
+                                           training={"epochs": 1})), path, verbose=0)
+        out[cell] = path
+    return out
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru", "simple_rnn"])
+def test_step_exports_equal_full_sequence_keras(runs, cell, tmp_path, tf):
+    from seqkit.export.writer import export_run
+
+    out = str(tmp_path / "e")
+    report = export_run(runs[cell], out, fmt="all", parity_examples=12)
+    assert report["tflite"]["max_abs_diff"] <= 1e-5
+    assert report["saved_model"]["max_abs_diff"] <= 1e-5
+    assert report["tflite"]["argmax_agreement"] == 1.0
+    ops = set(report["tflite"]["ops"])
+    assert ops <= BUILTINS_SEEN and not any(o.startswith("Flex") for o in ops), ops
+    assert {"FULLY_CONNECTED", "GATHER", "TANH"} <= ops
+    assert sorted(os.listdir(out)) == ["metadata.json", "model.tflite", "parity.json", "saved_model", "vocab.json"]
+    meta = json.load(open(os.path.join(out, "metadata.json")))
+    n_states = {"lstm": 2, "gru": 1, "simple_rnn": 1}[cell] * 2
+    assert [s["size"] for s in meta["state_layout"]] == [16] * n_states
+    assert meta["state_layout"][0]["name"] == "rnn_0_h"
+
+
+def test_streamed_with_reset_equals_each_alone(runs, tmp_path):
+    from seqkit.export.writer import export_run
+    from seqkit.runtime.streaming import StreamingModel
+
+    out = str(tmp_path / "e")
+    export_run(runs["lstm"], out, parity_examples=4)
+    rt = StreamingModel(out)
+    a, b = [2, 5, 6, 7], [2, 9, 4]
+    run = lambda seq: np.stack([rt.step([t])[0] for t in seq])  # noqa: E731
+    rt.reset()
+    alone_a = run(a)
+    rt.reset()
+    alone_b = run(b)
+    rt.reset()
+    both_a = run(a)
+    rt.reset()
+    both_b = run(b)
+    np.testing.assert_array_equal(alone_a, both_a)
+    np.testing.assert_array_equal(alone_b, both_b)
+    rt.reset()
+    run(a)
+    carried = run(b)  # without reset the state carries over: a different answer
+    assert np.abs(carried - alone_b).max() > 1e-4
+
+
+def test_saved_model_generate_equals_python_decoding(runs, tmp_path, tf):
+    from seqkit.decoding import decode
+    from seqkit.export.writer import export_run
+    from seqkit.train import load_run
+
+    out = str(tmp_path / "e")
+    export_run(runs["gru"], out, fmt="saved_model", parity_examples=4)
+    loaded = tf.saved_model.load(os.path.join(out, "saved_model"))
+    prompt = tf.constant([[2, 5, 6], [2, 7, 7]], tf.int32)
+    res = loaded.signatures["generate"](prompt=prompt, max_length=tf.constant(15))
+    prep, model = load_run(runs["gru"])
+    st = prep.head.stepper(model)
+    toks, lens = decode(st.step, st.initial_state(2), prompt, max_length=15, greedy=True)
+    np.testing.assert_array_equal(res["tokens"].numpy(), toks.numpy())
+    np.testing.assert_array_equal(res["lengths"].numpy(), lens.numpy())
+    s1 = loaded.signatures["sample"](prompt=prompt, max_length=tf.constant(15),
+                                     temperature=tf.constant(0.9), seed=tf.constant(3))
+    toks, _ = decode(st.step, st.initial_state(2), prompt, max_length=15, greedy=False,
+                     temperature=0.9, seed=3)
+    np.testing.assert_array_equal(s1["tokens"].numpy(), toks.numpy())
+
+
+def test_runtime_generate_matches_keras_greedy(runs, tmp_path, tf):
+    from seqkit.decoding import decode
+    from seqkit.export.writer import export_run
+    from seqkit.runtime.streaming import StreamingModel
+    from seqkit.train import load_run
+
+    out = str(tmp_path / "e")
+    export_run(runs["lstm"], out, parity_examples=4)
+    new = StreamingModel(out).generate([2, 5], max_length=12, greedy=True)
+    prep, model = load_run(runs["lstm"])
+    st = prep.head.stepper(model)
+    toks, lens = decode(st.step, st.initial_state(1), tf.constant([[2, 5]]), max_length=12, greedy=True)
+    assert new == toks.numpy()[0, : int(lens[0])].tolist()
+
+
+def test_quantized_export_is_smaller_and_agrees(runs, tmp_path):
+    from seqkit.export.writer import export_run
+
+    f32 = export_run(runs["lstm"], str(tmp_path / "f"), parity_examples=8)
+    i8 = export_run(runs["lstm"], str(tmp_path / "q"), quantize="dynamic-range", parity_examples=8)
+    assert i8["tflite"]["bytes"] < f32["tflite"]["bytes"]
+    assert i8["tflite"]["argmax_agreement"] >= 0.99
+
+
+def test_parity_failure_and_existing_directory_write_nothing(runs, tmp_path):
+    from seqkit.errors import SeqkitError
+    from seqkit.export.writer import export_run
+
+    out = tmp_path / "e"
+    with pytest.raises(SeqkitError, match="parity check failed .* nothing was written"):
+        export_run(runs["lstm"], str(out), quantize="dynamic-range", tolerance=1e-9, parity_examples=4)
+    assert not out.exists() and not list(tmp_path.glob("e.partial-*"))
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    with pytest.raises(SeqkitError, match="exists and is not empty"):
+        export_run(runs["lstm"], str(out), parity_examples=4)
+    assert os.listdir(out) == ["keep.txt"]
+
+
+def test_interrupted_conversion_leaves_nothing(runs, tmp_path, monkeypatch):
+    import seqkit.export.tflite as tfl
+    from seqkit.export.writer import export_run
+
+    def boom(*a, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tfl, "convert_step", boom)
+    with pytest.raises(KeyboardInterrupt):
+        export_run(runs["lstm"], str(tmp_path / "e"), parity_examples=4)
+    assert os.listdir(tmp_path) == []
+
+
+def test_cli_export_stream_inspect(runs, tmp_path):
+    from click.testing import CliRunner
+
+    from seqkit.cli import main
+
+    r = CliRunner()
+    out = str(tmp_path / "e")
+    res = r.invoke(main, ["export", runs["lstm"], "--out", out, "--parity-examples", "4"])
+    assert res.exit_code == 0, res.output
+    assert "tflite: max |logit diff|" in res.output
+    res = r.invoke(main, ["stream", out, "--prompt", "The ", "--max-length", "20", "--greedy"])
+    assert res.exit_code == 0 and res.output.startswith("The ")
+    res = r.invoke(main, ["inspect", out])
+    assert res.exit_code == 0 and "signature 'step'" in res.output and "rnn_0_c" in res.output
+    res = r.invoke(main, ["stream", str(tmp_path / "none")])
+    assert res.exit_code == 2 and "no model.tflite" in res.output
+    bad = tmp_path / "bad.tflite"
+    bad.write_bytes(b"not a model")
+    res = r.invoke(main, ["inspect", str(bad)])
+    assert res.exit_code == 2 and "not a valid TFLite model" in res.output
