@@ -1,12 +1,11 @@
 """Beam search invariants on tiny fixed-weight step functions, and top-p by hand."""
 
-import itertools
 import math
 
 import numpy as np
 import pytest
 
-from seqkit.data.vocab import END_ID, PAD_ID
+from seqkit.data.vocab import END_ID
 
 
 def tiny_rnn(seed, V=6, H=4, scale=2.0):

@@ -89,9 +89,10 @@ def test_zero_length_source_with_attention_gives_no_nan(tf, build, name):
 def test_stepper_step_by_step_equals_teacher_forced_model(tf, build, name):
     from seqkit.heads.seq2seq import Seq2SeqStepper
 
-    _, model = build(name)
+    head, model = build(name)
     full = model([SRC, DEC_IN]).numpy()
-    st = Seq2SeqStepper(model)
+    st = head.stepper(model)
+    assert isinstance(st, Seq2SeqStepper)
     states, extras = st.start(SRC)
     for t in range(DEC_IN.shape[1]):
         logits, states = st.step(tf.constant(DEC_IN[:, t]), states, extras)

@@ -142,6 +142,10 @@ class Seq2SeqHead(Head):
         logits = decoder(dec_in, enc_out[0], ops.not_equal(src, 0), list(enc_out[1:]))
         return keras.Model([src, dec_in], logits, name="seq2seq")
 
+    def stepper(self, model) -> "Seq2SeqStepper":
+        """The encoder pass plus one-step decoder of ``model``, for :mod:`seqkit.decoding`."""
+        return Seq2SeqStepper(model)
+
 
 def bridge(enc_states, *, enc_names, enc_units, bidirectional, dec_names, dec_units, dec_layers):
     """Decoder start states from the encoder's final states (see the module docstring).
