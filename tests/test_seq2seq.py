@@ -229,3 +229,23 @@ def test_attention_learns_to_reverse_far_better_than_no_attention(tf, keras):
         exact[att] = np.mean([g == w for g, w in zip(got, want)])
     assert exact["bahdanau"] >= 0.7 and exact["bahdanau"] > exact["none"] + 0.4, exact
     assert exact["luong"] > exact["none"] + 0.1, exact
+
+
+def test_transduce_is_independent_of_batching_and_width_1_is_greedy(tf, build):
+    from seqkit.decoding import decode
+    from seqkit.heads.seq2seq import Seq2SeqStepper, transduce
+
+    _, model = build("luong-bigru-to-2xlstm")
+    sources = [[4, 5, 6, 7, 8], [9, 4], [], [10, 10, 10]]
+    together = transduce(model, sources, beam_width=3, n_best=2, length_penalty=0.6, max_length=6)
+    alone = transduce(model, sources, beam_width=3, n_best=2, length_penalty=0.6, max_length=6,
+                      batch_size=1)
+    assert [[ids for ids, _ in r] for r in together] == [[ids for ids, _ in r] for r in alone]
+    np.testing.assert_allclose([[s for _, s in r] for r in together],
+                               [[s for _, s in r] for r in alone], atol=1e-5)
+    greedy = transduce(model, sources[:2], max_length=6)
+    st = Seq2SeqStepper(model)
+    states, extras = st.start(SRC)  # the first two sources, padded
+    toks, lens = decode(st.step, states, tf.fill([2, 1], START_ID), max_length=6, greedy=True,
+                        extras=extras)
+    assert [r[0][0] for r in greedy] == [t[:n].tolist() for t, n in zip(toks.numpy(), lens.numpy())]

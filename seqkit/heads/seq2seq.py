@@ -220,3 +220,49 @@ class Seq2SeqStepper:
         _, w = self.decoder(tf.convert_to_tensor(decoder_inputs, tf.int32), out[0],
                             tf.not_equal(source, 0), list(out[1:]), return_weights=True)
         return w
+
+
+def transduce(model, sources, *, beam_width: int = 1, n_best: int = 1, length_penalty: float = 0.0,
+              max_length: int = 50, batch_size: int = 64) -> list:
+    """Decode a list of sources with a trained encoder-decoder (beam search; width 1 = greedy).
+
+    Args:
+        model: the training model of :class:`Seq2SeqHead`.
+        sources: list of source id lists (may be empty lists; 0 = padding is not allowed inside).
+        beam_width / n_best / length_penalty / max_length: see
+            :func:`seqkit.decoding.beam_search` (GNMT length penalty, Wu et al. 2016, eq. 14).
+        batch_size: sources decoded together (results do not depend on it).
+
+    Returns:
+        Per source, ``n_best`` ``(target ids without </s>, score)`` pairs, best first.
+
+    Raises:
+        SeqkitError: bad beam arguments (e.g. ``n_best > beam_width``).
+    """
+    import numpy as np
+    import tensorflow as tf
+
+    from seqkit.decoding import beam_search, check_beam_args
+
+    check_beam_args(beam_width, n_best, length_penalty, 0, max_length)
+    st = Seq2SeqStepper(model)
+
+    @tf.function(reduce_retracing=True)
+    def run(src, alpha):
+        states, extras = st.start(src)
+        start = tf.fill([tf.shape(src)[0], 1], START_ID)
+        return beam_search(st.step, states, start, beam_width=beam_width, n_best=n_best,
+                           max_length=max_length, length_penalty=alpha, extras=extras)
+
+    out = []
+    for i in range(0, len(sources), batch_size):
+        chunk = sources[i:i + batch_size]
+        width = max([len(s) for s in chunk] + [1])
+        src = np.zeros((len(chunk), width), "int32")
+        for r, s in enumerate(chunk):
+            src[r, :len(s)] = s
+        res = run(tf.constant(src), tf.constant(length_penalty, tf.float32))
+        toks, lens, scores = res.tokens.numpy(), res.lengths.numpy(), res.scores.numpy()
+        for r in range(len(chunk)):
+            out.append([(toks[r, k, :lens[r, k]].tolist(), float(scores[r, k])) for k in range(n_best)])
+    return out
