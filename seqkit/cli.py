@@ -158,13 +158,32 @@ def evaluate(run_dir, split, as_json):
 @click.option("--max-length", type=click.IntRange(min=1), help="Most new tokens [default: recipe decoding.max_length].")
 @click.option("--temperature", type=click.FloatRange(min=0, min_open=True), help="Sampling temperature [default: recipe].")
 @click.option("--top-k", type=click.IntRange(min=0), help="Sample from the k most likely tokens only (0 = all).")
+@click.option("--top-p", type=click.FloatRange(min=0, max=1, min_open=True),
+              help="Nucleus sampling: sample from the most likely tokens holding this probability mass (1 = all).")
 @click.option("--greedy", is_flag=True, help="Arg-max decoding instead of sampling.")
-@click.option("--num", type=click.IntRange(min=1), default=1, show_default=True, help="How many continuations.")
+@click.option("--beam-width", type=int, help="Beam search with this many hypotheses [default: recipe "
+              "decoding.beam_width when decoding.strategy is beam].")
+@click.option("--length-penalty", type=float, help="GNMT length penalty alpha for beam search (0 = none; "
+              "0.6-0.7 favours longer outputs) [default: recipe].")
+@click.option("--n-best", type=int, help="Print the N best beam hypotheses with their scores (N <= beam width).")
+@click.option("--min-length", type=click.IntRange(min=0), help="Beam search: fewest new tokens before the end marker.")
+@click.option("--num", type=click.IntRange(min=1), default=1, show_default=True, help="How many sampled continuations.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Sampling seed.")
 @_common
-def generate(run_dir, prompt, max_length, temperature, top_k, greedy, num, seed):
-    """Generate text from a trained language-model run."""
-    from seqkit.generate import generate_text
+def generate(run_dir, prompt, max_length, temperature, top_k, top_p, greedy, beam_width,
+             length_penalty, n_best, min_length, num, seed):
+    """Generate text from a trained language-model run (sampling, greedy or beam search)."""
+    from seqkit.decoding import check_beam_args
+
+    beam_asked = beam_width is not None or length_penalty is not None or n_best is not None \
+        or min_length is not None
+    if greedy and beam_asked:
+        raise SeqkitError("--greedy and beam-search options (--beam-width, --length-penalty, "
+                          "--n-best, --min-length) exclude each other; drop --greedy for beam search "
+                          "(--beam-width 1 is greedy).")
+    if beam_width is not None and n_best is not None:  # fail before loading the run
+        check_beam_args(beam_width, n_best, length_penalty or 0.0, 0, 1)
+    from seqkit.generate import generate_beam, generate_text
     from seqkit.train import load_run
 
     prep, model = load_run(run_dir)
@@ -172,11 +191,28 @@ def generate(run_dir, prompt, max_length, temperature, top_k, greedy, num, seed)
         raise SeqkitError(f"{run_dir}: generate needs a language_model run; this run's head is "
                           f"'{prep.recipe.head.type}'.")
     dec = prep.recipe.decoding
-    texts = generate_text(prep, model, prompt, num=num,
-                          max_length=max_length or dec.max_length,
+    max_length = max_length or dec.max_length
+    if beam_asked or (dec.strategy == "beam" and not greedy):
+        sampling = [o for o, v in (("--temperature", temperature), ("--top-k", top_k), ("--top-p", top_p))
+                    if v is not None] + (["--num"] if num != 1 else [])
+        if sampling:
+            raise SeqkitError(f"{', '.join(sampling)}: sampling options, which beam search does not use; drop "
+                              f"them, or drop the beam options to sample. Beam search returns "
+                              f"several hypotheses with --n-best.")
+        width = dec.beam_width if beam_width is None else beam_width
+        best = dec.n_best if n_best is None else n_best
+        results = generate_beam(prep, model, prompt, beam_width=width, n_best=best,
+                                length_penalty=dec.length_penalty if length_penalty is None else length_penalty,
+                                max_length=max_length,
+                                min_length=dec.min_length if min_length is None else min_length)
+        for text, score in results:
+            click.echo(text if best == 1 else f"{score:.4f}\t{text}")
+        return
+    texts = generate_text(prep, model, prompt, num=num, max_length=max_length,
                           greedy=greedy or dec.strategy == "greedy",
                           temperature=temperature or dec.temperature,
-                          top_k=dec.top_k if top_k is None else top_k, seed=seed)
+                          top_k=dec.top_k if top_k is None else top_k,
+                          top_p=dec.top_p if top_p is None else top_p, seed=seed)
     for t in texts:
         click.echo(t)
 

@@ -6,9 +6,29 @@ from seqkit import log
 from seqkit.data.vocab import START_ID, UNK_ID, tokenize
 
 
+def _encode_prompt(prep, prompt: str):
+    """``(ids [<s>] + prompt ids, tokens)``; unknown tokens become ``[UNK]`` (warned, counted)."""
+    d = prep.recipe.data
+    toks = tokenize(prompt, d.tokenizer, d.lowercase)
+    ids = [START_ID] + prep.vocab.encode(toks)
+    unknown = sum(1 for i in ids if i == UNK_ID)
+    if unknown:
+        log.warn(f"{unknown} prompt token(s) are not in the vocabulary and were read as [UNK].")
+    return ids, toks
+
+
+def _join(prep, prompt: str, toks, row) -> str:
+    """The prompt followed by the decoded continuation ``row`` (ids, stops at ``</s>``)."""
+    d = prep.recipe.data
+    join = "" if d.tokenizer == "char" else " "
+    prefix = (prompt if d.tokenizer == "char" else " ".join(toks))
+    cont = prep.vocab.decode(row, join=join)
+    return prefix + (join if prefix and cont and join else "") + cont
+
+
 def generate_text(prep, model, prompt: str = "", *, num: int = 1, max_length: int = 200,
                   greedy: bool = False, temperature: float = 1.0, top_k: int = 0,
-                  seed: int = 0) -> list[str]:
+                  top_p: float = 1.0, seed: int = 0) -> list[str]:
     """Continue ``prompt`` ``num`` times with a trained language model.
 
     Args:
@@ -17,7 +37,7 @@ def generate_text(prep, model, prompt: str = "", *, num: int = 1, max_length: in
             ``[UNK]`` (counted in a warning).
         num: number of continuations (a batch of ``num`` rows).
         max_length: most new tokens.
-        greedy / temperature / top_k / seed: see :func:`seqkit.decoding.decode`.
+        greedy / temperature / top_k / top_p / seed: see :func:`seqkit.decoding.decode`.
 
     Returns:
         ``num`` strings: the prompt followed by its continuation.
@@ -26,26 +46,55 @@ def generate_text(prep, model, prompt: str = "", *, num: int = 1, max_length: in
 
     from seqkit.decoding import decode
 
-    d = prep.recipe.data
-    toks = tokenize(prompt, d.tokenizer, d.lowercase)
-    ids = [START_ID] + prep.vocab.encode(toks)
-    unknown = sum(1 for i in ids if i == UNK_ID)
-    if unknown:
-        log.warn(f"{unknown} prompt token(s) are not in the vocabulary and were read as [UNK].")
+    ids, toks = _encode_prompt(prep, prompt)
     stepper = prep.head.stepper(model)
     prompt_t = tf.constant([ids] * num, tf.int32)
 
     @tf.function(reduce_retracing=True)
     def run(prompt_t, max_length, temperature, seed):
         return decode(stepper.step, stepper.initial_state(num), prompt_t, max_length=max_length,
-                      greedy=greedy, temperature=temperature, top_k=top_k, seed=seed)
+                      greedy=greedy, temperature=temperature, top_k=top_k, top_p=top_p,
+                      seed=seed)
 
     tokens, lengths = run(prompt_t, tf.constant(max_length), tf.constant(temperature, tf.float32),
                           tf.constant(seed))
-    join = "" if d.tokenizer == "char" else " "
-    prefix = (prompt if d.tokenizer == "char" else " ".join(toks))
-    out = []
-    for row in tokens.numpy():
-        cont = prep.vocab.decode(row, join=join)
-        out.append(prefix + (join if prefix and cont and join else "") + cont)
-    return out
+    return [_join(prep, prompt, toks, row) for row in tokens.numpy()]
+
+
+def generate_beam(prep, model, prompt: str = "", *, beam_width: int = 4, n_best: int = 1,
+                  length_penalty: float = 0.0, max_length: int = 200,
+                  min_length: int = 0) -> list[tuple[str, float]]:
+    """The ``n_best`` best continuations of ``prompt`` by beam search.
+
+    Args:
+        prep, model: from :func:`seqkit.train.load_run`.
+        prompt: as :func:`generate_text`.
+        beam_width / n_best / length_penalty / max_length / min_length: see
+            :func:`seqkit.decoding.beam_search` (GNMT length penalty, Wu et al. 2016, eq. 14).
+
+    Returns:
+        ``n_best`` ``(text, score)`` pairs, best first; ``score`` is
+        ``log P(continuation) / lp(|Y|)`` (nats; the prompt itself is not scored).
+
+    Raises:
+        SeqkitError: ``n_best > beam_width`` and the other argument errors of
+            :func:`seqkit.decoding.beam_search`.
+    """
+    import tensorflow as tf
+
+    from seqkit.decoding import beam_search, check_beam_args
+
+    check_beam_args(beam_width, n_best, length_penalty, min_length, max_length)
+    ids, toks = _encode_prompt(prep, prompt)
+    stepper = prep.head.stepper(model)
+
+    @tf.function(reduce_retracing=True)
+    def run(prompt_t, max_length, min_length, alpha):
+        return beam_search(stepper.step, stepper.initial_state(1), prompt_t, beam_width=beam_width,
+                           n_best=n_best, max_length=max_length, min_length=min_length,
+                           length_penalty=alpha)
+
+    res = run(tf.constant([ids], tf.int32), tf.constant(max_length), tf.constant(min_length),
+              tf.constant(length_penalty, tf.float32))
+    return [(_join(prep, prompt, toks, row), float(score))
+            for row, score in zip(res.tokens.numpy()[0], res.scores.numpy()[0])]

@@ -105,10 +105,15 @@ class DecodingConfig(BaseModel):
     """``decoding``: defaults for ``seqkit generate``."""
 
     model_config = ConfigDict(extra="forbid")
-    strategy: Literal["greedy", "sample"] = "sample"
+    strategy: Literal["greedy", "sample", "beam"] = "sample"
     temperature: float = Field(1.0, gt=0.0)
     top_k: int = Field(0, ge=0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
     max_length: int = Field(200, gt=0)
+    min_length: int = Field(0, ge=0)
+    beam_width: int = Field(4, gt=0)
+    length_penalty: float = Field(0.0, ge=0.0)
+    n_best: int = Field(1, gt=0)
 
 
 class RecipeModel(BaseModel):
@@ -217,6 +222,8 @@ def _describe(annotation, info=None) -> str:
     if annotation is float:
         if bounds.get("Ge") == 0 and bounds.get("Lt") == 1:
             return "a number in [0, 1)"
+        if bounds.get("Gt") == 0 and "Le" in bounds:
+            return f"a number in (0, {bounds['Le']:g}]"
         if bounds.get("Gt") == 0:
             return "a positive number"
         if bounds.get("Ge") == 0:

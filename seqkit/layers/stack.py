@@ -23,7 +23,8 @@ def make_plugin(model_cfg, cell_options) -> CellPlugin:
     return plugin
 
 
-def apply_stack(x, plugin: CellPlugin, model_cfg, *, causal: bool, name: str = "rnn"):
+def apply_stack(x, plugin: CellPlugin, model_cfg, *, causal: bool, name: str = "rnn",
+                return_state: bool = False):
     """Apply ``model.layers`` recurrent layers to a Keras tensor.
 
     Args:
@@ -33,9 +34,14 @@ def apply_stack(x, plugin: CellPlugin, model_cfg, *, causal: bool, name: str = "
         causal: the head reads left to right only (language model, streaming);
             ``model.bidirectional`` is then refused.
         name: layer name prefix.
+        return_state: also return each layer's final states (at the last
+            unmasked step).
 
     Returns:
-        ``[B, T, H]`` (or ``[B, T, 2H]``) Keras tensor.
+        ``[B, T, H]`` (or ``[B, T, 2H]``) Keras tensor; with ``return_state``,
+        ``(that, states)`` where ``states[i]`` lists layer ``i``'s final states
+        ``[B, H]`` in :attr:`CellPlugin.state_names` order (bidirectional: the
+        forward layer's, then the backward layer's).
 
     Raises:
         RecipeError: bidirectional requested for a causal head.
@@ -47,14 +53,18 @@ def apply_stack(x, plugin: CellPlugin, model_cfg, *, causal: bool, name: str = "
             "model.bidirectional: true is refused for this head: a bidirectional encoder reads "
             "the future, which a left-to-right model (language model, streaming) must not see. "
             "Set model.bidirectional: false.")
+    states = []
     for i in range(model_cfg.layers):
         if model_cfg.dropout > 0:
             x = keras.layers.Dropout(model_cfg.dropout, name=f"{name}_dropout_{i}")(x)
-        layer = plugin.make_layer(return_sequences=True, name=f"{name}_{i}")
+        layer = plugin.make_layer(return_sequences=True, return_state=return_state, name=f"{name}_{i}")
         if model_cfg.bidirectional:
             layer = keras.layers.Bidirectional(layer, name=f"{name}_bi_{i}")
         x = layer(x)
-    return x
+        if return_state:
+            x, st = x[0], list(x[1:])
+            states.append(st)
+    return (x, states) if return_state else x
 
 
 def recurrent_layers(model, name: str = "rnn") -> list:
