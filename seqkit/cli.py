@@ -109,19 +109,32 @@ def train(recipe, overrides, run_dir, resume_dir, overwrite, quiet):
     from seqkit.train import train as do_train
 
     metrics = do_train(rec, path, resume=bool(resume_dir), overwrite=overwrite, verbose=0 if quiet else 1)
-    click.echo(_format_metrics(metrics))
+    from seqkit.registry import HEADS
+
+    click.echo(_format_metrics(metrics, HEADS.get(rec.head.type)(rec)))
     click.echo(f"run directory: {path}")
 
 
-def _format_metrics(m: dict) -> str:
+def _format_baseline(name: str, figs) -> list[str]:
+    """``baseline NAME: split figures`` lines (LM baselines are perplexities per split)."""
+    if not isinstance(figs, dict):
+        return [f"baseline {name}: {figs}"]
+    if all(isinstance(v, (int, float)) for v in figs.values()):
+        return [f"baseline {name} perplexity: " + ", ".join(f"{s} {v}" for s, v in figs.items())]
+    return [f"baseline {name}: {s} " + ", ".join(f"{k} {v:.4f}" for k, v in f.items())
+            for s, f in figs.items()]
+
+
+def _format_metrics(m: dict, head=None) -> str:
     lines = []
     for split in ("valid", "test"):
         if split in m:
-            vals = ", ".join(f"{k} {v:.4f}" for k, v in m[split].items())
-            lines.append(f"{split}: {vals}")
+            figs = head.format_metrics(m[split]) if head is not None else [
+                ", ".join(f"{k} {v:.4f}" for k, v in m[split].items() if isinstance(v, (int, float)))]
+            lines.append(f"{split}: {figs[0]}")
+            lines += figs[1:] if split == "test" else []
     for name, figs in (m.get("baselines") or {}).items():
-        vals = ", ".join(f"{s} {v}" for s, v in figs.items()) if isinstance(figs, dict) else figs
-        lines.append(f"baseline {name} perplexity: {vals}")
+        lines += _format_baseline(name, figs)
     if "train_seconds" in m:
         lines.append(f"trained {m.get('epochs')} epochs in {m['train_seconds']} s")
     return "\n".join(lines)
@@ -145,10 +158,13 @@ def evaluate(run_dir, split, as_json):
     if as_json:
         click.echo(json.dumps({"split": split, **res, "baselines": baselines}, indent=2))
         return
-    click.echo(f"{split} ({len(prep.splits[split])} examples): " + ", ".join(f"{k} {v:.4f}" for k, v in res.items()))
-    for name, figs in baselines.items():
-        if isinstance(figs, dict) and split in figs:
-            click.echo(f"baseline {name}: perplexity {figs[split]}")
+    figs = prep.head.format_metrics(res)
+    click.echo(f"{split} ({len(prep.splits[split])} examples): {figs[0]}")
+    for line in figs[1:]:
+        click.echo(line)
+    for name, per_split in baselines.items():
+        if isinstance(per_split, dict) and split in per_split:
+            click.echo("\n".join(_format_baseline(name, {split: per_split[split]})))
 
 
 @main.command()
@@ -218,7 +234,7 @@ def validate(recipe, overrides, check_data, show):
         model = prep.head.build_model()
         params = count_parameters(model)
         click.echo(f"data: {prep.source}: " + ", ".join(f"{k} {len(v)}" for k, v in prep.splits.items())
-                   + f" examples; vocabulary {len(prep.vocab)}")
+                   + f" examples; {prep.head.describe_assets()}")
         click.echo(f"model: {params['total']:,} parameters (" +
                    ", ".join(f"{k} {v:,}" for k, v in params.items() if k not in ("total", "trainable")) + ")")
     click.echo(f"{recipe}: OK")
