@@ -17,7 +17,7 @@ import click
 from seqkit.errors import SeqkitError
 
 
-_NEEDS_TF = {"train", "evaluate", "generate", "validate"}
+_NEEDS_TF = {"train", "evaluate", "generate", "validate", "predict"}
 
 
 def _common(f):
@@ -194,6 +194,39 @@ def generate(run_dir, prompt, max_length, temperature, top_k, greedy, num, seed)
                           top_k=dec.top_k if top_k is None else top_k, seed=seed)
     for t in texts:
         click.echo(t)
+
+
+@main.command()
+@click.argument("run_dir", type=click.Path(file_okay=False))
+@click.option("--input", "input_path", default="-", show_default=True,
+              help="Input file, or - for stdin.")
+@click.option("--input-format", type=click.Choice(["auto", "text", "conll", "ts"]), default="auto",
+              show_default=True, help="text: one sequence per line; conll: a token per line, blank "
+              "lines between sequences; ts: UCR/UEA .ts file; auto: ts for a frames run, else text.")
+@click.option("--format", "out_format", type=click.Choice(["text", "jsonl"]), default="text",
+              show_default=True, help="Output: text lines or JSON lines.")
+@click.option("--probabilities", is_flag=True, help="Also print the probabilities.")
+@_common
+def predict(run_dir, input_path, input_format, out_format, probabilities):
+    """Label sequences (acceptor) or tag tokens (tagger) with a trained run."""
+    from seqkit.predict import format_result, predict as do_predict, read_records
+    from seqkit.train import load_run
+
+    if input_path == "-":
+        name, text = "<stdin>", sys.stdin.read()
+    else:
+        from seqkit.data.base import read_text
+
+        name, text = input_path, read_text(input_path, key="--input")
+    prep, model = load_run(run_dir)
+    if prep.recipe.head.type not in ("acceptor", "tagger") and not hasattr(prep.head, "predict_proba"):
+        raise SeqkitError(f"{run_dir}: predict needs an acceptor or tagger run; this run's head is "
+                          f"'{prep.recipe.head.type}' (use `seqkit generate` for a language model).")
+    if input_format == "auto" and input_path.endswith(".ts"):
+        input_format = "ts"
+    records = read_records(text, name, input_format, prep)
+    for res in do_predict(prep, model, records):
+        click.echo(format_result(res, out_format, probabilities))
 
 
 @main.command("list")

@@ -289,7 +289,9 @@ def load_model(path: str):
     """
     import keras
 
-    import seqkit.losses  # noqa: F401  (registers custom objects)
+    import seqkit.layers.frame_mask  # noqa: F401  (registers custom objects)
+    import seqkit.layers.pooling  # noqa: F401
+    import seqkit.losses  # noqa: F401
 
     if not os.path.isfile(path):
         raise RunDirError(f"{path}: no such model file.")

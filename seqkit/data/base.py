@@ -31,6 +31,9 @@ class DataSource:
     """
 
     Options: ClassVar[type[BaseModel]] = NoOptions
+    #: True when the source splits raw text with ``data.tokenizer`` (so ``seqkit predict``
+    #: tokenizes text input the same way); False: tokens come pre-split (white space).
+    tokenizes_text: ClassVar[bool] = False
 
     def __init__(self, options: BaseModel, recipe=None):
         self.options = options

@@ -34,7 +34,7 @@ class ConllOptions(FileSplitsOptions):
     separator: Optional[str] = None  # None: any run of white space
 
 
-def normalise_conll(text: str, path: str, separator: Optional[str]) -> tuple[str, int, list]:
+def normalise_conll(text: str, path: str, separator: Optional[str], min_columns: int = 2) -> tuple[str, int, list]:
     """Normalise CoNLL text for the tfds parser; check every token line.
 
     Returns:
@@ -57,7 +57,7 @@ def normalise_conll(text: str, path: str, separator: Optional[str]) -> tuple[str
         cols = [c.strip() for c in cols]
         if ncols is None:
             ncols = len(cols)
-            if ncols < 2:
+            if ncols < min_columns:
                 raise DataError(f"{path}:{n}: one column only; a CoNLL file needs a token and a tag "
                                 f"on every line (separated by white space).")
         if len(cols) != ncols or any(not c for c in cols):
@@ -71,20 +71,22 @@ def normalise_conll(text: str, path: str, separator: Optional[str]) -> tuple[str
     return "\n".join(out) + "\n", ncols or 0, starts
 
 
-def parse_conll(text: str, path: str, *, token_column: int = 0, tag_column: int = -1,
+def parse_conll(text: str, path: str, *, token_column: int = 0, tag_column: Optional[int] = -1,
                 separator: Optional[str] = None) -> list[Record]:
     """Parse CoNLL text into ``Record(tokens, tags)`` via tfds's CoNLL builder logic.
+
+    ``tag_column=None`` reads tokens only (prediction input; one column is enough).
 
     Raises:
         DataError: malformed lines (see :func:`normalise_conll`) or bad column numbers.
     """
     from tensorflow_datasets.core.dataset_builders.conll.conll_dataset_builder import ConllDatasetBuilder
 
-    norm, ncols, starts = normalise_conll(text, path, separator)
+    norm, ncols, starts = normalise_conll(text, path, separator, 1 if tag_column is None else 2)
     if ncols == 0:
         return []
     for key, c in (("token_column", token_column), ("tag_column", tag_column)):
-        if not -ncols <= c < ncols:
+        if c is not None and not -ncols <= c < ncols:
             raise DataError(f"data.{key}: column {c} does not exist; {path} has {ncols} columns.")
     names = [f"c{i}" for i in range(ncols)]
     names[0] = "tokens"  # the tfds parser tests the 'tokens' feature for an empty sentence
@@ -103,7 +105,8 @@ def parse_conll(text: str, path: str, *, token_column: int = 0, tag_column: int 
     if len(examples) != len(starts):
         raise DataError(f"{path}: the tfds CoNLL parser found {len(examples)} sentences where "
                         f"{len(starts)} were expected; check the separator lines.")
-    return [Record(tokens=ex[names[token_column]], tags=ex[names[tag_column]], where=f"{path}:{n}")
+    return [Record(tokens=ex[names[token_column]], where=f"{path}:{n}",
+                   tags=None if tag_column is None else ex[names[tag_column]])
             for ex, n in zip(examples, starts)]
 
 

@@ -22,8 +22,12 @@ from seqkit.errors import DataError
 from seqkit.registry import register_data
 
 
-def parse_ts(text: str, path: str) -> list[Record]:
+def parse_ts(text: str, path: str, *, need_labels: bool = True) -> list[Record]:
     """Parse the text of a ``.ts`` file into records (see the module docstring).
+
+    Args:
+        need_labels: refuse a file without ``@classLabel true``; with False (prediction
+            input) an unlabelled file's cases are channels only (``label=None``).
 
     Raises:
         DataError: a malformed file, naming ``path:line`` and the fix.
@@ -58,14 +62,17 @@ def parse_ts(text: str, path: str) -> list[Record]:
                 except ValueError:
                     raise DataError(f"{where}: @dimensions {value!r} is not an integer.") from None
             continue
-        if labels is None:
+        if labels is None and need_labels:
             raise DataError(f"{where}: the header declares no class labels (@classLabel true ...); "
                             f"a .ts source needs labelled cases.")
-        *channels, label = line.split(":")
-        label = label.strip()
+        if labels is None:
+            channels, label = line.split(":"), None
+        else:
+            *channels, label = line.split(":")
+            label = label.strip()
         if not channels:
             raise DataError(f"{where}: a case is 'values:values:...:label'; found no ':'.")
-        if label not in labels:
+        if labels is not None and label not in labels:
             raise DataError(f"{where}: label {label!r} is not declared in @classLabel "
                             f"({' '.join(labels)}).")
         want = dims if dims is not None else (records[0].frames.shape[1] if records else None)

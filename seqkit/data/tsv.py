@@ -50,6 +50,7 @@ class TsvTextLabel(FileSource):
     """Tab-separated text and label, one example per line."""
 
     Options = TsvOptions
+    tokenizes_text = True
 
     def read_file(self, path):
         d = self.recipe.data if self.recipe is not None else None

@@ -131,9 +131,9 @@ class SequenceHead(Head):
         return [self.labels.names[i] for i in np.atleast_1d(np.argmax(probs, axis=-1))]
 
     def check_predict_length(self, records: list) -> list:
-        """Apply ``head.too_long`` against the longest training sequence (predict input)."""
-        return apply_too_long(records, self.inputs.longest, self.options.too_long,
-                              what="the longest training sequence", allow_split=self.allow_split)
+        """Apply ``head.too_long`` against the run's ``data.max_length`` (predict input)."""
+        return apply_too_long(records, self.recipe.data.max_length, self.options.too_long,
+                              what="the run's data.max_length", allow_split=self.allow_split)
 
     def _no_target(self, record, split):
         raise DataError(f"{record.where}: no {self.target_name}; the {self.recipe.head.type} head "

@@ -18,7 +18,7 @@ import os
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from seqkit import log
 from seqkit.data.normalize import FrameNormalizer
@@ -30,15 +30,15 @@ from seqkit.rundir import INPUTS, NORMALIZER, VOCAB, atomic_write_json
 class SequenceHeadOptions(BaseModel):
     """Recipe keys shared by the acceptor and tagger heads (under ``head``).
 
-    too_long: what to do with a sequence longer than ``data.max_length`` (training
-    data) or than the longest training sequence (``seqkit predict``): ``refuse``
+    too_long: what to do with a sequence longer than ``data.max_length`` (in the
+    training data, and in ``seqkit predict`` input): ``refuse``
     (a clear error), ``truncate`` (keep the first steps; counted warning) or, for
     the tagger only, ``split`` (tag it in consecutive pieces; counted warning).
     """
 
     model_config = ConfigDict(extra="forbid")
     too_long: Literal["refuse", "truncate", "split"] = "refuse"
-    output_dropout: float = 0.0
+    output_dropout: float = Field(0.0, ge=0.0, lt=1.0)
 
 
 class SequenceInputs:

@@ -92,9 +92,9 @@ class TaggerHead(SequenceHead):
         return probs[:length]
 
     def predict_tags(self, model, records: list) -> list:
-        """Tag lists (and ``[T, C]`` probabilities) per record; a record longer than the
-        longest training sequence is handled by ``head.too_long`` (pieces are re-joined)."""
-        limit = self.inputs.longest
+        """``[T, C]`` tag probabilities per record; a record longer than the run's
+        ``data.max_length`` is handled by ``head.too_long`` (pieces are re-joined)."""
+        limit = self.recipe.data.max_length
         policy = self.options.too_long
         pieces, owner = [], []
         for i, r in enumerate(self.check_predict_length_each(records, limit, policy)):
@@ -114,11 +114,11 @@ class TaggerHead(SequenceHead):
 
         long = [r for r in records if len(r) > limit]
         if long and policy == "refuse":
-            raise DataError(f"{long[0].where}: {len(long)} input(s) are longer than the longest "
-                            f"training sequence ({limit} steps; this one has {len(long[0])}). Set "
+            raise DataError(f"{long[0].where}: {len(long)} input(s) are longer than the run's "
+                            f"data.max_length ({limit} steps; this one has {len(long[0])}). Set "
                             f"head.too_long: split (or truncate) in the run's recipe to accept them.")
         if long:
-            log.warn(f"{len(long)} input(s) longer than the longest training sequence ({limit} steps) "
+            log.warn(f"{len(long)} input(s) longer than the run's data.max_length ({limit} steps) "
                      f"were {'tagged in pieces' if policy == 'split' else 'truncated (the rest untagged)'}.")
         for r in records:
             if len(r) <= limit:
