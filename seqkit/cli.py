@@ -144,15 +144,19 @@ def _format_metrics(m: dict, head=None) -> str:
 @click.argument("run_dir", type=click.Path(file_okay=False))
 @click.option("--split", type=click.Choice(["test", "valid", "train"]), default="test", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the metrics as JSON.")
+@click.option("--confusion-matrix", is_flag=True, help="Also report the confusion matrix (acceptor, tagger).")
 @_common
-def evaluate(run_dir, split, as_json):
-    """Evaluate a trained run on a held-out split (cross-entropy, perplexity, accuracy)."""
+def evaluate(run_dir, split, as_json, confusion_matrix):
+    """Evaluate a trained run on a held-out split (LM: cross-entropy, perplexity; acceptor:
+    accuracy, macro-F1; tagger: token accuracy, per-tag P/R/F1, entity F1 for BIO/BIOES)."""
     from seqkit.rundir import METRICS, read_json
     from seqkit.train import evaluate_model, load_run
 
     prep, model = load_run(run_dir, with_data=True)
     if not prep.splits.get(split):
         raise SeqkitError(f"{run_dir}: the recipe's {split} split is empty (data.split.{split} is 0).")
+    if confusion_matrix and hasattr(prep.head.options, "confusion_matrix"):
+        prep.head.options.confusion_matrix = True
     res = evaluate_model(prep, model, split)
     baselines = (read_json(os.path.join(run_dir, METRICS), default={}) or {}).get("baselines", {})
     if as_json:

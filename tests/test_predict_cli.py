@@ -70,9 +70,10 @@ def test_predict_longer_than_max_length_is_split_and_counted(tagger_run):
 def test_evaluate_prints_per_tag_table_and_baseline(tagger_run):
     from seqkit.cli import main
 
-    res = CliRunner().invoke(main, ["evaluate", str(tagger_run), "--split", "test"])
+    res = CliRunner().invoke(main, ["evaluate", str(tagger_run), "--split", "test", "--confusion-matrix"])
     assert res.exit_code == 0, res.output
     assert "token accuracy" in res.output and "  D " in res.output
+    assert "confusion matrix (rows true, columns predicted)" in res.output
     assert "baseline most-frequent-tag-per-word: test accuracy" in res.output
 
 

@@ -29,8 +29,10 @@ class AcceptorOptions(SequenceHeadOptions):
 
     pooling: ``final`` (last valid state), ``mean`` or ``max`` (masked).
     confusion_matrix: also report the confusion matrix.
+    too_long: ``refuse`` or ``truncate`` (an acceptor answers once: no ``split``).
     """
 
+    too_long: Literal["refuse", "truncate"] = "refuse"
     pooling: Literal["final", "mean", "max"] = "final"
     confusion_matrix: bool = False
 
