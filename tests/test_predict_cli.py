@@ -150,3 +150,30 @@ def test_acceptor_predict_too_long_is_refused_per_recipe(acceptor_run):
     assert res.exit_code == 2
     assert "<stdin>:3: 1 sequence(s) are longer than the run's data.max_length = 6 steps" in res.output
     assert "Traceback" not in res.output
+
+
+def test_token_acceptor_from_tsv_trains_resumes_and_predicts_with_its_tokenizer(tmp_path, keras):
+    """TSV text-label with a char tokenizer: predict tokenizes stdin text the same way."""
+    from seqkit.recipe import recipe_from_dict
+    from seqkit.train import load_run, train
+
+    lines = [("aaab", "A"), ("abaa", "A"), ("bbba", "B"), ("babb", "B")] * 5
+    (tmp_path / "d.tsv").write_text("".join(f"{t}\t{y}\n" for t, y in lines), encoding="utf-8")
+    raw = {"name": "tsv", "seed": 2,
+           "data": {"source": "tsv_text_label", "path": str(tmp_path / "d.tsv"), "tokenizer": "char",
+                    "split": {"valid": 0.2, "test": 0.2, "shuffle": True}},
+           "model": {"units": 8, "embedding_dim": 4}, "head": {"type": "acceptor", "pooling": "mean"},
+           "training": {"epochs": 2, "batch_size": 4, "learning_rate": 0.05, "early_stopping": None}}
+    run = str(tmp_path / "run")
+    train(recipe_from_dict(raw), run, verbose=0)
+    raw["training"]["epochs"] = 30
+    m = train(recipe_from_dict(raw), run, resume=True, verbose=0)  # vocab and labels come from the run
+    assert m["epochs"] == 30 and m["test"]["accuracy"] == 1.0
+    assert m["baselines"]["majority-class"]["test"]["accuracy"] <= 0.75
+    from seqkit.cli import main
+
+    res = CliRunner().invoke(main, ["predict", run], input="aaaa\nbbbb\n")
+    assert res.exit_code == 0, res.output
+    assert res.output.split()[-2:] == ["A", "B"]
+    prep, _ = load_run(run)
+    assert sorted(prep.head.labels.names) == ["A", "B"] and prep.head.inputs.kind == "tokens"

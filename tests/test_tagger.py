@@ -107,3 +107,23 @@ def test_tagger_refuses_misaligned_tags(keras):
     bad = token_records([["a", "b"]], tags=[["N"]])
     with pytest.raises(DataError, match="row 0: 2 input steps but 1 tags"):
         head.check_records(bad, "train")
+
+
+def test_frame_tagger_padded_equals_alone(keras):
+    """The tagger reads frames too: NaN padding is masked, outputs at valid steps unchanged."""
+    from seqkit.data.records import Record
+
+    keras.utils.set_random_seed(4)
+    rng = np.random.default_rng(1)
+    recs = [Record(frames=rng.normal(size=(n, 3)).astype("float32"), tags=["s", "v"] * (n // 2) + ["s"] * (n % 2))
+            for n in (4, 7)]
+    head = fitted_head(seq_recipe("tagger", bi=True, layers=2), recs)
+    model = head.build_model()
+    a = head.inputs.encode(recs[0])
+    alone = model(a[None]).numpy()[0]
+    pad = np.full((2, 7, 3), np.nan, "float32")
+    pad[0, :4] = a
+    pad[1] = head.inputs.encode(recs[1])
+    out = model(pad).numpy()
+    assert out.shape == (2, 7, 2) and np.isfinite(out).all()
+    np.testing.assert_allclose(out[0, :4], alone, atol=1e-5)
