@@ -75,6 +75,7 @@ def predict(prep, model, records: list[Record]) -> list[dict]:
     Returns:
         One dict per record: acceptor ``{"where", "label", "probability", "probabilities"}``;
         tagger ``{"where", "tokens", "tags", "probability" [T], "probabilities" [T]}``
+        plus ``"untagged_steps"`` when ``head.too_long: truncate`` cut the input
         (``probabilities``: class name -> probability).
     """
     head = prep.head
@@ -83,8 +84,11 @@ def predict(prep, model, records: list[Record]) -> list[dict]:
     if prep.recipe.head.type == "tagger" or hasattr(head, "predict_tags"):
         for r, p in zip(records, head.predict_tags(model, records)):
             ids = np.argmax(p, axis=-1)
-            out.append({"where": r.where, "tokens": list(r.tokens) if r.tokens is not None else None,
-                        "tags": [names[i] for i in ids],
+            res = {"where": r.where, "tokens": list(r.tokens)[:len(ids)] if r.tokens is not None else None,
+                   "tags": [names[i] for i in ids]}
+            if len(ids) < len(r):  # head.too_long: truncate -- say so in every output line
+                res["untagged_steps"] = len(r) - len(ids)
+            out.append({**res,
                         "probability": [round(float(p[t, i]), 6) for t, i in enumerate(ids)],
                         "probabilities": [{n: round(float(v), 6) for n, v in zip(names, row)} for row in p]})
         return out
@@ -107,6 +111,7 @@ def format_result(res: dict, fmt: str, probabilities: bool) -> str:
     if "label" in res:
         return f"{res['label']}\t{res['probability']:.4f}" if probabilities else res["label"]
     words = res["tokens"] or [str(i) for i in range(len(res["tags"]))]
+    more = f" ... ({res['untagged_steps']} more steps, not tagged)" if res.get("untagged_steps") else ""
     if probabilities:
-        return " ".join(f"{w}/{t}/{p:.4f}" for w, t, p in zip(words, res["tags"], res["probability"]))
-    return " ".join(f"{w}/{t}" for w, t in zip(words, res["tags"]))
+        return " ".join(f"{w}/{t}/{p:.4f}" for w, t, p in zip(words, res["tags"], res["probability"])) + more
+    return " ".join(f"{w}/{t}" for w, t in zip(words, res["tags"])) + more

@@ -64,7 +64,7 @@ def test_predict_longer_than_max_length_is_split_and_counted(tagger_run):
     # pieces of 4 and 2 tokens, re-joined: every word tagged, in order
     assert [w for w, _ in pairs] == "the dog runs the cat sleeps".split()
     assert [t for _, t in pairs][:3] == ["D", "N", "V"] and pairs[5][1] == "V"
-    assert "1 input(s) longer than the run's data.max_length (4 steps) were tagged in pieces" in res.stderr
+    assert "1 sequence(s) longer than the run's data.max_length = 4 steps were split into pieces" in res.stderr
 
 
 def test_evaluate_prints_per_tag_table_and_baseline(tagger_run):
@@ -177,3 +177,17 @@ def test_token_acceptor_from_tsv_trains_resumes_and_predicts_with_its_tokenizer(
     assert res.output.split()[-2:] == ["A", "B"]
     prep, _ = load_run(run)
     assert sorted(prep.head.labels.names) == ["A", "B"] and prep.head.inputs.kind == "tokens"
+
+
+def test_tagger_truncate_says_how_many_steps_went_untagged(tagger_run, capsys):
+    from seqkit.data.records import Record
+    from seqkit.predict import format_result, predict
+    from seqkit.train import load_run
+
+    prep, model = load_run(str(tagger_run))
+    prep.head.options.too_long = "truncate"
+    res = predict(prep, model, [Record(tokens="the dog runs the cat sleeps".split(), where="x")])[0]
+    assert res["tokens"] == ["the", "dog", "runs", "the"] and len(res["tags"]) == 4
+    assert res["untagged_steps"] == 2
+    assert format_result(res, "text", False).endswith("... (2 more steps, not tagged)")
+    assert "were truncated (head.too_long: truncate)" in capsys.readouterr().err

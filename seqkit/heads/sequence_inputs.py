@@ -177,11 +177,23 @@ class SequenceInputs:
         return inp, x
 
 
-def apply_too_long(records: list, limit: int, policy: str, *, what: str, allow_split: bool) -> list:
+def apply_too_long(records: list, limit: int, policy: str, *, what: str, allow_split: bool,
+                   with_owner: bool = False):
     """Apply the ``too_long`` policy to records longer than ``limit`` steps.
 
-    Returns the records (cut to ``limit`` when ``truncate``; consecutive pieces when
-    ``split``), with a counted warning.
+    Args:
+        records: the records.
+        limit: the most steps a record may have.
+        policy: ``refuse``, ``truncate`` (keep the first ``limit`` steps) or ``split``
+            (consecutive pieces of ``limit`` steps).
+        what: the name of the limit, for messages (e.g. ``"data.max_length"``).
+        allow_split: whether ``split`` is allowed (tagger) or not (acceptor).
+        with_owner: also return, per output record, the index of the input record it
+            came from (to re-join pieces).
+
+    Returns:
+        The records (cut or split, with a counted warning), and with ``with_owner`` the
+        owner indices.
 
     Raises:
         DataError: ``refuse`` and some record is too long (naming the first), or
@@ -190,27 +202,25 @@ def apply_too_long(records: list, limit: int, policy: str, *, what: str, allow_s
     from dataclasses import replace
 
     long = [r for r in records if len(r) > limit]
-    if not long:
-        return records
-    if policy == "split" and not allow_split:
+    if long and policy == "split" and not allow_split:
         raise DataError("head.too_long: split is for the tagger; the acceptor answers once per "
                         "sequence. Use refuse or truncate.")
-    if policy == "refuse":
+    if long and policy == "refuse":
         raise DataError(f"{long[0].where}: {len(long)} sequence(s) are longer than {what} = {limit} "
                         f"steps (this one has {len(long[0])}). Raise the limit, or set "
                         f"head.too_long: truncate{' or split' if allow_split else ''}.")
-    out = []
-    for r in records:
-        if len(r) <= limit:
-            out.append(r)
-            continue
-        starts = range(0, len(r), limit) if policy == "split" else [0]
+    out, owner = [], []
+    for i, r in enumerate(records):
+        starts = [0] if len(r) <= limit or policy == "truncate" else range(0, len(r), limit)
         for s in starts:
             sl = slice(s, s + limit)
-            out.append(replace(r, tokens=None if r.tokens is None else r.tokens[sl],
+            out.append(r if len(r) <= limit else
+                       replace(r, tokens=None if r.tokens is None else r.tokens[sl],
                                frames=None if r.frames is None else r.frames[sl],
                                tags=None if r.tags is None else r.tags[sl]))
-    verb = "split into pieces" if policy == "split" else "truncated"
-    log.warn(f"{len(long)} sequence(s) longer than {what} = {limit} steps were {verb} "
-             f"(head.too_long: {policy}).")
-    return out
+            owner.append(i)
+    if long:
+        verb = "split into pieces" if policy == "split" else "truncated"
+        log.warn(f"{len(long)} sequence(s) longer than {what} = {limit} steps were {verb} "
+                 f"(head.too_long: {policy}).")
+    return (out, owner) if with_owner else out

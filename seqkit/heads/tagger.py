@@ -21,7 +21,7 @@ import numpy as np
 from seqkit import metrics as M
 from seqkit.errors import DataError
 from seqkit.heads.sequence_head import SequenceHead
-from seqkit.heads.sequence_inputs import SequenceHeadOptions
+from seqkit.heads.sequence_inputs import SequenceHeadOptions, apply_too_long
 from seqkit.layers.stack import apply_stack, make_plugin
 from seqkit.registry import register_head
 
@@ -93,43 +93,15 @@ class TaggerHead(SequenceHead):
 
     def predict_tags(self, model, records: list) -> list:
         """``[T, C]`` tag probabilities per record; a record longer than the run's
-        ``data.max_length`` is handled by ``head.too_long`` (pieces are re-joined)."""
-        limit = self.recipe.data.max_length
-        policy = self.options.too_long
-        pieces, owner = [], []
-        for i, r in enumerate(self.check_predict_length_each(records, limit, policy)):
-            for p in r:
-                pieces.append(p)
-                owner.append(i)
-        probs = self.predict_proba(model, pieces)
+        ``data.max_length`` follows ``head.too_long`` (``split``: tagged in pieces that
+        are re-joined; ``truncate``: only its first steps are tagged)."""
+        pieces, owner = apply_too_long(records, self.recipe.data.max_length, self.options.too_long,
+                                       what="the run's data.max_length", allow_split=True,
+                                       with_owner=True)
         joined = [[] for _ in records]
-        for i, p in zip(owner, probs):
+        for i, p in zip(owner, self.predict_proba(model, pieces)):
             joined[i].append(p)
         return [np.concatenate(ps, axis=0) for ps in joined]
-
-    def check_predict_length_each(self, records, limit, policy):
-        from dataclasses import replace
-
-        from seqkit import log
-
-        long = [r for r in records if len(r) > limit]
-        if long and policy == "refuse":
-            raise DataError(f"{long[0].where}: {len(long)} input(s) are longer than the run's "
-                            f"data.max_length ({limit} steps; this one has {len(long[0])}). Set "
-                            f"head.too_long: split (or truncate) in the run's recipe to accept them.")
-        if long:
-            log.warn(f"{len(long)} input(s) longer than the run's data.max_length ({limit} steps) "
-                     f"were {'tagged in pieces' if policy == 'split' else 'truncated (the rest untagged)'}.")
-        for r in records:
-            if len(r) <= limit:
-                yield [r]
-            elif policy == "split":
-                yield [replace(r, tokens=r.tokens[s:s + limit] if r.tokens is not None else None,
-                               frames=r.frames[s:s + limit] if r.frames is not None else None)
-                       for s in range(0, len(r), limit)]
-            else:
-                yield [replace(r, tokens=r.tokens[:limit] if r.tokens is not None else None,
-                               frames=r.frames[:limit] if r.frames is not None else None)]
 
     def scores(self, true_seqs: list, pred_seqs: list) -> dict:
         """Token accuracy, macro-F1, per-tag figures and (BIO/BIOES) entity F1 of tag sequences."""
