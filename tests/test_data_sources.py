@@ -187,3 +187,36 @@ def test_tfds_examples_map_onto_records(tf):
     with pytest.raises(DataError, match="has no feature 'pos_tags'"):
         records_from_examples(ex, feats, TfdsOptions(name="x", tokens_key="tokens", tags_key="pos_tags"),
                               "whitespace", "w")
+
+
+def test_tfds_source_reads_a_local_data_dir(tmp_path, tf, capsys):
+    """A TFDS data set prepared in a local data dir (no network), read by name."""
+    import tensorflow_datasets as tfds
+
+    from seqkit.recipe import recipe_from_dict
+    from seqkit.train import prepare
+
+    feats = tfds.features.FeaturesDict({
+        "tokens": tfds.features.Sequence(tfds.features.Text()),
+        "ner": tfds.features.Sequence(tfds.features.ClassLabel(names=["O", "B-PER"]))})
+
+    def gen(rows):
+        return tf.data.Dataset.from_generator(
+            lambda: ({"tokens": t, "ner": y} for t, y in rows),
+            output_signature={"tokens": tf.TensorSpec([None], tf.string), "ner": tf.TensorSpec([None], tf.int64)})
+
+    tfds.dataset_builders.TfDataBuilder(
+        name="seqkit_toy_ner", config="c", version="1.0.0", features=feats, data_dir=str(tmp_path),
+        split_datasets={"train": gen([(["Ann", "sings"], [1, 0])] * 4), "test": gen([(["Bo"], [1])])},
+    ).download_and_prepare()
+    capsys.readouterr()
+    raw = {"name": "t", "data": {"source": "tfds", "name": "seqkit_toy_ner", "data_dir": str(tmp_path),
+                                 "download": False, "tokens_key": "tokens", "tags_key": "ner",
+                                 "split": {"valid": 0.25, "test": 0.0}},
+           "model": {"units": 4, "embedding_dim": 3}, "head": {"type": "tagger"}}
+    prep = prepare(recipe_from_dict(raw))
+    assert [len(prep.splits[k]) for k in ("train", "valid", "test")] == [3, 1, 1]
+    assert (prep.splits["test"][0].tokens, prep.splits["test"][0].tags) == (["Bo"], ["B-PER"])
+    raw["data"]["test_split"] = "validation"
+    with pytest.raises(DataError, match="has no split 'validation'"):
+        prepare(recipe_from_dict(raw))
