@@ -10,7 +10,7 @@ Input formats (``--input-format``; ``auto`` picks ``ts`` for a frames run and
 * ``ts``: a ``.ts`` file, labelled or not.
 
 The run's saved vocabulary / normaliser / label list are applied; inputs longer
-than the longest training sequence follow the run's ``head.too_long``.
+than the run's ``data.max_length`` follow its ``head.too_long``.
 """
 
 from __future__ import annotations
