@@ -18,7 +18,8 @@ import numpy as np
 from seqkit.errors import SeqkitError
 
 
-_NEEDS_TF = {"train", "evaluate", "generate", "validate", "export", "stream", "inspect", "bench_step"}
+_NEEDS_TF = {"train", "evaluate", "generate", "validate", "predict", "export", "stream", "inspect",
+             "bench_step"}
 
 
 def _common(f):
@@ -110,19 +111,32 @@ def train(recipe, overrides, run_dir, resume_dir, overwrite, quiet):
     from seqkit.train import train as do_train
 
     metrics = do_train(rec, path, resume=bool(resume_dir), overwrite=overwrite, verbose=0 if quiet else 1)
-    click.echo(_format_metrics(metrics))
+    from seqkit.registry import HEADS
+
+    click.echo(_format_metrics(metrics, HEADS.get(rec.head.type)(rec)))
     click.echo(f"run directory: {path}")
 
 
-def _format_metrics(m: dict) -> str:
+def _format_baseline(name: str, figs) -> list[str]:
+    """``baseline NAME: split figures`` lines (LM baselines are perplexities per split)."""
+    if not isinstance(figs, dict):
+        return [f"baseline {name}: {figs}"]
+    if all(isinstance(v, (int, float)) for v in figs.values()):
+        return [f"baseline {name} perplexity: " + ", ".join(f"{s} {v}" for s, v in figs.items())]
+    return [f"baseline {name}: {s} " + ", ".join(f"{k} {v:.4f}" for k, v in f.items())
+            for s, f in figs.items()]
+
+
+def _format_metrics(m: dict, head=None) -> str:
     lines = []
     for split in ("valid", "test"):
         if split in m:
-            vals = ", ".join(f"{k} {v:.4f}" for k, v in m[split].items())
-            lines.append(f"{split}: {vals}")
+            figs = head.format_metrics(m[split]) if head is not None else [
+                ", ".join(f"{k} {v:.4f}" for k, v in m[split].items() if isinstance(v, (int, float)))]
+            lines.append(f"{split}: {figs[0]}")
+            lines += figs[1:] if split == "test" else []
     for name, figs in (m.get("baselines") or {}).items():
-        vals = ", ".join(f"{s} {v}" for s, v in figs.items()) if isinstance(figs, dict) else figs
-        lines.append(f"baseline {name} perplexity: {vals}")
+        lines += _format_baseline(name, figs)
     if "train_seconds" in m:
         lines.append(f"trained {m.get('epochs')} epochs in {m['train_seconds']} s")
     return "\n".join(lines)
@@ -132,24 +146,31 @@ def _format_metrics(m: dict) -> str:
 @click.argument("run_dir", type=click.Path(file_okay=False))
 @click.option("--split", type=click.Choice(["test", "valid", "train"]), default="test", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the metrics as JSON.")
+@click.option("--confusion-matrix", is_flag=True, help="Also report the confusion matrix (acceptor, tagger).")
 @_common
-def evaluate(run_dir, split, as_json):
-    """Evaluate a trained run on a held-out split (cross-entropy, perplexity, accuracy)."""
+def evaluate(run_dir, split, as_json, confusion_matrix):
+    """Evaluate a trained run on a held-out split (LM: cross-entropy, perplexity; acceptor:
+    accuracy, macro-F1; tagger: token accuracy, per-tag P/R/F1, entity F1 for BIO/BIOES)."""
     from seqkit.rundir import METRICS, read_json
     from seqkit.train import evaluate_model, load_run
 
     prep, model = load_run(run_dir, with_data=True)
     if not prep.splits.get(split):
         raise SeqkitError(f"{run_dir}: the recipe's {split} split is empty (data.split.{split} is 0).")
+    if confusion_matrix and hasattr(prep.head.options, "confusion_matrix"):
+        prep.head.options.confusion_matrix = True
     res = evaluate_model(prep, model, split)
     baselines = (read_json(os.path.join(run_dir, METRICS), default={}) or {}).get("baselines", {})
     if as_json:
         click.echo(json.dumps({"split": split, **res, "baselines": baselines}, indent=2))
         return
-    click.echo(f"{split} ({len(prep.splits[split])} examples): " + ", ".join(f"{k} {v:.4f}" for k, v in res.items()))
-    for name, figs in baselines.items():
-        if isinstance(figs, dict) and split in figs:
-            click.echo(f"baseline {name}: perplexity {figs[split]}")
+    figs = prep.head.format_metrics(res)
+    click.echo(f"{split} ({len(prep.splits[split])} examples): {figs[0]}")
+    for line in figs[1:]:
+        click.echo(line)
+    for name, per_split in baselines.items():
+        if isinstance(per_split, dict) and split in per_split:
+            click.echo("\n".join(_format_baseline(name, {split: per_split[split]})))
 
 
 @main.command()
@@ -217,6 +238,39 @@ def generate(run_dir, prompt, max_length, temperature, top_k, top_p, greedy, bea
         click.echo(t)
 
 
+@main.command()
+@click.argument("run_dir", type=click.Path(file_okay=False))
+@click.option("--input", "input_path", default="-", show_default=True,
+              help="Input file, or - for stdin.")
+@click.option("--input-format", type=click.Choice(["auto", "text", "conll", "ts"]), default="auto",
+              show_default=True, help="text: one sequence per line; conll: a token per line, blank "
+              "lines between sequences; ts: UCR/UEA .ts file; auto: ts for a frames run, else text.")
+@click.option("--format", "out_format", type=click.Choice(["text", "jsonl"]), default="text",
+              show_default=True, help="Output: text lines or JSON lines.")
+@click.option("--probabilities", is_flag=True, help="Also print the probabilities.")
+@_common
+def predict(run_dir, input_path, input_format, out_format, probabilities):
+    """Label sequences (acceptor) or tag tokens (tagger) with a trained run."""
+    from seqkit.predict import format_result, predict as do_predict, read_records
+    from seqkit.train import load_run
+
+    if input_path == "-":
+        name, text = "<stdin>", sys.stdin.read()
+    else:
+        from seqkit.data.base import read_text
+
+        name, text = input_path, read_text(input_path, key="--input")
+    prep, model = load_run(run_dir)
+    if prep.recipe.head.type not in ("acceptor", "tagger") and not hasattr(prep.head, "predict_proba"):
+        raise SeqkitError(f"{run_dir}: predict needs an acceptor or tagger run; this run's head is "
+                          f"'{prep.recipe.head.type}' (use `seqkit generate` for a language model).")
+    if input_format == "auto" and input_path.endswith(".ts"):
+        input_format = "ts"
+    records = read_records(text, name, input_format, prep)
+    for res in do_predict(prep, model, records):
+        click.echo(format_result(res, out_format, probabilities))
+
+
 @main.command("list")
 @click.argument("kind", required=False, type=click.Choice(["cells", "heads", "data"]))
 @_common
@@ -255,7 +309,7 @@ def validate(recipe, overrides, check_data, show):
         model = prep.head.build_model()
         params = count_parameters(model)
         click.echo(f"data: {prep.source}: " + ", ".join(f"{k} {len(v)}" for k, v in prep.splits.items())
-                   + f" examples; vocabulary {len(prep.vocab)}")
+                   + f" examples; {prep.head.describe_assets()}")
         click.echo(f"model: {params['total']:,} parameters (" +
                    ", ".join(f"{k} {v:,}" for k, v in params.items() if k not in ("total", "trainable")) + ")")
     click.echo(f"{recipe}: OK")

@@ -5,6 +5,11 @@ Cross-entropy is averaged over valid positions only::
     L = sum_{b,t} m_bt * CE(y_bt, z_bt) / max(1, sum_{b,t} m_bt),   m_bt = [y_bt != 0]
 
 so extra padding changes neither the loss nor its gradients.
+
+``offset``: heads whose classes have no padding entry (acceptor labels, tagger
+tags) feed targets ``class + offset`` with ``offset = 1``, so ``0`` still means
+"no target" and logits index the classes ``0..C-1`` directly; the language
+model uses ``offset = 0`` (its vocabulary holds the padding id itself).
 """
 
 from __future__ import annotations
@@ -47,14 +52,19 @@ class MaskedSparseCrossEntropy(keras.losses.Loss):
         float32 scalar.
     """
 
-    def __init__(self, name="masked_cross_entropy", **kwargs):
+    def __init__(self, name="masked_cross_entropy", offset: int = 0, **kwargs):
         kwargs.pop("reduction", None)
         super().__init__(name=name, reduction="sum", **kwargs)
+        self.offset = int(offset)
+
+    def get_config(self):
+        return {**super().get_config(), "offset": self.offset}
 
     def __call__(self, y_true, y_pred, sample_weight=None):
         y_true = ops.cast(y_true, "int32")
-        ce = ops.sparse_categorical_crossentropy(y_true, ops.cast(y_pred, "float32"), from_logits=True)
         m = _mask(y_true, sample_weight)
+        cls = ops.maximum(y_true - self.offset, 0)
+        ce = ops.sparse_categorical_crossentropy(cls, ops.cast(y_pred, "float32"), from_logits=True)
         return ops.divide(ops.sum(ce * m), ops.maximum(_global_sum(ops.sum(m)), 1.0))
 
     def call(self, y_true, y_pred):  # pragma: no cover - __call__ is overridden
@@ -65,17 +75,22 @@ class MaskedSparseCrossEntropy(keras.losses.Loss):
 class MaskedAccuracy(keras.metrics.Metric):
     """Fraction of non-padding positions whose arg-max logit is the target."""
 
-    def __init__(self, name="accuracy", **kwargs):
+    def __init__(self, name="accuracy", offset: int = 0, **kwargs):
         super().__init__(name=name, **kwargs)
+        self.offset = int(offset)
         self.correct = self.add_variable(shape=(), initializer="zeros", name="correct")
         self.total = self.add_variable(shape=(), initializer="zeros", name="total")
 
     def update_state(self, y_true, y_pred, sample_weight=None):
         y_true = ops.cast(y_true, "int32")
         m = _mask(y_true, sample_weight)
-        hit = ops.cast(ops.equal(ops.cast(ops.argmax(y_pred, axis=-1), "int32"), y_true), "float32")
+        pred = ops.cast(ops.argmax(y_pred, axis=-1), "int32")
+        hit = ops.cast(ops.equal(pred, y_true - self.offset), "float32")
         self.correct.assign_add(ops.sum(hit * m))
         self.total.assign_add(ops.sum(m))
+
+    def get_config(self):
+        return {**super().get_config(), "offset": self.offset}
 
     def result(self):
         return ops.divide_no_nan(self.correct, self.total)
@@ -94,15 +109,20 @@ class MaskedCrossEntropy(keras.metrics.Metric):
     on one device and on many, so it is what checkpoints and early stopping watch.
     """
 
-    def __init__(self, name="cross_entropy", **kwargs):
+    def __init__(self, name="cross_entropy", offset: int = 0, **kwargs):
         super().__init__(name=name, **kwargs)
+        self.offset = int(offset)
         self.nll = self.add_variable(shape=(), initializer="zeros", name="nll")
         self.total = self.add_variable(shape=(), initializer="zeros", name="total")
+
+    def get_config(self):
+        return {**super().get_config(), "offset": self.offset}
 
     def update_state(self, y_true, y_pred, sample_weight=None):
         y_true = ops.cast(y_true, "int32")
         m = _mask(y_true, sample_weight)
-        ce = ops.sparse_categorical_crossentropy(y_true, ops.cast(y_pred, "float32"), from_logits=True)
+        cls = ops.maximum(y_true - self.offset, 0)
+        ce = ops.sparse_categorical_crossentropy(cls, ops.cast(y_pred, "float32"), from_logits=True)
         self.nll.assign_add(ops.sum(ce * m))
         self.total.assign_add(ops.sum(m))
 
@@ -118,8 +138,8 @@ class MaskedCrossEntropy(keras.metrics.Metric):
 class MaskedPerplexity(MaskedCrossEntropy):
     """``exp(total NLL / total tokens)`` over non-padding positions of the whole epoch."""
 
-    def __init__(self, name="perplexity", **kwargs):
-        super().__init__(name=name, **kwargs)
+    def __init__(self, name="perplexity", offset: int = 0, **kwargs):
+        super().__init__(name=name, offset=offset, **kwargs)
 
     def result(self):
         return ops.exp(super().result())

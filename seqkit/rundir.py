@@ -3,7 +3,10 @@
 Layout::
 
     RUN/recipe.yaml     the resolved recipe (defaults filled, overrides applied)
-    RUN/vocab.json      the token list (id = position)
+    RUN/vocab.json      the input token list (id = position), for token inputs
+    RUN/labels.json     the label (acceptor) or tag (tagger) list, id = position
+    RUN/normalizer.json per-feature mean and standard deviation, for frame inputs
+    RUN/inputs.json     input facts the head needs at prediction time (kind, width, longest)
     RUN/model.keras     the best model so far (lowest validation loss)
     RUN/last.keras      the latest epoch's model with optimizer state (for --resume)
     RUN/state.json      {"epoch": completed epochs, "best": best val loss, "status": ...}
@@ -26,6 +29,7 @@ from seqkit.errors import RunDirError
 RECIPE, VOCAB, BEST, LAST, STATE, METRICS, HISTORY, LOGS = (
     "recipe.yaml", "vocab.json", "model.keras", "last.keras", "state.json", "metrics.json",
     "history.json", "logs")
+LABELS, NORMALIZER, INPUTS = "labels.json", "normalizer.json", "inputs.json"
 
 
 def atomic_write_text(path: str, text: str) -> None:
@@ -77,7 +81,7 @@ class RunDir:
         if not os.path.isdir(self.path):
             raise RunDirError(f"{self.path}: no such run directory. Train first with "
                               f"`seqkit train RECIPE` (runs go to runs/NAME by default).")
-        missing = [n for n in (RECIPE, VOCAB) if not os.path.isfile(self.file(n))]
+        missing = [n for n in (RECIPE,) if not os.path.isfile(self.file(n))]
         if need_model and not os.path.isfile(self.file(BEST)):
             missing.append(BEST)
         if missing:

@@ -14,12 +14,13 @@ import warnings
 from dataclasses import dataclass, field
 
 from seqkit import log
-from seqkit.data.split import split_examples
-from seqkit.data.vocab import Vocabulary, tokenize
+from seqkit.data.split import assemble_splits
+from seqkit.data.vocab import Vocabulary
+from seqkit.heads.language_model import chunk_long  # noqa: F401  (public since the first release)
 from seqkit.errors import DataError, RunDirError, SeqkitError
 from seqkit.recipe import Recipe, load_recipe
 from seqkit.registry import DATA, HEADS
-from seqkit.rundir import (BEST, HISTORY, LAST, LOGS, METRICS, RECIPE, STATE, VOCAB, RunDir,
+from seqkit.rundir import (BEST, HISTORY, LAST, LOGS, METRICS, RECIPE, STATE, RunDir,
                            atomic_save_model, atomic_write_json, atomic_write_text, read_json)
 
 # A bucketed dataset has no known length until its first pass; Keras then warns that the
@@ -29,32 +30,28 @@ warnings.filterwarnings("ignore", message="Your input ran out of data")
 
 @dataclass
 class Prepared:
-    """Everything needed to build datasets and a model for a recipe."""
+    """Everything needed to build datasets and a model for a recipe.
+
+    Attributes:
+        recipe: the recipe.
+        head: the task head, with its assets (vocabularies, normaliser) fitted or loaded.
+        splits: ``{"train": [Record], "valid": [...], "test": [...]}`` (empty when not read).
+        source: the data source's one-line description.
+    """
 
     recipe: Recipe
-    vocab: Vocabulary
     head: object
     splits: dict = field(default_factory=dict)
     source: str = ""
-    chunked: int = 0
 
+    @property
+    def vocab(self):
+        """The head's input vocabulary (``None`` for frame inputs)."""
+        return getattr(self.head, "vocab", None)
 
-def chunk_long(examples: list[str], max_tokens: int, tokenizer: str) -> tuple[list[str], int]:
-    """Split examples longer than ``max_tokens`` tokens into consecutive pieces.
-
-    Returns:
-        ``(examples, n_split)`` where ``n_split`` counts examples that were cut.
-    """
-    out, n = [], 0
-    for ex in examples:
-        toks = list(ex) if tokenizer == "char" else ex.split()
-        if len(toks) <= max_tokens:
-            out.append(ex)
-            continue
-        n += 1
-        sep = "" if tokenizer == "char" else " "
-        out.extend(sep.join(toks[i:i + max_tokens]) for i in range(0, len(toks), max_tokens))
-    return out, n
+    @property
+    def chunked(self) -> int:
+        return getattr(self.head, "chunked", 0)
 
 
 def seed_everything(seed: int, deterministic: bool) -> None:
@@ -67,41 +64,50 @@ def seed_everything(seed: int, deterministic: bool) -> None:
         tf.config.experimental.enable_op_determinism()
 
 
-def prepare(recipe: Recipe, vocab: Vocabulary | None = None) -> Prepared:
-    """Read the data source, split it, build (or reuse) the vocabulary, make the head.
+def prepare(recipe: Recipe, vocab: Vocabulary | None = None, *, run_dir: str | None = None,
+            read_data: bool = True) -> Prepared:
+    """Read the data source, split it, fit (or load) the head's assets.
+
+    Args:
+        recipe: the validated recipe.
+        vocab: an input vocabulary to reuse (language model; kept for callers of old).
+        run_dir: load the head's assets (vocabularies, normaliser) from this run
+            directory instead of fitting them on the training split.
+        read_data: read the data source (False: only make the head, e.g. for predict).
 
     Raises:
-        DataError: the source is empty or unreadable, or a split is empty.
+        DataError: the source is empty or unreadable, a split is empty, or the records
+            do not suit the head.
+        RunDirError: ``run_dir`` lacks an asset file.
     """
     d = recipe.data
-    source = DATA.get(d.source)(recipe.data_options, recipe)
-    examples = source.examples()
-    if d.limit:
-        examples = examples[: d.limit]
-    if not examples:
-        raise DataError(f"data: the source {source.describe()} gave no examples.")
-    examples, n_cut = chunk_long(examples, d.max_length - 1, d.tokenizer)
-    if n_cut:
-        log.warn(f"{n_cut} examples were longer than data.max_length - 1 = {d.max_length - 1} "
-                 f"tokens and were split into pieces; raise data.max_length to keep them whole.")
-    splits = split_examples(examples, d.split.valid, d.split.test, shuffle=d.split.shuffle,
-                            seed=recipe.seed)
-    if vocab is None:
-        vocab = Vocabulary.build((tokenize(x, d.tokenizer, d.lowercase) for x in splits["train"]),
-                                 min_count=d.min_count, max_size=d.max_vocab)
     head = HEADS.get(recipe.head.type)(recipe, vocab)
-    return Prepared(recipe, vocab, head, splits, source.describe(), n_cut)
+    splits, described = {}, ""
+    if read_data:
+        source = DATA.get(d.source)(recipe.data_options, recipe)
+        described = source.describe()
+        loaded = source.load()
+        if not any(loaded.values()):
+            raise DataError(f"data: the source {described} gave no examples.")
+        if d.limit and "all" in loaded:
+            loaded["all"] = loaded["all"][: d.limit]
+        loaded = {k: head.check_records(v, k) for k, v in loaded.items()}
+        splits = assemble_splits(loaded, d.split.valid, d.split.test, shuffle=d.split.shuffle,
+                                 seed=recipe.seed, limit=d.limit)
+    if run_dir is not None:
+        head.load_assets(run_dir)
+    elif vocab is None:
+        if not read_data:
+            raise SeqkitError("prepare: the head's assets need the training data or a run directory.")
+        head.fit(splits["train"])
+    if read_data and hasattr(head, "check_splits"):
+        head.check_splits(splits)
+    return Prepared(recipe, head, splits, described)
 
 
 def make_split_dataset(prep: Prepared, split: str, training: bool, first_epoch: int = 0):
     """The batched ``tf.data.Dataset`` of one split (shuffled per epoch when ``training``)."""
-    from seqkit.data.pipeline import make_dataset
-
-    r = prep.recipe
-    return make_dataset(prep.splits[split], prep.vocab, prep.head.to_pair,
-                        tokenizer=r.data.tokenizer, lowercase=r.data.lowercase,
-                        batch_size=r.training.batch_size, max_length=r.data.max_length,
-                        shuffle=training, seed=r.seed, bucket=r.data.bucket, first_epoch=first_epoch)
+    return prep.head.dataset(prep.splits[split], training=training, first_epoch=first_epoch)
 
 
 def make_optimizer(t):
@@ -205,7 +211,7 @@ def train(recipe: Recipe, run_path: str, *, resume: bool = False, overwrite: boo
             raise RunDirError(f"{run_path}: already trained for {state['epoch']} of {t.epochs} epochs. "
                               f"To train longer: seqkit train --resume {run_path} "
                               f"--set training.epochs=N.")
-        prep = prepare(recipe, Vocabulary.load(run.file(VOCAB)))
+        prep = prepare(recipe, run_dir=run_path)
     else:
         if dist.is_chief and run.exists() and os.listdir(run_path) and not overwrite:
             raise RunDirError(f"{run_path}: the run directory exists already. Pass --overwrite to "
@@ -224,10 +230,10 @@ def train(recipe: Recipe, run_path: str, *, resume: bool = False, overwrite: boo
             out.remove()
         os.makedirs(out.path)
         atomic_write_text(out.file(RECIPE), recipe.to_yaml())
-        prep.vocab.save(out.file(VOCAB))
+        prep.head.save_assets(out.path)
     params = count_parameters(model)
     log.info(f"data: {prep.source}; {', '.join(f'{k} {len(v)}' for k, v in prep.splits.items())} "
-             f"examples; vocabulary {len(prep.vocab)}")
+             f"examples; {prep.head.describe_assets()}")
     log.info(f"model: {recipe.head.type} / {recipe.model.cell} x{recipe.model.layers}, "
              f"{params['total']:,} parameters ({', '.join(f'{k} {v:,}' for k, v in params.items() if k not in ('total', 'trainable'))})")
     if dist.replicas > 1 or t.distribute.strategy != "none":
@@ -283,7 +289,8 @@ def train(recipe: Recipe, run_path: str, *, resume: bool = False, overwrite: boo
         atomic_save_model(best, run.file(BEST))
     metrics = {"recipe": recipe.name, "source": prep.source, "epochs": len(history),
                "train_seconds": round(train_seconds, 1), "parameters": params,
-               "vocabulary": len(prep.vocab), "replicas": dist.replicas,
+               "vocabulary": len(prep.vocab) if prep.vocab is not None else None,
+               "replicas": dist.replicas,
                "examples": {k: len(v) for k, v in prep.splits.items()}}
     for split in ("valid", "test"):
         if prep.splits[split]:
@@ -324,9 +331,7 @@ def _is_peer_failure(exc: BaseException) -> bool:
 
 def evaluate_model(prep: Prepared, model, split: str) -> dict:
     """Exact metrics of ``model`` on one split (sums over tokens, not means of batch means)."""
-    ds = make_split_dataset(prep, split, training=False)
-    res = model.evaluate(ds, verbose=0, return_dict=True)
-    return prep.head.summarize(res)
+    return prep.head.evaluate(model, prep.splits[split])
 
 
 def load_model(path: str):
@@ -337,7 +342,9 @@ def load_model(path: str):
     """
     import keras
 
-    import seqkit.losses  # noqa: F401  (registers custom objects)
+    import seqkit.layers.frame_mask  # noqa: F401  (registers custom objects)
+    import seqkit.layers.pooling  # noqa: F401
+    import seqkit.losses  # noqa: F401
     import seqkit.optimizers  # noqa: F401
 
     if not os.path.isfile(path):
@@ -365,11 +372,7 @@ def load_run(run_path: str, with_data: bool = False):
     """
     run = RunDir(run_path).check()
     recipe = load_recipe(run.file(RECIPE))
-    vocab = Vocabulary.load(run.file(VOCAB))
-    if with_data:
-        prep = prepare(recipe, vocab)
-    else:
-        prep = Prepared(recipe, vocab, HEADS.get(recipe.head.type)(recipe, vocab))
+    prep = prepare(recipe, run_dir=run_path, read_data=with_data)
     model = load_model(run.file(BEST))
     compile_model(prep, model)
     return prep, model

@@ -1,17 +1,25 @@
 """The data-source contract.
 
-A data source reads raw examples from somewhere (a file, a package) and
-returns them as a list of strings, one example each, in a stable order. The
-recipe's ``data.split`` then divides them into train / valid / test.
+A data source reads raw examples from somewhere (a file, a package, TFDS) and
+returns them as :class:`~seqkit.data.records.Record` lists, in a stable order:
+
+* :meth:`DataSource.load` returns ``{"all": [...]}`` when the recipe's
+  seeded ``data.split`` divides the examples, or named splits
+  ``{"train": [...], "valid": [...], "test": [...]}`` (``valid``/``test``
+  optional) when the files say which example belongs where; a missing
+  ``valid`` or ``test`` is then carved from ``train`` by ``data.split``.
+* Plain text sources only implement :meth:`DataSource.examples` (a list of
+  strings); the default :meth:`load` wraps each string as ``Record(text=...)``.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Optional
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from seqkit.cells.base import NoOptions
+from seqkit.errors import DataError
 
 
 class DataSource:
@@ -23,6 +31,9 @@ class DataSource:
     """
 
     Options: ClassVar[type[BaseModel]] = NoOptions
+    #: True when the source splits raw text with ``data.tokenizer`` (so ``seqkit predict``
+    #: tokenizes text input the same way); False: tokens come pre-split (white space).
+    tokenizes_text: ClassVar[bool] = False
 
     def __init__(self, options: BaseModel, recipe=None):
         self.options = options
@@ -33,9 +44,90 @@ class DataSource:
         return type(self).__name__
 
     def examples(self) -> list[str]:
-        """Return every example as a string.
+        """Return every example as a string (text sources).
 
         Raises:
             seqkit.errors.DataError: the data is missing, empty or unreadable.
         """
         raise NotImplementedError
+
+    def load(self) -> dict:
+        """Return ``{"all": [Record, ...]}`` or ``{"train": [...], "valid": [...], "test": [...]}``.
+
+        Raises:
+            seqkit.errors.DataError: the data is missing, empty or unreadable.
+        """
+        from seqkit.data.records import Record
+
+        return {"all": [Record(text=x, where=f"example {i + 1}") for i, x in enumerate(self.examples())]}
+
+
+class FileSplitsOptions(BaseModel):
+    """Recipe keys shared by file sources: one ``path`` (split by ``data.split``) or
+    per-split files ``train_path`` (required then), ``valid_path``, ``test_path``."""
+
+    model_config = ConfigDict(extra="forbid")
+    path: Optional[str] = None
+    train_path: Optional[str] = None
+    valid_path: Optional[str] = None
+    test_path: Optional[str] = None
+
+
+class FileSource(DataSource):
+    """A source reading one file per split; subclasses implement :meth:`read_file`.
+
+    Raises (from :meth:`load`):
+        DataError: neither ``path`` nor ``train_path`` is given, both are, or a
+            file is missing, not UTF-8 or has no example.
+    """
+
+    Options = FileSplitsOptions
+
+    def files(self) -> dict:
+        o = self.options
+        if bool(o.path) == bool(o.train_path):
+            raise DataError(f"data ({type(self).__name__}): give either data.path (one file, divided by "
+                            f"data.split) or data.train_path (plus optional data.valid_path and "
+                            f"data.test_path), not {'both' if o.path else 'neither'}.")
+        if o.path:
+            return {"all": o.path}
+        return {k: getattr(o, f"{k}_path") for k in ("train", "valid", "test") if getattr(o, f"{k}_path")}
+
+    def describe(self) -> str:
+        return f"{type(self).__name__} " + ", ".join(f"{k}={v}" for k, v in self.files().items())
+
+    def read_file(self, path: str) -> list:
+        """Parse one file into records. Raises :class:`DataError` naming ``path:line``."""
+        raise NotImplementedError
+
+    def load(self) -> dict:
+        out = {}
+        for split, path in self.files().items():
+            records = self.read_file(path)
+            if not records:
+                raise DataError(f"{path}: no examples in the file; check its format "
+                                f"({type(self).__name__}).")
+            out[split] = records
+        return out
+
+
+def read_text(path: str, key: str = "data.path") -> str:
+    """Read a UTF-8 file.
+
+    Raises:
+        DataError: the file is missing or not UTF-8 (naming the line of the bad byte).
+    """
+    import os
+
+    if not os.path.isfile(path):
+        raise DataError(f"{key}: no such file '{path}'. Fix the path in the recipe (relative "
+                        f"paths are read from the recipe's folder) or pass --set {key}=FILE.")
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise DataError(f"{path}:{line}: not UTF-8 (byte 0x{raw[exc.start]:02x} at offset "
+                        f"{exc.start}). Convert the file to UTF-8, e.g. "
+                        f"`iconv -f latin1 -t utf-8`.") from exc

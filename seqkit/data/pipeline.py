@@ -63,3 +63,56 @@ def make_dataset(examples: list[str], vocab: Vocabulary, to_pair, *, tokenizer: 
     else:
         ds = ds.padded_batch(batch_size, padded_shapes=([None], [None]), padding_values=(0, 0))
     return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def make_array_dataset(inputs: list, targets: list, *, batch_size: int, shuffle: bool, seed: int,
+                       bucket: bool, max_length: int, first_epoch: int = 0):
+    """A ``tf.data.Dataset`` of padded batches from already-encoded examples.
+
+    Args:
+        inputs: per example either token ids ``[T] int32`` (padded with 0) or
+            frames ``[T, D] float32`` (padded with NaN, see :mod:`seqkit.layers.frame_mask`).
+        targets: per example a class target ``int`` (shape ``[]``) or a tag target
+            ``[T] int32``; padded with 0 ("no target").
+        batch_size: examples per batch.
+        shuffle: shuffle each epoch (seeded), for training.
+        bucket: batch examples of similar length (training); without it batches
+            keep the given order (evaluation, prediction).
+        max_length: the longest ``T`` (sets the bucket boundaries).
+        first_epoch: with ``shuffle``, the epoch of the first pass (see
+            :func:`seqkit.data.shuffle.epoch_order`).
+
+    Returns:
+        Batches ``(inputs [B, T] int32 | [B, T, D] float32, targets [B] | [B, T] int32)``.
+    """
+    import tensorflow as tf
+
+    frames = inputs[0].ndim == 2
+    lengths = np.array([len(x) for x in inputs], "int64")
+    starts = tf.constant(np.concatenate([[0], np.cumsum(lengths)]), tf.int64)
+    flat_x = np.concatenate(inputs, axis=0).astype("float32" if frames else "int32")
+    per_step = np.ndim(targets[0]) == 1
+    tx = tf.constant(flat_x)
+    ty = tf.constant(np.concatenate(targets, axis=0).astype("int32") if per_step
+                     else np.asarray(targets, "int32"))
+
+    def take(i):  # example i: a slice of the flat arrays (no Python per element)
+        a, b = starts[i], starts[i + 1]
+        return tx[a:b], (ty[a:b] if per_step else ty[i])
+
+    from seqkit.data.shuffle import epoch_order
+
+    ds = epoch_order(len(inputs), seed, first_epoch) if shuffle else tf.data.Dataset.range(len(inputs))
+    ds = ds.map(take, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    x_shape = [None, flat_x.shape[1]] if frames else [None]
+    shapes = (x_shape, [None] if per_step else [])
+    pads = (tf.constant(np.nan if frames else 0, tf.float32 if frames else tf.int32), tf.constant(0, tf.int32))
+    if bucket:
+        bounds = bucket_boundaries(max_length)
+        ds = ds.bucket_by_sequence_length(
+            element_length_func=lambda x, y: tf.shape(x)[0], bucket_boundaries=bounds,
+            bucket_batch_sizes=[batch_size] * (len(bounds) + 1), padded_shapes=shapes,
+            padding_values=pads, drop_remainder=False)
+    else:
+        ds = ds.padded_batch(batch_size, padded_shapes=shapes, padding_values=pads)
+    return ds.prefetch(tf.data.AUTOTUNE)

@@ -13,27 +13,33 @@ from __future__ import annotations
 import numpy as np
 
 
-def epoch_shuffled(examples: list, seed: int, first_epoch: int = 0):
-    """A ``tf.data.Dataset`` of ``examples`` (strings), in a seeded new order each full pass.
+def epoch_order(n: int, seed: int, first_epoch: int = 0):
+    """A ``tf.data.Dataset`` of the indices ``0..n-1`` (int64), in a seeded new order each full pass.
 
     Args:
-        examples: the examples (str).
+        n: number of examples.
         seed: the recipe seed.
         first_epoch: the epoch the first pass belongs to (a resumed run passes
             its next epoch, so it sees the order an uninterrupted run would).
 
     Returns:
-        A dataset of scalar ``tf.string`` elements.
+        A dataset of scalar ``tf.int64`` indices; pass ``k`` (from ``first_epoch``)
+        is ``numpy.random.default_rng([seed, k]).permutation(n)``.
     """
     import tensorflow as tf
 
-    items = np.asarray(examples, dtype=object)
     state = {"epoch": first_epoch}
 
     def gen():
-        order = np.random.default_rng([seed, state["epoch"]]).permutation(len(items))
-        for i in order:
-            yield items[i]
+        yield from np.random.default_rng([seed, state["epoch"]]).permutation(n)
         state["epoch"] += 1  # only a completed pass counts as an epoch
 
-    return tf.data.Dataset.from_generator(gen, output_signature=tf.TensorSpec([], tf.string))
+    return tf.data.Dataset.from_generator(gen, output_signature=tf.TensorSpec([], tf.int64))
+
+
+def epoch_shuffled(examples: list, seed: int, first_epoch: int = 0):
+    """``examples`` (strings) in the order of :func:`epoch_order`: a dataset of scalar ``tf.string``."""
+    import tensorflow as tf
+
+    table = tf.constant(list(examples), dtype=tf.string)
+    return epoch_order(len(examples), seed, first_epoch).map(lambda i: tf.gather(table, i))

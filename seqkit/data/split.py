@@ -37,3 +37,34 @@ def split_examples(examples: list, valid: float, test: float, *, shuffle: bool, 
     pick = lambda idx: [examples[i] for i in idx]  # noqa: E731
     return {"train": pick(order[:n_train]), "valid": pick(order[n_train:n_train + n_valid]),
             "test": pick(order[n_train + n_valid:])}
+
+
+def assemble_splits(loaded: dict, valid: float, test: float, *, shuffle: bool, seed: int,
+                    limit: int | None = None) -> dict:
+    """Turn a data source's :meth:`~seqkit.data.base.DataSource.load` result into three splits.
+
+    Args:
+        loaded: ``{"all": [...]}`` or ``{"train": [...], "valid"?: [...], "test"?: [...]}``.
+        valid, test: fractions (``data.split``); used to divide ``all``, or to carve a
+            split the files do not give from ``train`` (a given split is kept as it is).
+        shuffle, seed: as for :func:`split_examples`.
+        limit: keep at most this many examples of each list first (``data.limit``).
+
+    Returns:
+        ``{"train": [...], "valid": [...], "test": [...]}``.
+
+    Raises:
+        DataError: as :func:`split_examples`, or the source gave splits without ``train``.
+    """
+    cut = (lambda xs: xs[:limit]) if limit else (lambda xs: xs)  # noqa: E731
+    if "all" in loaded:
+        return split_examples(cut(loaded["all"]), valid, test, shuffle=shuffle, seed=seed)
+    if "train" not in loaded:
+        raise DataError(f"data: the source gave the splits {sorted(loaded)} but no train split; "
+                        f"give data.train_path.")
+    need_valid = valid if "valid" not in loaded else 0.0
+    need_test = test if "test" not in loaded else 0.0
+    carved = split_examples(cut(loaded["train"]), need_valid, need_test, shuffle=shuffle, seed=seed)
+    return {"train": carved["train"],
+            "valid": cut(loaded["valid"]) if "valid" in loaded else carved["valid"],
+            "test": cut(loaded["test"]) if "test" in loaded else carved["test"]}

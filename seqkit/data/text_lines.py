@@ -7,11 +7,9 @@ corpus is available on any machine without a download.
 
 from __future__ import annotations
 
-import os
-
 from pydantic import BaseModel, ConfigDict
 
-from seqkit.data.base import DataSource
+from seqkit.data.base import DataSource, read_text
 from seqkit.errors import DataError
 from seqkit.registry import register_data
 
@@ -44,18 +42,7 @@ class TextLines(DataSource):
 
     def examples(self) -> list[str]:
         path = self.path()
-        if not os.path.isfile(path):
-            raise DataError(f"data.path: no such file '{path}'. Fix the path in the recipe (relative "
-                            f"paths are read from the recipe's folder) or pass --set data.path=FILE.")
-        with open(path, "rb") as f:
-            raw = f.read()
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            line = raw[: exc.start].count(b"\n") + 1
-            raise DataError(f"{path}:{line}: not UTF-8 (byte 0x{raw[exc.start]:02x} at offset "
-                            f"{exc.start}). Convert the file to UTF-8, e.g. "
-                            f"`iconv -f latin1 -t utf-8`.") from exc
+        text = read_text(path)
         lines = split_lines(text)
         if not lines:
             raise DataError(f"{path}: the file has no non-empty lines; a text_lines source needs "

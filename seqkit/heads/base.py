@@ -1,8 +1,19 @@
 """The task-head contract.
 
-A head turns the encoder into a trainable ``keras.Model`` and says how raw
-examples become ``(inputs, targets)``, which loss and metrics apply (padding
-excluded) and, for heads that can stream or generate, how to take one step.
+A head owns everything between records and a trained model:
+
+* :meth:`Head.check_records` validates (and may cut or chunk) the records a
+  data source gave, with counted warnings or a :class:`DataError`;
+* :meth:`Head.fit` builds the head's *assets* from the training split only --
+  input vocabulary, label/tag vocabulary, frame normaliser -- and
+  :meth:`Head.save_assets` / :meth:`Head.load_assets` keep them in the run
+  directory, so evaluation and prediction encode exactly as training did;
+* :meth:`Head.dataset` turns records into a batched ``tf.data.Dataset`` of
+  ``(inputs, targets)``;
+* :meth:`Head.build_model`, :meth:`Head.loss`, :meth:`Head.metrics` make the
+  trainable ``keras.Model`` (padding excluded from loss and metrics);
+* :meth:`Head.evaluate` and :meth:`Head.baselines` give the figures in
+  ``metrics.json``.
 """
 
 from __future__ import annotations
@@ -19,7 +30,8 @@ class Head:
 
     Args:
         recipe: the validated :class:`seqkit.recipe.Recipe`.
-        vocab: the input :class:`seqkit.data.vocab.Vocabulary`.
+        vocab: the input :class:`seqkit.data.vocab.Vocabulary`, when already
+            known (otherwise :meth:`fit` or :meth:`load_assets` provides it).
 
     Class attributes:
         Options: pydantic model of the head's own recipe keys (under ``head``).
@@ -29,15 +41,48 @@ class Head:
     Options: ClassVar[type[BaseModel]] = NoOptions
     causal: ClassVar[bool] = False
 
-    def __init__(self, recipe, vocab):
+    def __init__(self, recipe, vocab=None):
         self.recipe = recipe
         self.vocab = vocab
         self.options = recipe.head_options
 
-    def to_pair(self, ids):
-        """``ids [T] int32`` -> ``(inputs [T'], targets [T'])`` tensors for training."""
+    # ---------------------------------------------------------------- data
+    def check_records(self, records: list, split: str) -> list:
+        """Validate the records of one loaded list (``split`` is ``all``, ``train``, ...).
+
+        Returns the records to use (possibly cut or chunked, with a counted warning).
+
+        Raises:
+            seqkit.errors.DataError: records this head cannot use.
+        """
+        return records
+
+    def fit(self, train: list) -> None:
+        """Build the head's assets (vocabularies, normaliser) from the training records."""
         raise NotImplementedError
 
+    def save_assets(self, run_dir: str) -> None:
+        """Write the assets made by :meth:`fit` into ``run_dir`` (atomic writes)."""
+        raise NotImplementedError
+
+    def load_assets(self, run_dir: str) -> None:
+        """Read the assets written by :meth:`save_assets`.
+
+        Raises:
+            seqkit.errors.RunDirError: a file is missing or malformed.
+        """
+        raise NotImplementedError
+
+    def describe_assets(self) -> str:
+        """One line for logs, e.g. ``"vocabulary 120, 9 labels"``."""
+        return f"vocabulary {len(self.vocab)}" if self.vocab is not None else ""
+
+    def dataset(self, records: list, *, training: bool, first_epoch: int = 0):
+        """A batched ``tf.data.Dataset`` of ``(inputs, targets)``; when ``training``, shuffled
+        per epoch with :func:`seqkit.data.shuffle.epoch_order` starting at ``first_epoch``."""
+        raise NotImplementedError
+
+    # ---------------------------------------------------------------- model
     def build_model(self):
         """Return the training ``keras.Model``."""
         raise NotImplementedError
@@ -55,10 +100,20 @@ class Head:
 
         return [MaskedCrossEntropy(), MaskedAccuracy()]
 
+    # ---------------------------------------------------------------- figures
     def summarize(self, results: dict) -> dict:
         """Turn ``model.evaluate`` results into the metrics reported for this head."""
         return {k: float(v) for k, v in results.items()}
 
+    def evaluate(self, model, records: list) -> dict:
+        """Exact metrics of ``model`` on ``records`` (default: ``model.evaluate`` + :meth:`summarize`)."""
+        res = model.evaluate(self.dataset(records, training=False), verbose=0, return_dict=True)
+        return self.summarize(res)
+
     def baselines(self, prep) -> dict:
         """Figures of trivial models on the same splits, for comparison (may be empty)."""
         return {}
+
+    def format_metrics(self, figures: dict) -> list[str]:
+        """Console lines for one split's figures (default: ``name value`` pairs)."""
+        return [", ".join(f"{k} {v:.4f}" for k, v in figures.items() if isinstance(v, (int, float)))]

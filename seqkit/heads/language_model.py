@@ -19,6 +19,24 @@ from seqkit.layers.stack import apply_stack, make_plugin, recurrent_layers
 from seqkit.registry import register_head
 
 
+def chunk_long(examples: list[str], max_tokens: int, tokenizer: str) -> tuple[list[str], int]:
+    """Split examples longer than ``max_tokens`` tokens into consecutive pieces.
+
+    Returns:
+        ``(examples, n_split)`` where ``n_split`` counts examples that were cut.
+    """
+    out, n = [], 0
+    for ex in examples:
+        toks = list(ex) if tokenizer == "char" else ex.split()
+        if len(toks) <= max_tokens:
+            out.append(ex)
+            continue
+        n += 1
+        sep = "" if tokenizer == "char" else " "
+        out.extend(sep.join(toks[i:i + max_tokens]) for i in range(0, len(toks), max_tokens))
+    return out, n
+
+
 class LanguageModelOptions(BaseModel):
     """Recipe keys of the ``language_model`` head (under ``head``)."""
 
@@ -44,6 +62,56 @@ class LanguageModelHead(Head):
 
     Options = LanguageModelOptions
     causal = True
+
+    def check_records(self, records, split):
+        """Lines longer than ``data.max_length - 1`` tokens are split into pieces (counted warning)."""
+        from seqkit import log
+        from seqkit.data.records import Record
+
+        d = self.recipe.data
+        if any(r.text is None for r in records):
+            from seqkit.errors import DataError
+
+            raise DataError(f"data: the language_model head reads text lines; the source "
+                            f"'{d.source}' gives tokens/frames. Use a text source (text_lines, "
+                            f"pydoc_topics).")
+        texts, n_cut = chunk_long([r.text for r in records], d.max_length - 1, d.tokenizer)
+        self.chunked = getattr(self, "chunked", 0) + n_cut
+        if n_cut:
+            log.warn(f"{n_cut} examples were longer than data.max_length - 1 = {d.max_length - 1} "
+                     f"tokens and were split into pieces; raise data.max_length to keep them whole.")
+        return [Record(text=t) for t in texts] if n_cut else records
+
+    def fit(self, train):
+        from seqkit.data.vocab import Vocabulary, tokenize
+
+        d = self.recipe.data
+        self.vocab = Vocabulary.build((tokenize(r.text, d.tokenizer, d.lowercase) for r in train),
+                                      min_count=d.min_count, max_size=d.max_vocab)
+
+    def save_assets(self, run_dir):
+        import os
+
+        from seqkit.rundir import VOCAB
+
+        self.vocab.save(os.path.join(run_dir, VOCAB))
+
+    def load_assets(self, run_dir):
+        import os
+
+        from seqkit.data.vocab import Vocabulary
+        from seqkit.rundir import VOCAB
+
+        self.vocab = Vocabulary.load(os.path.join(run_dir, VOCAB))
+
+    def dataset(self, records, *, training, first_epoch=0):
+        from seqkit.data.pipeline import make_dataset
+
+        r = self.recipe
+        return make_dataset([x.text for x in records], self.vocab, self.to_pair,
+                            tokenizer=r.data.tokenizer, lowercase=r.data.lowercase,
+                            batch_size=r.training.batch_size, max_length=r.data.max_length,
+                            shuffle=training, seed=r.seed, bucket=r.data.bucket, first_epoch=first_epoch)
 
     def to_pair(self, ids):
         """A line's token ids plus the end marker are the recorded sequence."""
@@ -90,11 +158,12 @@ class LanguageModelHead(Head):
 
         d = self.recipe.data
         enc = lambda xs: [self.vocab.encode(tokenize(x, d.tokenizer, d.lowercase)) for x in xs]  # noqa: E731
-        train = enc(prep.splits["train"])
+        texts = {k: [r.text for r in v] for k, v in prep.splits.items()}
+        train = enc(texts["train"])
         out = {}
         for order in (1, 3, 5):
             lm = NGramLM(order, vocab_size=len(self.vocab) - 2).fit(train)
-            out[f"{order}-gram"] = {s: round(lm.perplexity(enc(prep.splits[s])), 4)
+            out[f"{order}-gram"] = {s: round(lm.perplexity(enc(texts[s])), 4)
                                     for s in ("valid", "test") if prep.splits[s]}
         return out
 

@@ -1,0 +1,55 @@
+"""The record: one example as a data source hands it over.
+
+A record carries one *input* -- raw ``text`` (tokenized later by the head),
+pre-split ``tokens`` or real-valued ``frames`` -- and optionally one *target*:
+a sequence ``label`` (acceptor) or one ``tag`` per token/frame (tagger).
+``where`` names the file and line it came from, for error messages.
+
+Which fields a head needs is the head's business (:meth:`Head.check_records`);
+data sources only promise the shapes below.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+
+@dataclass
+class Record:
+    """One example.
+
+    Attributes:
+        text: a raw string (language model, TSV text before tokenization).
+        tokens: ``T`` token strings.
+        frames: ``[T, D]`` float32 array of real-valued frames.
+        label: the class of the whole sequence (acceptor target).
+        tags: ``T`` tag strings, aligned with ``tokens``/``frames`` (tagger target).
+        where: ``"file:line"`` (or similar) of the example, for messages.
+    """
+
+    text: Optional[str] = None
+    tokens: Optional[list] = None
+    frames: Optional[np.ndarray] = None
+    label: Optional[str] = None
+    tags: Optional[list] = None
+    where: str = ""
+
+    @property
+    def input_kind(self) -> str:
+        """``"frames"``, ``"tokens"`` or ``"text"`` (the first one present)."""
+        if self.frames is not None:
+            return "frames"
+        if self.tokens is not None:
+            return "tokens"
+        return "text"
+
+    def __len__(self) -> int:
+        """Number of time steps of the input (``T``; characters for raw text)."""
+        if self.frames is not None:
+            return int(self.frames.shape[0])
+        if self.tokens is not None:
+            return len(self.tokens)
+        return len(self.text or "")

@@ -1,0 +1,58 @@
+"""TSV text-label files: one example per line, ``text<TAB>label`` (or
+``label<TAB>text`` with ``data.label_first: true``). The text is split into
+tokens by ``data.tokenizer`` (``char`` or ``whitespace``). A line without a tab,
+with an empty text or an empty label is refused naming the line.
+"""
+
+from __future__ import annotations
+
+from seqkit.data.base import FileSource, FileSplitsOptions, read_text
+from seqkit.data.records import Record
+from seqkit.data.vocab import tokenize
+from seqkit.errors import DataError
+from seqkit.registry import register_data
+
+
+class TsvOptions(FileSplitsOptions):
+    """Recipe keys of ``tsv_text_label`` (under ``data``)."""
+
+    label_first: bool = False
+    header: bool = False
+
+
+def parse_tsv(text: str, path: str, *, tokenizer: str = "whitespace", label_first: bool = False,
+              header: bool = False) -> list[Record]:
+    """Parse ``text<TAB>label`` lines into ``Record(tokens, label)``.
+
+    Raises:
+        DataError: a line without a tab, or with an empty text or label (``path:line``).
+    """
+    out = []
+    for n, line in enumerate(text.splitlines(), start=1):
+        if (header and n == 1) or not line.strip():
+            continue
+        if "\t" not in line:
+            raise DataError(f"{path}:{n}: no tab; a line is text<TAB>label.")
+        a, b = (line.split("\t", 1) if label_first else line.rsplit("\t", 1))
+        label, txt = (a, b) if label_first else (b, a)
+        label = label.strip()
+        toks = tokenize(txt.strip(), tokenizer)
+        if not label:
+            raise DataError(f"{path}:{n}: empty label; every line needs text<TAB>label.")
+        if not toks:
+            raise DataError(f"{path}:{n}: empty text (an empty sequence); remove the line.")
+        out.append(Record(tokens=toks, label=label, where=f"{path}:{n}"))
+    return out
+
+
+@register_data("tsv_text_label")
+class TsvTextLabel(FileSource):
+    """Tab-separated text and label, one example per line."""
+
+    Options = TsvOptions
+    tokenizes_text = True
+
+    def read_file(self, path):
+        d = self.recipe.data if self.recipe is not None else None
+        return parse_tsv(read_text(path), path, tokenizer=d.tokenizer if d else "whitespace",
+                         label_first=self.options.label_first, header=self.options.header)

@@ -1,0 +1,110 @@
+"""Acceptor head: read a whole sequence, answer once.
+
+``tokens [B, T] int32`` or ``frames [B, T, D] float32`` -> encoder ``[B, T, H]``
+-> one vector per sequence (:class:`~seqkit.layers.pooling.SequencePooling`:
+the final valid state -- forward final + backward final when bidirectional --
+or a masked mean/max) -> ``logits [B, C]``. Cross-entropy with hard targets
+``[B]`` (fed as ``class + 1``; see :mod:`seqkit.losses`).
+
+Figures: accuracy and macro-F1 (plus a confusion matrix with
+``head.confusion_matrix: true``); baseline: the majority class of training.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Literal
+
+import numpy as np
+
+from seqkit import metrics as M
+from seqkit.heads.sequence_head import SequenceHead
+from seqkit.heads.sequence_inputs import SequenceHeadOptions
+from seqkit.layers.stack import apply_stack, make_plugin
+from seqkit.registry import register_head
+
+
+class AcceptorOptions(SequenceHeadOptions):
+    """Recipe keys of the ``acceptor`` head (under ``head``).
+
+    pooling: ``final`` (last valid state), ``mean`` or ``max`` (masked).
+    confusion_matrix: also report the confusion matrix.
+    too_long: ``refuse`` or ``truncate`` (an acceptor answers once: no ``split``).
+    """
+
+    too_long: Literal["refuse", "truncate"] = "refuse"
+    pooling: Literal["final", "mean", "max"] = "final"
+    confusion_matrix: bool = False
+
+
+@register_head("acceptor")
+class AcceptorHead(SequenceHead):
+    """One class per sequence: logits ``[B, C]`` from the final valid state or a masked pooling."""
+
+    Options = AcceptorOptions
+    target_name = "label"
+
+    def record_classes(self, record):
+        return [record.label]
+
+    def check_targets(self, records, split):
+        for r in records:
+            if r.label is None or r.label == "":
+                self._no_target(r, split)
+
+    def encode_target(self, record):
+        return self.labels.id(record.label) + 1  # 0 (unseen in training): no loss
+
+    def build_model(self):
+        import keras
+
+        from seqkit.layers.pooling import SequencePooling
+
+        cfg = self.recipe.model
+        inp, x = self.inputs.input_layer(cfg)
+        x = apply_stack(x, make_plugin(cfg, self.recipe.cell_options), cfg, causal=False)
+        x = SequencePooling(self.options.pooling, cfg.bidirectional, name="pooling")(x)
+        if self.options.output_dropout > 0:
+            x = keras.layers.Dropout(self.options.output_dropout, name="output_dropout")(x)
+        logits = keras.layers.Dense(len(self.labels), name="logits")(x)
+        return keras.Model(inp, logits, name="acceptor")
+
+    def scores(self, true: list, pred: list) -> dict:
+        """Accuracy, macro-F1 and per-class figures of label lists."""
+        out = {"accuracy": M.accuracy(true, pred), "macro_f1": M.macro_f1(true, pred, self.labels.names),
+               "examples": len(true)}
+        unseen = sum(1 for t in true if t not in self.labels)
+        if unseen:
+            out["unseen_label_examples"] = unseen
+        out["per_class"] = M.per_class(true, pred, self.labels.names)
+        if self.options.confusion_matrix:
+            out["confusion_matrix"] = M.confusion_matrix(true, pred, self.labels.names)
+        return out
+
+    def evaluate(self, model, records):
+        probs = self.predict_proba(model, records)
+        pred = [self.labels.names[int(np.argmax(p))] for p in probs]
+        return self.scores([r.label for r in records], pred)
+
+    def baselines(self, prep):
+        """The majority class of the training split, scored on valid and test."""
+        major = collections.Counter(r.label for r in prep.splits["train"]).most_common(1)[0][0]
+        out = {}
+        for s in ("valid", "test"):
+            recs = prep.splits.get(s) or []
+            if recs:
+                true = [r.label for r in recs]
+                f = self.scores(true, [major] * len(true))
+                out[s] = {"accuracy": round(f["accuracy"], 6), "macro_f1": round(f["macro_f1"], 6)}
+        return {"majority-class": out}
+
+    def format_metrics(self, figures):
+        line = f"accuracy {figures['accuracy']:.4f}, macro-F1 {figures['macro_f1']:.4f} ({figures['examples']} examples"
+        if figures.get("unseen_label_examples"):
+            line += f", {figures['unseen_label_examples']} with labels unseen in training"
+        lines = [line + ")"]
+        cm = figures.get("confusion_matrix")
+        if cm:
+            lines.append("confusion matrix (rows true, columns predicted): " + " ".join(cm["columns"]))
+            lines += [f"  {r:>8} " + " ".join(f"{v:>4}" for v in row) for r, row in zip(cm["rows"], cm["matrix"])]
+        return lines

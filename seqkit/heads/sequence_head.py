@@ -1,0 +1,140 @@
+"""What the acceptor and tagger heads share: inputs, a class vocabulary, batching,
+prediction in input order, and the counting of classes unseen in training."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from seqkit import log
+from seqkit.data.labels import LabelVocabulary
+from seqkit.errors import DataError
+from seqkit.heads.base import Head
+from seqkit.heads.sequence_inputs import SequenceInputs, apply_too_long
+from seqkit.rundir import LABELS
+
+
+class SequenceHead(Head):
+    """Base of heads that read token ids or frames and predict classes.
+
+    Subclasses define ``target_name`` (``"label"``/``"tag"``), :meth:`record_classes`
+    (the class names a record holds), :meth:`encode_target` and :meth:`build_model`.
+    """
+
+    allow_split = False
+    target_name = "label"
+
+    def __init__(self, recipe, vocab=None):
+        super().__init__(recipe, None)
+        self.inputs = SequenceInputs(recipe.data)
+        self.labels: LabelVocabulary | None = None
+        self.unseen: dict = {}
+
+    @property
+    def vocab(self):
+        return self.inputs.vocab if hasattr(self, "inputs") else None
+
+    @vocab.setter
+    def vocab(self, value):  # the base class assigns None; the vocabulary lives in self.inputs
+        if value is not None:
+            raise TypeError("the vocabulary of a sequence head comes from its inputs")
+
+    # ---------------------------------------------------------------- records
+    def record_classes(self, record) -> list:
+        raise NotImplementedError
+
+    def check_targets(self, records: list, split: str) -> None:
+        raise NotImplementedError
+
+    def check_records(self, records, split):
+        SequenceInputs.check_kind(records, self.recipe.data.source)
+        self.check_targets(records, split)
+        return apply_too_long(records, self.recipe.data.max_length, self.options.too_long,
+                              what="data.max_length", allow_split=self.allow_split)
+
+    def check_splits(self, splits: dict) -> None:
+        """Count held-out classes never seen in training (scored as errors; warning)."""
+        for split in ("valid", "test"):
+            names = [c for r in splits.get(split, []) for c in self.record_classes(r)]
+            bad = [c for c in names if c not in self.labels]
+            self.unseen[split] = len(bad)
+            if bad:
+                kinds = sorted(set(bad))
+                log.warn(f"{split}: {len(bad)} {self.target_name}(s) of {len(names)} are of classes "
+                         f"never seen in training ({', '.join(kinds[:5])}{', ...' if len(kinds) > 5 else ''}); "
+                         f"they are left out of the loss and counted as errors in the metrics.")
+
+    # ---------------------------------------------------------------- assets
+    def fit(self, train):
+        self.inputs.fit(train)
+        self.labels = LabelVocabulary.build(c for r in train for c in self.record_classes(r))
+
+    def save_assets(self, run_dir):
+        self.inputs.save(run_dir)
+        self.labels.save(os.path.join(run_dir, LABELS))
+
+    def load_assets(self, run_dir):
+        self.inputs.load(run_dir)
+        self.labels = LabelVocabulary.load(os.path.join(run_dir, LABELS))
+
+    def describe_assets(self):
+        return f"{self.inputs.describe()}; {len(self.labels)} {self.target_name}s"
+
+    # ---------------------------------------------------------------- batches
+    def encode_target(self, record):
+        raise NotImplementedError
+
+    def dataset(self, records, *, training, first_epoch=0):
+        from seqkit.data.pipeline import make_array_dataset
+
+        r = self.recipe
+        xs = [self.inputs.encode(x) for x in records]
+        ys = [self.encode_target(x) for x in records]
+        return make_array_dataset(xs, ys, batch_size=r.training.batch_size, shuffle=training,
+                                  seed=r.seed, bucket=training and r.data.bucket,
+                                  max_length=r.data.max_length, first_epoch=first_epoch)
+
+    def predict_proba(self, model, records: list, batch_size: int | None = None) -> list:
+        """Class probabilities per record, in input order: ``[C]`` (acceptor) or ``[T, C]`` (tagger).
+
+        Records need no targets. Batches keep the input order (no bucketing).
+        """
+        import tensorflow as tf
+
+        from seqkit.data.pipeline import make_array_dataset
+
+        xs = [self.inputs.encode(x) for x in records]
+        ds = make_array_dataset(xs, [0] * len(xs), batch_size=batch_size or self.recipe.training.batch_size,
+                                shuffle=False, seed=0, bucket=False, max_length=self.recipe.data.max_length)
+        out = []
+        for x, _ in ds:
+            p = tf.nn.softmax(model(x, training=False), axis=-1).numpy()
+            out.extend(p)
+        return [self.trim(p, len(r)) for p, r in zip(out, records)]
+
+    def trim(self, probs, length: int):
+        return probs
+
+    def loss(self):
+        from seqkit.losses import MaskedSparseCrossEntropy
+
+        return MaskedSparseCrossEntropy(offset=1)
+
+    def metrics(self):
+        from seqkit.losses import MaskedAccuracy, MaskedCrossEntropy
+
+        return [MaskedCrossEntropy(offset=1), MaskedAccuracy(offset=1)]
+
+    def class_names(self, probs) -> list:
+        """Arg-max class names of ``[..., C]`` probabilities."""
+        return [self.labels.names[i] for i in np.atleast_1d(np.argmax(probs, axis=-1))]
+
+    def check_predict_length(self, records: list) -> list:
+        """Apply ``head.too_long`` against the run's ``data.max_length`` (predict input)."""
+        return apply_too_long(records, self.recipe.data.max_length, self.options.too_long,
+                              what="the run's data.max_length", allow_split=self.allow_split)
+
+    def _no_target(self, record, split):
+        raise DataError(f"{record.where}: no {self.target_name}; the {self.recipe.head.type} head "
+                        f"needs one for every training and evaluation example.")

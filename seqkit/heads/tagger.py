@@ -1,0 +1,157 @@
+"""Tagger head: an aligned transducer, one tag per input step.
+
+``tokens [B, T] int32`` or ``frames [B, T, D] float32`` -> encoder ``[B, T, H]``
+(stacked and/or bidirectional allowed) -> ``logits [B, T, C]``; targets
+``[B, T]`` fed as ``tag + 1`` with ``0`` at padding, so padding positions reach
+neither the loss nor the metrics (:mod:`seqkit.losses`).
+
+Figures: token accuracy, per-tag precision/recall/F1, macro-F1, entity-level
+F1 (``seqeval``) when the tags follow BIO/BIOES, a confusion matrix on request.
+Baseline: the most frequent tag of each word in training (unknown words: the
+most frequent tag overall).
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Literal
+
+import numpy as np
+
+from seqkit import metrics as M
+from seqkit.errors import DataError
+from seqkit.heads.sequence_head import SequenceHead
+from seqkit.heads.sequence_inputs import SequenceHeadOptions, apply_too_long
+from seqkit.layers.stack import apply_stack, make_plugin
+from seqkit.registry import register_head
+
+
+class TaggerOptions(SequenceHeadOptions):
+    """Recipe keys of the ``tagger`` head (under ``head``); ``too_long`` defaults to ``split``."""
+
+    too_long: Literal["refuse", "truncate", "split"] = "split"
+    confusion_matrix: bool = False
+
+
+class MostFrequentTag:
+    """Baseline tagger: each word's most frequent training tag; unknown words get the
+    most frequent tag overall (ties: the tag seen first)."""
+
+    def __init__(self, records: list, lowercase: bool = False):
+        self.lower = lowercase
+        per_word = collections.defaultdict(collections.Counter)
+        overall = collections.Counter()
+        for r in records:
+            for w, t in zip(r.tokens, r.tags):
+                per_word[self._w(w)][t] += 1
+                overall[t] += 1
+        self.table = {w: c.most_common(1)[0][0] for w, c in per_word.items()}
+        self.default = overall.most_common(1)[0][0]
+
+    def _w(self, w):
+        return w.lower() if self.lower else w
+
+    def __call__(self, tokens: list) -> list:
+        return [self.table.get(self._w(w), self.default) for w in tokens]
+
+
+@register_head("tagger")
+class TaggerHead(SequenceHead):
+    """One tag per step: logits ``[B, T, C]``; padding excluded from loss and metrics."""
+
+    Options = TaggerOptions
+    allow_split = True
+    target_name = "tag"
+
+    def record_classes(self, record):
+        return list(record.tags)
+
+    def check_targets(self, records, split):
+        for r in records:
+            if r.tags is None:
+                self._no_target(r, split)
+            if len(r.tags) != len(r):
+                raise DataError(f"{r.where}: {len(r)} input steps but {len(r.tags)} tags; a tagger "
+                                f"needs exactly one tag per token/frame.")
+
+    def encode_target(self, record):
+        return np.asarray([self.labels.id(t) + 1 for t in record.tags], "int32")  # 0: no loss
+
+    def build_model(self):
+        import keras
+
+        cfg = self.recipe.model
+        inp, x = self.inputs.input_layer(cfg)
+        x = apply_stack(x, make_plugin(cfg, self.recipe.cell_options), cfg, causal=False)
+        if self.options.output_dropout > 0:
+            x = keras.layers.Dropout(self.options.output_dropout, name="output_dropout")(x)
+        logits = keras.layers.Dense(len(self.labels), name="logits")(x)
+        return keras.Model(inp, logits, name="tagger")
+
+    def trim(self, probs, length):
+        return probs[:length]
+
+    def predict_tags(self, model, records: list) -> list:
+        """``[T, C]`` tag probabilities per record; a record longer than the run's
+        ``data.max_length`` follows ``head.too_long`` (``split``: tagged in pieces that
+        are re-joined; ``truncate``: only its first steps are tagged)."""
+        pieces, owner = apply_too_long(records, self.recipe.data.max_length, self.options.too_long,
+                                       what="the run's data.max_length", allow_split=True,
+                                       with_owner=True)
+        joined = [[] for _ in records]
+        for i, p in zip(owner, self.predict_proba(model, pieces)):
+            joined[i].append(p)
+        return [np.concatenate(ps, axis=0) for ps in joined]
+
+    def scores(self, true_seqs: list, pred_seqs: list) -> dict:
+        """Token accuracy, macro-F1, per-tag figures and (BIO/BIOES) entity F1 of tag sequences."""
+        true = [t for s in true_seqs for t in s]
+        pred = [t for s in pred_seqs for t in s]
+        out = {"accuracy": M.accuracy(true, pred), "macro_f1": M.macro_f1(true, pred, self.labels.names),
+               "tokens": len(true), "sequences": len(true_seqs)}
+        unseen = sum(1 for t in true if t not in self.labels)
+        if unseen:
+            out["unseen_tag_tokens"] = unseen
+        scheme = M.tag_scheme(self.labels.names)
+        if scheme:
+            ent = M.entity_scores(true_seqs, pred_seqs, scheme)
+            out.update({"entity_scheme": scheme, "entity_precision": ent["precision"],
+                        "entity_recall": ent["recall"], "entity_f1": ent["f1"]})
+        out["per_tag"] = M.per_class(true, pred, self.labels.names)
+        if self.options.confusion_matrix:
+            out["confusion_matrix"] = M.confusion_matrix(true, pred, self.labels.names)
+        return out
+
+    def evaluate(self, model, records):
+        probs = self.predict_proba(model, records)
+        pred = [[self.labels.names[i] for i in np.argmax(p, axis=-1)] for p in probs]
+        return self.scores([list(r.tags) for r in records], pred)
+
+    def baselines(self, prep):
+        """Most-frequent-tag-per-word, trained on the train split, scored on valid and test."""
+        if self.inputs.kind != "tokens":
+            return {}
+        base = MostFrequentTag(prep.splits["train"], self.recipe.data.lowercase)
+        out = {}
+        for s in ("valid", "test"):
+            recs = prep.splits.get(s) or []
+            if recs:
+                f = self.scores([list(r.tags) for r in recs], [base(r.tokens) for r in recs])
+                out[s] = {k: round(f[k], 6) for k in ("accuracy", "macro_f1", "entity_f1") if k in f}
+        return {"most-frequent-tag-per-word": out}
+
+    def format_metrics(self, figures):
+        line = (f"token accuracy {figures['accuracy']:.4f}, macro-F1 {figures['macro_f1']:.4f}"
+                + (f", entity F1 ({figures['entity_scheme']}) {figures['entity_f1']:.4f}"
+                   if "entity_f1" in figures else "")
+                + f" ({figures['tokens']} tokens, {figures['sequences']} sequences"
+                + (f", {figures['unseen_tag_tokens']} with tags unseen in training"
+                   if figures.get("unseen_tag_tokens") else "") + ")")
+        lines = [line, f"  {'tag':<8} {'P':>6} {'R':>6} {'F1':>6} {'support':>8}"]
+        for tag, v in figures.get("per_tag", {}).items():
+            lines.append(f"  {tag:<8} {v['precision']:6.3f} {v['recall']:6.3f} {v['f1']:6.3f} {v['support']:8d}")
+        cm = figures.get("confusion_matrix")
+        if cm:
+            lines.append("confusion matrix (rows true, columns predicted): " + " ".join(cm["columns"]))
+            lines += [f"  {r:>8} " + " ".join(f"{v:>5}" for v in row) for r, row in zip(cm["rows"], cm["matrix"])]
+        return lines

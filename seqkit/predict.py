@@ -1,0 +1,117 @@
+"""``seqkit predict``: raw input -> records -> labels or tags, as text or JSON lines.
+
+Input formats (``--input-format``; ``auto`` picks ``ts`` for a frames run and
+``text`` otherwise):
+
+* ``text``: one sequence per non-empty line, tokenized as in training
+  (``data.tokenizer`` for sources that tokenize raw text, e.g. TSV; white space
+  for pre-tokenized corpora such as CoNLL or ``word/TAG``);
+* ``conll``: one token per line (first column), blank lines between sequences;
+* ``ts``: a ``.ts`` file, labelled or not.
+
+The run's saved vocabulary / normaliser / label list are applied; inputs longer
+than the run's ``data.max_length`` follow its ``head.too_long``.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from seqkit import log
+from seqkit.data.records import Record
+from seqkit.data.vocab import tokenize
+from seqkit.errors import SeqkitError
+
+
+def read_records(text: str, name: str, fmt: str, prep) -> list[Record]:
+    """Parse prediction input into records without targets.
+
+    Args:
+        text: the whole input.
+        name: its file name (or ``<stdin>``), for messages.
+        fmt: ``auto``, ``text``, ``conll`` or ``ts``.
+        prep: the loaded run (:func:`seqkit.train.load_run`).
+
+    Raises:
+        SeqkitError: an input of the wrong kind for the run, or malformed input.
+    """
+    from seqkit.registry import DATA
+
+    head = prep.head
+    kind = head.inputs.kind
+    if fmt == "auto":
+        fmt = "ts" if kind == "frames" else "text"
+    if (fmt == "ts") != (kind == "frames"):
+        raise SeqkitError(f"{name}: this run reads {kind}; --input-format {fmt} gives "
+                          f"{'frames' if fmt == 'ts' else 'tokens'}. Use "
+                          f"{'ts' if kind == 'frames' else 'text or conll'}.")
+    if fmt == "ts":
+        from seqkit.data.ts_file import parse_ts
+
+        records = parse_ts(text, name, need_labels=False)
+    elif fmt == "conll":
+        from seqkit.data.conll import parse_conll
+
+        records = parse_conll(text, name, token_column=0, tag_column=None)
+    else:
+        d = prep.recipe.data
+        src = DATA.get(d.source)
+        mode = d.tokenizer if getattr(src, "tokenizes_text", False) else "whitespace"
+        records = [Record(tokens=tokenize(line, mode), where=f"{name}:{n}")
+                   for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
+    if not records:
+        raise SeqkitError(f"{name}: no input sequences (empty input).")
+    unk, total = head.inputs.unknown_count(records)
+    if unk:
+        log.warn(f"{unk} of {total} input tokens are not in the run's vocabulary and were read as [UNK].")
+    return records
+
+
+def predict(prep, model, records: list[Record]) -> list[dict]:
+    """Predict every record.
+
+    Returns:
+        One dict per record: acceptor ``{"where", "label", "probability", "probabilities"}``;
+        tagger ``{"where", "tokens", "tags", "probability" [T], "probabilities" [T]}``
+        plus ``"untagged_steps"`` when ``head.too_long: truncate`` cut the input
+        (``probabilities``: class name -> probability).
+    """
+    head = prep.head
+    names = head.labels.names
+    out = []
+    if prep.recipe.head.type == "tagger" or hasattr(head, "predict_tags"):
+        for r, p in zip(records, head.predict_tags(model, records)):
+            ids = np.argmax(p, axis=-1)
+            res = {"where": r.where, "tokens": list(r.tokens)[:len(ids)] if r.tokens is not None else None,
+                   "tags": [names[i] for i in ids]}
+            if len(ids) < len(r):  # head.too_long: truncate -- say so in every output line
+                res["untagged_steps"] = len(r) - len(ids)
+            out.append({**res,
+                        "probability": [round(float(p[t, i]), 6) for t, i in enumerate(ids)],
+                        "probabilities": [{n: round(float(v), 6) for n, v in zip(names, row)} for row in p]})
+        return out
+    records = head.check_predict_length(records)
+    for r, p in zip(records, head.predict_proba(model, records)):
+        i = int(np.argmax(p))
+        out.append({"where": r.where, "label": names[i], "probability": round(float(p[i]), 6),
+                    "probabilities": {n: round(float(v), 6) for n, v in zip(names, p)}})
+    return out
+
+
+def format_result(res: dict, fmt: str, probabilities: bool) -> str:
+    """One output line: ``text`` (``label`` / ``word/TAG ...``; with ``probabilities``,
+    ``label<TAB>p`` / ``word/TAG/p``) or ``jsonl``."""
+    if fmt == "jsonl":
+        d = {k: v for k, v in res.items() if probabilities or k not in ("probability", "probabilities")}
+        if d.get("tokens") is None:
+            d.pop("tokens", None)
+        return json.dumps(d, ensure_ascii=False)
+    if "label" in res:
+        return f"{res['label']}\t{res['probability']:.4f}" if probabilities else res["label"]
+    words = res["tokens"] or [str(i) for i in range(len(res["tags"]))]
+    more = f" ... ({res['untagged_steps']} more steps, not tagged)" if res.get("untagged_steps") else ""
+    if probabilities:
+        return " ".join(f"{w}/{t}/{p:.4f}" for w, t, p in zip(words, res["tags"], res["probability"])) + more
+    return " ".join(f"{w}/{t}" for w, t in zip(words, res["tags"])) + more

