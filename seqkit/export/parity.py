@@ -5,14 +5,15 @@ from __future__ import annotations
 import numpy as np
 
 
-def padded_pairs(prep, examples: list[str]):
-    """``(inputs [N, T] int32, valid [N, T] bool)``: the head's training inputs for ``examples``."""
+def padded_pairs(prep, examples: list):
+    """``(inputs [N, T] int32, valid [N, T] bool)``: the head's training inputs for ``examples``
+    (records with ``.text``, or strings)."""
     from seqkit.data.vocab import tokenize
 
     d = prep.recipe.data
     rows = []
     for ex in examples:
-        ids = prep.vocab.encode(tokenize(ex, d.tokenizer, d.lowercase))
+        ids = prep.vocab.encode(tokenize(getattr(ex, "text", ex), d.tokenizer, d.lowercase))
         x, _ = prep.head.to_pair(np.asarray(ids, np.int32))
         rows.append(np.asarray(x)[: d.max_length])
     T = max(len(r) for r in rows)
