@@ -247,14 +247,15 @@ def train(recipe: Recipe, run_path: str, *, resume: bool = False, overwrite: boo
     ckpt = _callback_class()(out, monitor, state.get("best"), history, t0)
     callbacks = [ckpt, keras.callbacks.TensorBoard(out.file(LOGS), profile_batch=0)]
     if t.early_stopping is not None and t.early_stopping.patience > 0:
-        callbacks.append(keras.callbacks.EarlyStopping(monitor=monitor, patience=t.early_stopping.patience,
-                                                       min_delta=t.early_stopping.min_delta))
+        callbacks.append(keras.callbacks.EarlyStopping(
+            monitor=monitor, mode="min", patience=t.early_stopping.patience,
+            min_delta=t.early_stopping.min_delta))
     if t.distribute.backup:
         backup = (run.file("backup") if dist.is_chief else os.path.join(
             tempfile.gettempdir(), f"seqkit-backup-{recipe.name}-{dist.worker.replace(' ', '')}"))
         callbacks.append(keras.callbacks.BackupAndRestore(backup))
-    if t.distribute.strategy == "multi_worker":
-        _avoid_keras_mwms_build_bug(model, train_ds, dist.strategy)
+    if t.distribute.strategy != "none":
+        _build_from_local_batch(model, train_ds, dist.strategy)
     try:
         model.fit(train_ds, validation_data=valid_ds, epochs=t.epochs, initial_epoch=state.get("epoch", 0),
                   steps_per_epoch=t.steps_per_epoch, callbacks=callbacks, verbose=verbose,
@@ -303,14 +304,17 @@ def train(recipe: Recipe, run_path: str, *, resume: bool = False, overwrite: boo
     return metrics
 
 
-def _avoid_keras_mwms_build_bug(model, train_ds, strategy) -> None:
-    """Build ``model``'s optimizer and metrics from a local batch before ``fit``.
+def _build_from_local_batch(model, train_ds, strategy) -> None:
+    """Build ``model``'s optimizer and metrics from a local batch before ``fit``/``evaluate``.
 
-    Keras 3.15 ``fit`` under ``MultiWorkerMirroredStrategy`` first reduces a
-    distributed batch across workers to build the model symbolically, and fails
-    ("Attempt to convert a value (PerReplica...)"; keras-team/keras#20585).
-    Building from this worker's own first batch does the same work without
-    the cross-worker reduce (see also :func:`seqkit.distribute._patch_keras_scalar_reduce`).
+    Under a strategy, Keras 3.15 first *reduces a distributed data batch across
+    replicas* just to build the model symbolically. That fails when replicas
+    hold batches of different shapes (the last, partial batch of a bucket:
+    "Inputs to operation AddN ... must have the same size and shape"), and
+    always under ``MultiWorkerMirroredStrategy`` ("Attempt to convert a value
+    (PerReplica...)"; keras-team/keras#20585). Building from this process's own
+    first batch does the same work without the reduce (see also
+    :func:`seqkit.distribute._patch_keras_scalar_reduce`).
     """
     x, y = next(iter(train_ds))
 

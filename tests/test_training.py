@@ -115,3 +115,11 @@ def test_gradient_clipping_by_global_norm(tf, keras):
         opt = make_optimizer(TrainingConfig(optimizer="sgd", learning_rate=1.0, clipnorm=1.0))
         opt.apply_gradients([(tf.constant(grads[0]), a), (tf.constant(grads[1]), b)])
         assert [-float(a), -float(b)] == pytest.approx(expected, abs=1e-7)
+
+
+def test_early_stopping_watches_exact_validation_cross_entropy(tmp_path, keras):
+    from seqkit.train import train
+
+    r = small(data={"limit": 80}, training={"epochs": 6, "early_stopping": {"patience": 1, "min_delta": 10.0}})
+    m = train(r, str(tmp_path / "r"), verbose=0)
+    assert m["epochs"] == 2  # no epoch improves by 10 nats: stop after patience 1
