@@ -111,6 +111,9 @@ def train(recipe, overrides, run_dir, resume_dir, overwrite, quiet):
     from seqkit.train import train as do_train
 
     metrics = do_train(rec, path, resume=bool(resume_dir), overwrite=overwrite, verbose=0 if quiet else 1)
+    if "worker" in metrics:  # a non-chief worker of a multi-worker job
+        click.echo(f"{metrics['worker']}: trained {metrics['epochs']} epochs; the chief writes {path}")
+        return
     from seqkit.registry import HEADS
 
     click.echo(_format_metrics(metrics, HEADS.get(rec.head.type)(rec)))
