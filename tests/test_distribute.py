@@ -22,11 +22,12 @@ SCRIPT = textwrap.dedent("""
     from seqkit.recipe import recipe_from_dict
     from seqkit.train import train
     out = {{}}
-    for name, dist, path in {runs!r}:
+    for name, dist, path, *more in {runs!r}:
+        epochs, resume = more if more else (2, False)
         r = recipe_from_dict(make_recipe(data={{"limit": 160}}, model={{"units": 16}},
-                                         training={{"epochs": 2, "batch_size": 16, "clipnorm": 0.05,
+                                         training={{"epochs": epochs, "batch_size": 16, "clipnorm": 0.05,
                                                     "distribute": dist}}))
-        m = train(r, path, verbose=0)
+        m = train(r, path, verbose=0, resume=resume)
         out[name] = m.get("history") or json.load(open(path + "/history.json"))
     print("RESULT" + json.dumps(out))
 """)
@@ -63,6 +64,18 @@ def test_mirrored_on_two_logical_cpus_matches_one_device(tmp_path):
     for (p1, v1), (p2, v2) in zip(exact(res["one"]), exact(res["two"])):
         assert p1 == pytest.approx(p2, rel=1e-5) and v1 == pytest.approx(v2, rel=1e-5)
     assert json.load(open(tmp_path / "two" / "metrics.json"))["replicas"] == 2
+
+
+def test_resume_under_mirrored_with_backup(tmp_path):
+    mirrored = {"strategy": "mirrored", "cpu_devices": 2, "backup": True}
+    res = run_script([("first", mirrored, str(tmp_path / "r"), 1, False),
+                      ("again", mirrored, str(tmp_path / "r"), 2, True),
+                      ("straight", {"strategy": "none"}, str(tmp_path / "s"), 2, False)])
+    assert [h["epoch"] for h in res["again"]] == [1, 2]
+    # resuming (weights, optimizer state and the epoch-2 data order) equals training straight through
+    for (p1, v1), (p2, v2) in zip(exact(res["again"]), exact(res["straight"])):
+        assert p1 == pytest.approx(p2, rel=1e-5) and v1 == pytest.approx(v2, rel=1e-5)
+    assert not os.path.exists(tmp_path / "r" / "backup")  # BackupAndRestore cleans up after success
 
 
 def free_port():
