@@ -21,6 +21,13 @@ from seqkit.errors import SeqkitError
 _NEEDS_TF = {"train", "evaluate", "generate", "validate", "export", "stream", "inspect", "bench_step"}
 
 
+def _third_party() -> bool:
+    """True when an installed package declares seqkit plugins (their import may pull in TF)."""
+    import importlib.metadata
+
+    return any(importlib.metadata.entry_points(group=g) for g in ("seqkit.cells", "seqkit.heads", "seqkit.data"))
+
+
 def _common(f):
     """Add ``--plugin`` and ``--debug`` and turn errors into clear messages."""
 
@@ -32,7 +39,7 @@ def _common(f):
         try:
             from seqkit.registry import load_plugin
 
-            if not debug and f.__name__ in _NEEDS_TF:
+            if not debug and (f.__name__ in _NEEDS_TF or (f.__name__ == "list_" and (plugins or _third_party()))):
                 from seqkit._quiet import import_tensorflow_quietly
 
                 import_tensorflow_quietly()
