@@ -204,7 +204,7 @@ def list_(kind):
             doc = (getattr(e.obj, "__doc__", "") or "").strip().splitlines()
             click.echo(f"  {e.name:<16} {e.origin:<22} {doc[0] if doc else ''}")
         for c in reg.conflicts():
-            click.echo(f"  {c.name:<16} CONFLICT: claimed by " + " and ".join(o for o, _ in c.claims)
+            click.echo(f"  {c.name:<16} CONFLICT: claimed by " + " and ".join(sorted(o for o, _ in c.claims))
                        + "; unusable until one is uninstalled")
         for b in reg.broken:
             click.echo(f"  BROKEN {b.entry_point} ({b.origin}): {b.error}")

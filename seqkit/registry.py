@@ -85,13 +85,7 @@ def _origin_of(obj: Any) -> str:
         return "seqkit (built in)"
     if _ORIGIN:
         return _ORIGIN[-1]
-    try:
-        dists = importlib.metadata.packages_distributions().get(top)
-    except Exception:  # pragma: no cover - metadata is best effort
-        dists = None
-    if dists:
-        return dists[0]
-    return module or "unknown"
+    return _module_origin(module) if module else "unknown"
 
 
 def _same_object(a: Any, b: Any) -> bool:
@@ -221,7 +215,7 @@ class Registry:
 
     def _conflict_error(self, name: str) -> RegistryError:
         c = self._conflicts[name]
-        who = " and ".join(f"{origin} ({qual})" for origin, qual in c.claims)
+        who = " and ".join(f"{origin} ({qual})" for origin, qual in sorted(c.claims))
         return RegistryError(
             f"{self.kind} '{name}' is claimed by {len(c.claims)} installed plugins: {who}. seqkit "
             f"cannot tell which one you mean, so it uses neither. Uninstall one of them "

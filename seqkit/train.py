@@ -220,6 +220,9 @@ def train(recipe: Recipe, run_path: str, *, resume: bool = False, overwrite: boo
             run.remove()
         os.makedirs(run_path)
         atomic_write_text(run.file(RECIPE), recipe.to_yaml())
+        from seqkit.plugins import write_provenance
+
+        write_provenance(run_path, recipe)  # plugins.json: what a reload needs, named
         prep.vocab.save(run.file(VOCAB))
     params = count_parameters(model)
     log.info(f"data: {prep.source}; {', '.join(f'{k} {len(v)}' for k, v in prep.splits.items())} "
@@ -292,8 +295,12 @@ def load_model(path: str):
     try:
         return keras.saving.load_model(path, safe_mode=True)
     except Exception as exc:
+        from seqkit.plugins import keras_classes_needed
+
+        needed = keras_classes_needed(path)
         raise RunDirError(f"{path}: cannot load the model ({type(exc).__name__}: {exc}). If the run "
-                          f"used a plugin cell or head, install it or pass --plugin.") from exc
+                          f"used a plugin cell or head, install it or pass --plugin"
+                          + (f" (the model names {', '.join(needed)})." if needed else ".")) from exc
 
 
 def load_run(run_path: str, with_data: bool = False):
