@@ -143,8 +143,9 @@ def keras_classes_needed(model_path: str) -> list[str]:
             mod = node.get("module")
             if isinstance(mod, str) and "class_name" in node and not mod.startswith(("keras", "builtins")):
                 name = node.get("registered_name") or f"{mod}>{node['class_name']}"
-                if name not in found and not name.startswith("seqkit>"):
-                    found.append(f"{name} (module {mod})")
+                label = f"{name} (module {mod})"
+                if label not in found and not name.startswith("seqkit>"):
+                    found.append(label)
             for v in node.values():
                 walk(v)
         elif isinstance(node, list):

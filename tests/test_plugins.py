@@ -104,6 +104,33 @@ def test_reload_without_the_plugin_names_it_and_how_to_pass_it(guide_run):
     assert "Traceback" not in msg
 
 
+def test_missing_installed_plugin_names_the_package_and_the_install_command(tmp_path):
+    from seqkit.errors import RunDirError
+    from seqkit.rundir import RunDir
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "recipe.yaml").write_text(yaml.safe_dump(make_recipe(model={"cell": "ghost_cell"})))
+    (run / "vocab.json").write_text("[]")
+    (run / "plugins.json").write_text(json.dumps([
+        {"kind": "cell", "name": "ghost_cell", "module": "seqkit_ghost", "package": "seqkit-ghost",
+         "version": "0.2.0", "file": None}]))
+    with pytest.raises(RunDirError) as info:
+        RunDir(str(run)).check(need_model=False)
+    msg = str(info.value)
+    assert "trained with the cell 'ghost_cell' from the package seqkit-ghost 0.2.0 (module seqkit_ghost)" in msg
+    assert "pip install seqkit-ghost" in msg and "--plugin seqkit_ghost" in msg
+
+
+def test_keras_classes_of_a_saved_model_are_named(guide_run):
+    from seqkit.plugins import keras_classes_needed
+
+    _, _, run = guide_run
+    # the --plugin file was imported as module seqkit_plugin_my_cells; Keras names its own package
+    assert keras_classes_needed(str(run / "model.keras")) == [
+        "my_cells>IndRNNCell (module seqkit_plugin_my_cells)"]
+
+
 def test_guide_cell_exports_to_tflite_with_parity(guide_run, tmp_path):
     from seqkit.export.writer import export_run
 
