@@ -168,3 +168,28 @@ def test_tflite_step_model_matches_the_parallel_scan(tiny_run, tmp_path):
     tfl = report["tflite"]  # Keras reference = the scan layer; TFLite = the step recurrence
     assert tfl["max_abs_diff"] <= 1e-4 and tfl["argmax_agreement"] >= 0.999
     assert not [op for op in tfl["ops"] if op.startswith("Flex") or op == "CUSTOM"]
+
+
+def test_run_reloads_in_a_fresh_process_and_predicts_identically(tiny_run, tmp_path):
+    import subprocess
+    import sys
+    import textwrap
+    from pathlib import Path
+
+    import seqkit
+    from seqkit.train import load_run
+
+    _, model = load_run(tiny_run)
+    x = np.array([[2, 10, 11, 12, 5, 0], [2, 7, 0, 0, 0, 0]], np.int32)
+    np.save(tmp_path / "x.npy", x)
+    script = textwrap.dedent("""
+        import sys, numpy as np
+        from seqkit.train import load_run  # nothing imported by hand: the entry point does it
+        _, model = load_run(sys.argv[1])
+        np.save(sys.argv[2] + "/y.npy", np.asarray(model(np.load(sys.argv[2] + "/x.npy"), training=False)))
+    """)
+    env = {**os.environ, "PYTHONPATH": str(Path(seqkit.__file__).resolve().parents[1])}
+    res = subprocess.run([sys.executable, "-c", script, tiny_run, str(tmp_path)], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), np.asarray(model(x, training=False)))
