@@ -22,6 +22,13 @@ _NEEDS_TF = {"train", "evaluate", "generate", "validate", "predict", "export", "
              "bench_step"}
 
 
+def _third_party() -> bool:
+    """True when an installed package declares seqkit plugins (their import may pull in TF)."""
+    import importlib.metadata
+
+    return any(importlib.metadata.entry_points(group=g) for g in ("seqkit.cells", "seqkit.heads", "seqkit.data"))
+
+
 def _common(f):
     """Add ``--plugin`` and ``--debug`` and turn errors into clear messages."""
 
@@ -33,7 +40,7 @@ def _common(f):
         try:
             from seqkit.registry import load_plugin
 
-            if not debug and f.__name__ in _NEEDS_TF:
+            if not debug and (f.__name__ in _NEEDS_TF or (f.__name__ == "list_" and (plugins or _third_party()))):
                 from seqkit._quiet import import_tensorflow_quietly
 
                 import_tensorflow_quietly()
@@ -289,6 +296,11 @@ def list_(kind):
         for e in reg.entries():
             doc = (getattr(e.obj, "__doc__", "") or "").strip().splitlines()
             click.echo(f"  {e.name:<16} {e.origin:<22} {doc[0] if doc else ''}")
+        for c in reg.conflicts():
+            click.echo(f"  {c.name:<16} CONFLICT: claimed by " + " and ".join(sorted(o for o, _ in c.claims))
+                       + "; unusable until one is uninstalled")
+        for b in reg.broken:
+            click.echo(f"  BROKEN {b.entry_point} ({b.origin}): {b.error}")
 
 
 @main.command()

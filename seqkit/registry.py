@@ -9,11 +9,12 @@ module (or an object in it) whose import registers plugins with the decorators
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.metadata
 import inspect
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from seqkit.errors import RegistryError, SeqkitError, did_you_mean
@@ -28,18 +29,63 @@ class Entry:
     origin: str
 
 
+@dataclass
+class BrokenPlugin:
+    """A plugin that could not be used: its import raised, or it claimed a taken name.
+
+    Attributes:
+        kind: ``"cell"``, ``"head"`` or ``"data source"``.
+        entry_point: the entry point's ``name = value`` (or the name claimed twice).
+        origin: the distribution (``seqkit-peephole 0.1.0``) or file it came from.
+        error: one line: the exception type and message.
+    """
+
+    kind: str
+    entry_point: str
+    origin: str
+    error: str
+
+
+@dataclass
+class Conflict:
+    """One name claimed by two (or more) plugins; looking the name up raises."""
+
+    name: str
+    claims: list = field(default_factory=list)  # [(origin, qualname), ...]
+
+
+# Where the plugin code being imported right now comes from (set while an entry point, a
+# --plugin file or module is imported), so that registrations record the package, not a module.
+_ORIGIN: list[str] = []
+
+
+@contextlib.contextmanager
+def plugin_origin(origin: str):
+    """Record ``origin`` (a distribution or file) for plugins registered inside the block."""
+    _ORIGIN.append(origin)
+    try:
+        yield
+    finally:
+        _ORIGIN.pop()
+
+
+def _dist_label(dist) -> str:
+    if dist is None:
+        return "an unknown package"
+    try:
+        return f"{dist.metadata['Name']} {dist.version}"
+    except Exception:  # pragma: no cover - metadata is best effort
+        return getattr(dist, "name", None) or "an unknown package"
+
+
 def _origin_of(obj: Any) -> str:
     module = getattr(obj, "__module__", None) or ""
     top = module.split(".")[0]
     if top == "seqkit":
         return "seqkit (built in)"
-    try:
-        dists = importlib.metadata.packages_distributions().get(top)
-    except Exception:  # pragma: no cover - metadata is best effort
-        dists = None
-    if dists:
-        return dists[0]
-    return module or "unknown"
+    if _ORIGIN:
+        return _ORIGIN[-1]
+    return _module_origin(module) if module else "unknown"
 
 
 def _same_object(a: Any, b: Any) -> bool:
@@ -67,6 +113,13 @@ class Registry:
     :class:`RegistryError`; registering the same object again (a plugin module
     imported twice) is harmless. Looking up an unknown name raises
     :class:`RegistryError` listing the known names and the closest match.
+
+    Entry points are imported on first use. One that raises is kept out and
+    remembered in :attr:`broken` (``seqkit list`` shows it with its error), so
+    built-ins and the other plugins keep working. Two installed plugins that
+    claim one name are both kept out of that name: looking it up raises a
+    :class:`RegistryError` naming both packages (a plugin claiming a built-in
+    name is ignored and listed as broken).
     """
 
     def __init__(self, kind: str, group: str):
@@ -76,6 +129,9 @@ class Registry:
         self._builtins_loaded = False
         self._entry_points_loaded = False
         self._builtin_modules: list[str] = []
+        self.broken: list[BrokenPlugin] = []
+        self._conflicts: dict[str, Conflict] = {}
+        self._loading_entry_points = False
 
     def add_builtin_modules(self, *modules: str) -> None:
         """Name modules whose import registers the built-in plugins (imported lazily)."""
@@ -95,13 +151,31 @@ class Registry:
                 f"cannot register {self.kind} {name!r}: a name is letters, digits, '_' or '-'."
             )
         old = self._entries.get(name)
+        origin = origin or _origin_of(obj)
+        if name in self._conflicts:
+            if not any(o == origin for o, _ in self._conflicts[name].claims):
+                self._conflicts[name].claims.append((origin, _qualname(obj)))
+            return obj
+        if old is not None and not _same_object(old.obj, obj) and self._loading_entry_points:
+            # two installed packages claim one name: keep neither, say so on use and in `list`
+            if old.origin == "seqkit (built in)":
+                self.broken.append(BrokenPlugin(self.kind, name, origin, (
+                    f"claims the built-in {self.kind} name '{name}' ({_qualname(obj)}); ignored. "
+                    f"The plugin must choose another name.")))
+                return obj
+            self._conflicts[name] = Conflict(name, [(old.origin, _qualname(old.obj)),
+                                                    (origin, _qualname(obj))])
+            del self._entries[name]
+            return obj
         if old is not None and not _same_object(old.obj, obj):
             raise RegistryError(
                 f"cannot register {self.kind} '{name}' from {_origin_of(obj)}: the name is already "
                 f"taken by {old.origin} ({getattr(old.obj, '__qualname__', old.obj)!s}). "
                 f"Choose another name for your {self.kind}."
             )
-        self._entries[name] = Entry(name, obj, origin or _origin_of(obj))
+        if old is not None:  # the same plugin again: keep the first record
+            return obj
+        self._entries[name] = Entry(name, obj, origin)
         return obj
 
     def _load(self) -> None:
@@ -111,15 +185,41 @@ class Registry:
                 importlib.import_module(module)
         if not self._entry_points_loaded:
             self._entry_points_loaded = True
-            for ep in importlib.metadata.entry_points(group=self.group):
-                try:
-                    ep.load()
-                except Exception as exc:  # a broken plugin must not break seqkit
-                    warnings.warn(
-                        f"seqkit: could not load {self.kind} plugin entry point '{ep.name}' "
-                        f"({ep.value}) from group '{self.group}': {exc}",
-                        stacklevel=2,
-                    )
+            self._loading_entry_points = True
+            try:
+                for ep in importlib.metadata.entry_points(group=self.group):
+                    origin = _dist_label(getattr(ep, "dist", None))
+                    try:
+                        with plugin_origin(origin):
+                            ep.load()
+                    except Exception as exc:  # a broken plugin must not break seqkit
+                        error = f"{type(exc).__name__}: {exc}".splitlines()[0]
+                        self.broken.append(BrokenPlugin(self.kind, f"{ep.name} = {ep.value}", origin, error))
+                        warnings.warn(
+                            f"seqkit: could not load {self.kind} plugin entry point '{ep.name}' "
+                            f"({ep.value}) of {origin} from group '{self.group}': {error}. "
+                            f"`seqkit list` shows it; the other plugins work.",
+                            stacklevel=2,
+                        )
+            finally:
+                self._loading_entry_points = False
+
+    def load_entry_points(self) -> None:
+        """Import the built-ins and every installed plugin of this kind now (normally on first use)."""
+        self._load()
+
+    def conflicts(self) -> list[Conflict]:
+        """Names claimed by more than one installed plugin (unusable until one is removed)."""
+        self._load()
+        return [self._conflicts[k] for k in sorted(self._conflicts)]
+
+    def _conflict_error(self, name: str) -> RegistryError:
+        c = self._conflicts[name]
+        who = " and ".join(f"{origin} ({qual})" for origin, qual in sorted(c.claims))
+        return RegistryError(
+            f"{self.kind} '{name}' is claimed by {len(c.claims)} installed plugins: {who}. seqkit "
+            f"cannot tell which one you mean, so it uses neither. Uninstall one of them "
+            f"(pip uninstall PACKAGE), or ask one author to rename theirs.")
 
     def get(self, name: str) -> Any:
         """Return the object registered as ``name``.
@@ -128,6 +228,8 @@ class Registry:
             RegistryError: no such name; the message lists the known names.
         """
         self._load()
+        if name in self._conflicts:
+            raise self._conflict_error(name)
         entry = self._entries.get(name)
         if entry is None:
             known = sorted(self._entries)
@@ -142,6 +244,11 @@ class Registry:
         self._load()
         return name in self._entries
 
+    def entry(self, name: str) -> Entry:
+        """The :class:`Entry` (object and origin) registered as ``name``; raises like :meth:`get`."""
+        self.get(name)
+        return self._entries[name]
+
     def entries(self) -> list[Entry]:
         """All entries, sorted by name."""
         self._load()
@@ -152,6 +259,11 @@ class Registry:
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
+
+
+def _qualname(obj: Any) -> str:
+    mod = getattr(obj, "__module__", "") or ""
+    return f"{mod}.{getattr(obj, '__qualname__', obj)!s}".lstrip(".")
 
 
 CELLS = Registry("cell", "seqkit.cells")
@@ -201,7 +313,8 @@ def load_plugin(spec: str) -> None:
         module = importlib.util.module_from_spec(loc)
         sys.modules[mod_name] = module
         try:
-            loc.loader.exec_module(module)
+            with plugin_origin(path):
+                loc.loader.exec_module(module)
         except SeqkitError:
             raise
         except Exception as exc:
@@ -209,9 +322,22 @@ def load_plugin(spec: str) -> None:
             raise SeqkitError(f"--plugin {spec}: importing the file failed: {type(exc).__name__}: {exc}") from exc
         return
     try:
-        importlib.import_module(spec)
+        with plugin_origin(_module_origin(spec)):
+            importlib.import_module(spec)
     except ImportError as exc:
         raise SeqkitError(
             f"--plugin {spec}: cannot import module '{spec}' ({exc}). Install the package that "
             f"provides it, or pass the path of a .py file."
         ) from exc
+
+
+def _module_origin(module: str) -> str:
+    """``"seqkit-peephole 0.1.0"`` for a module of an installed distribution, else the module name."""
+    top = module.split(".")[0]
+    try:
+        dists = importlib.metadata.packages_distributions().get(top)
+        if dists:
+            return _dist_label(importlib.metadata.distribution(dists[0]))
+    except Exception:  # pragma: no cover - metadata is best effort
+        pass
+    return module

@@ -89,6 +89,9 @@ class RunDir:
                               f"{', '.join(missing)}). Point at a directory made by `seqkit train`; "
                               f"an interrupted run can be continued with `seqkit train --resume "
                               f"{self.path}`.")
+        from seqkit.plugins import require_run_plugins
+
+        require_run_plugins(self.path)  # a missing plugin is named before Keras meets its class
         return self
 
     def state(self) -> dict:

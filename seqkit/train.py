@@ -231,6 +231,9 @@ def train(recipe: Recipe, run_path: str, *, resume: bool = False, overwrite: boo
         os.makedirs(out.path)
         atomic_write_text(out.file(RECIPE), recipe.to_yaml())
         prep.head.save_assets(out.path)
+        from seqkit.plugins import write_provenance
+
+        write_provenance(out.path, recipe)  # plugins.json: what a reload needs, named
     params = count_parameters(model)
     log.info(f"data: {prep.source}; {', '.join(f'{k} {len(v)}' for k, v in prep.splits.items())} "
              f"examples; {prep.head.describe_assets()}")
@@ -356,8 +359,12 @@ def load_model(path: str):
     try:
         return keras.saving.load_model(path, safe_mode=True)
     except Exception as exc:
+        from seqkit.plugins import keras_classes_needed
+
+        needed = keras_classes_needed(path)
         raise RunDirError(f"{path}: cannot load the model ({type(exc).__name__}: {exc}). If the run "
-                          f"used a plugin cell or head, install it or pass --plugin.") from exc
+                          f"used a plugin cell or head, install it or pass --plugin"
+                          + (f" (the model names {', '.join(needed)})." if needed else ".")) from exc
 
 
 def load_run(run_path: str, with_data: bool = False):

@@ -42,12 +42,19 @@ class CellSpec:
 class CellPlugin(abc.ABC):
     """Base class for cell plugins; subclass it and decorate with ``@register_cell``.
 
+    The guide ``docs/cells.md`` writes one from scratch (a complete, tested example).
+
     Subclasses set :attr:`Options` (a pydantic model whose fields become recipe
     keys under ``model``), :attr:`state_names`, and implement :meth:`make_cell`.
     The default :meth:`make_layer` wraps the cell in ``keras.layers.RNN``; a
     plugin may return a faster fused layer instead, as long as its ``.cell``
     holds the same weights (the step models used for generation and streaming
-    call ``layer.cell`` one step at a time).
+    call ``layer.cell`` one step at a time). Such a layer must treat a mask as
+    ``keras.layers.RNN`` does (padded steps keep the state) and take
+    ``return_sequences``, ``return_state`` and ``go_backwards`` (see
+    ``plugins/seqkit-mingru`` for a parallel-scan layer). Keras classes a plugin
+    defines must be registered with ``keras.saving.register_keras_serializable``
+    and implement ``get_config``: runs reload in Keras safe mode.
     """
 
     Options: ClassVar[type[BaseModel]] = NoOptions
