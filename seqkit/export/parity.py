@@ -91,6 +91,7 @@ class ParityCase:
             self.x, self.lengths = sequence_inputs(prep, examples, length)
         else:
             self.x, valid = padded_pairs(prep, examples)
+            self.x, valid = self.x[:, :length], valid[:, :length]
             self.lengths = valid.sum(axis=1)
         keras_x = self.x
         if self.x.ndim == 3:  # frames: the Keras model reads normalised frames (NaN stays NaN)
