@@ -122,7 +122,7 @@ def test_bidirectional_step_export_refused_and_nothing_written(runs, tmp_path):
     from seqkit.errors import SeqkitError
     from seqkit.export.writer import export_run
 
-    with pytest.raises(SeqkitError, match=r"bidirectional.*--full-sequence --batch B --length T"):
+    with pytest.raises(SeqkitError, match=r"bidirectional.*seqkit export .*run --full-sequence --batch B --length T"):
         export_run(runs["bi_acceptor"], str(tmp_path / "e"), parity_examples=4)
     assert os.listdir(tmp_path) == []
 

@@ -132,6 +132,10 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
     min_agreement = DEFAULT_AGREEMENT[quantize] if min_agreement is None else min_agreement
     prep, model = load_run(run_dir, with_data=True)
     can_step = hasattr(prep.head, "stepper") and not prep.recipe.model.bidirectional
+    if prep.recipe.model.bidirectional and not full_sequence:  # fail before writing anything
+        from seqkit.heads.sequence_stepper import refuse_bidirectional
+
+        raise refuse_bidirectional(run_dir)
     length = (length or prep.recipe.data.max_length) if full_sequence else None
     held_out = prep.splits.get("test") or prep.splits.get("valid") or prep.splits["train"]
     case = ParityCase(prep, model, held_out[:parity_examples], length)
