@@ -343,8 +343,16 @@ def validate(recipe, overrides, check_data, show):
 @click.option("--parity-examples", type=click.IntRange(min=1), default=32, show_default=True,
               help="Held-out examples streamed through the export for the parity check.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing export directory.")
+@click.option("--full-sequence", is_flag=True,
+              help="TFLite: the whole-sequence model for a pinned --batch/--length instead of the step "
+              "model (needed for bidirectional encoders).")
+@click.option("--batch", type=click.IntRange(min=1), default=1, show_default=True,
+              help="--full-sequence: rows per call.")
+@click.option("--length", type=click.IntRange(min=1),
+              help="--full-sequence: steps per row [default: the run's data.max_length].")
 @_common
-def export(run_dir, fmt, out, quantize, tolerance, min_agreement, parity_examples, overwrite):
+def export(run_dir, fmt, out, quantize, tolerance, min_agreement, parity_examples, overwrite,
+           full_sequence, batch, length):
     """Export a trained run (SavedModel / TFLite step model), checked against Keras before writing."""
     from seqkit.export.writer import export_run
     from seqkit.recipe import load_recipe
@@ -353,8 +361,9 @@ def export(run_dir, fmt, out, quantize, tolerance, min_agreement, parity_example
     RunDir(run_dir).check()
     out = out or os.path.join("exports", load_recipe(os.path.join(run_dir, RECIPE)).name)
     report = export_run(run_dir, out, fmt=fmt, quantize=quantize, tolerance=tolerance,
-                        min_agreement=min_agreement, parity_examples=parity_examples, overwrite=overwrite)
-    for kind in ("saved_model", "tflite"):
+                        min_agreement=min_agreement, parity_examples=parity_examples, overwrite=overwrite,
+                        full_sequence=full_sequence, batch=batch, length=length)
+    for kind in ("saved_model", "saved_model_predict", "tflite"):
         if kind in report:
             r = report[kind]
             click.echo(f"{kind}: max |logit diff| {r['max_abs_diff']:.3g}, arg-max agreement "
@@ -371,14 +380,23 @@ def export(run_dir, fmt, out, quantize, tolerance, min_agreement, parity_example
 @click.option("--top-k", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--greedy", is_flag=True, help="Arg-max decoding instead of sampling.")
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--input", "input_path",
+              help="Acceptor/tagger exports: a .ts file (frames) or text, one sequence per line "
+              "(tokens); - for stdin [default: stdin].")
 @_common
-def stream(export_dir, prompt, max_length, temperature, top_k, greedy, seed):
-    """Run an exported TFLite step model token by token, carrying the state (the on-device loop)."""
+def stream(export_dir, prompt, max_length, temperature, top_k, greedy, seed, input_path):
+    """Run an exported TFLite step model one input at a time, carrying the state (the on-device loop).
+
+    Language model: continue --prompt. Acceptor: print the running answer after every frame/token.
+    Tagger: print each token's tag as it comes."""
     from seqkit.data.vocab import START_ID, UNK_ID, Vocabulary, tokenize
     from seqkit.runtime.streaming import StreamingModel
 
     rt = StreamingModel(export_dir)
     meta = rt.metadata
+    if meta["head"] in ("acceptor", "tagger"):
+        _stream_sequences(rt, input_path or "-")
+        return
     if meta["head"] != "language_model":
         raise SeqkitError(f"{export_dir}: streaming text generation needs a language-model export; "
                           f"this one is '{meta['head']}'.")
@@ -390,6 +408,29 @@ def stream(export_dir, prompt, max_length, temperature, top_k, greedy, seed):
                       top_k=top_k, seed=seed)
     join = "" if meta["tokenizer"] == "char" else " "
     click.echo(prompt + (join if prompt and join else "") + vocab.decode(new, join=join))
+
+
+def _stream_sequences(rt, input_path: str) -> None:
+    """``seqkit stream`` for acceptor / tagger exports (see :mod:`seqkit.runtime.sequence_stream`)."""
+    from seqkit.runtime.sequence_stream import read_stream_input, stream_answers
+
+    if input_path == "-":
+        name, text = "<stdin>", sys.stdin.read()
+    else:
+        from seqkit.data.base import read_text
+
+        name, text = input_path, read_text(input_path, key="--input")
+    inputs = read_stream_input(text, name, rt.metadata)
+    tagger = rt.metadata["head"] == "tagger"
+    for ans in stream_answers(rt, inputs):
+        seq = inputs[ans.index]
+        last = ans.t == len(seq.steps) - 1
+        if tagger:
+            word = seq.tokens[ans.t] if seq.tokens is not None else str(ans.t)
+            click.echo(f"{word}/{ans.name}" + ("" if last else " "), nl=last)
+        else:
+            click.echo(f"{seq.where}\tstep {ans.t + 1}\t{ans.name}\t{ans.probability:.4f}"
+                       + ("\tfinal" if last else ""))
 
 
 @main.command()
@@ -418,8 +459,11 @@ def inspect(path):
     meta_path = os.path.join(os.path.dirname(model), "metadata.json")
     if os.path.isfile(meta_path):
         meta = json.load(open(meta_path, encoding="utf-8"))
-        click.echo(f"head {meta['head']}, input {meta['input']['kind']}, vocabulary {len(meta['vocab'])}, "
-                   f"quantize {meta['quantize']}, seqkit {meta['seqkit_version']}")
+        inp = meta.get("full_sequence", {}).get("input") or meta["input"]
+        sizes = (f"vocabulary {len(meta['vocab'])}" if meta.get("vocab") else "frames")
+        sizes += f", {len(meta['labels'])} classes" if meta.get("labels") else ""
+        click.echo(f"head {meta['head']}, {meta.get('artefact', 'step')} model, input {inp['kind']}, "
+                   f"{sizes}, quantize {meta['quantize']}, seqkit {meta['seqkit_version']}")
 
 
 @main.command("bench-step")
@@ -445,7 +489,9 @@ def bench_step(export_dir, run_dir, steps):
         return float(np.median(ts)), float(np.percentile(ts, 95))
 
     rt = StreamingModel(export_dir)
-    rows = [("tflite " + rt.metadata["quantize"], *timeit(lambda: rt.step([4])))]
+    shape = [1] + [int(v) for v in rt.metadata["input"]["shape"][1:]]
+    x1 = np.full(shape, 4 if rt.input_dtype.kind == "i" else 0.5, rt.input_dtype)  # one token id / frame
+    rows = [("tflite " + rt.metadata["quantize"], *timeit(lambda: rt.step(x1)))]
     if run_dir:
         import tensorflow as tf
 
@@ -455,7 +501,7 @@ def bench_step(export_dir, run_dir, steps):
         st = prep.head.stepper(model)
         states = st.initial_state(1)
         fn = tf.function(st.step)
-        tok = tf.constant([4])
+        tok = tf.constant(x1)
         rows.append(("keras tf.function", *timeit(lambda: fn(tok, states)[0].numpy())))
     click.echo(f"{'path':<24} {'median us':>10} {'p95 us':>10}")
     for name, med, p95 in rows:

@@ -1,5 +1,14 @@
 """A SavedModel of a run with named signatures, built with ``keras.export.ExportArchive``.
 
+Acceptor / tagger exports have ``step`` and ``initial_state`` (forward encoders;
+step input ``token [B] int32`` or raw ``frame [B, D] float32``, logits ``[B, C]``,
+see :mod:`seqkit.heads.sequence_stepper`) and ``predict(tokens [B, T] int32 |
+frames [B, T, D] float32) -> {logits [B, C] | [B, T, C]}`` where frames are raw
+(the run's normaliser is applied inside) and padding is id 0 / NaN frames.
+A full-sequence archive (:func:`build_full_sequence_archive`) holds ``predict``
+alone for a pinned ``[B, T]``: the shape TFLite needs to convert a recurrent
+layer to builtins (a WHILE loop; the mask survives).
+
 Signatures of a language-model export (B = batch, T = time, V = vocabulary,
 one ``[B, H]`` float32 tensor per state per layer, named ``rnn_{layer}_{state}``):
 
@@ -31,13 +40,59 @@ def stepper_for(prep, model):
     return make(model)
 
 
-def build_archive(prep, model):
-    """Return ``(archive, stepper)``: an ``ExportArchive`` tracking ``model`` with the signatures above."""
+def predict_input_spec(prep, batch: int | None = None, length: int | None = None):
+    """``tokens [B, T] int32`` or ``frames [B, T, D] float32`` (``None`` = any size)."""
+    import tensorflow as tf
+
+    inputs = getattr(prep.head, "inputs", None)
+    if inputs is not None and inputs.kind == "frames":
+        return tf.TensorSpec([batch, length, inputs.width], tf.float32, name="frames")
+    return tf.TensorSpec([batch, length], tf.int32, name="tokens")
+
+
+def predict_fn(prep, model):
+    """``predict`` of the export: raw inputs in (frames normalised in-graph, NaN kept as padding),
+    ``{"logits": ...}`` out."""
+    import tensorflow as tf
+
+    inputs = getattr(prep.head, "inputs", None)
+    if inputs is None or inputs.kind != "frames":
+        return lambda tokens: {"logits": model(tokens, training=False)}
+    mean = tf.constant(inputs.normalizer.mean, tf.float32)
+    std = tf.constant(inputs.normalizer.std, tf.float32)
+    return lambda frames: {"logits": model((frames - mean) / std, training=False)}
+
+
+def build_full_sequence_archive(prep, model, batch: int, length: int):
+    """An ``ExportArchive`` with ``predict`` alone, its input pinned to ``[batch, length(, D)]``."""
+    import keras
+
+    archive = keras.export.ExportArchive()
+    archive.track(model)
+    archive.add_endpoint("predict", predict_fn(prep, model),
+                         input_signature=[predict_input_spec(prep, batch, length)])
+    return archive
+
+
+def build_archive(prep, model, *, with_step: bool = True):
+    """Return ``(archive, stepper)``: an ``ExportArchive`` tracking ``model`` with the signatures above.
+
+    With ``with_step=False`` (a bidirectional encoder exported full-sequence) the
+    archive has ``predict`` only and ``stepper`` is None.
+
+    Raises:
+        SeqkitError: ``with_step`` and the head cannot stream.
+    """
     import keras
     import tensorflow as tf
 
     from seqkit.decoding import decode
 
+    archive = keras.export.ExportArchive()
+    archive.track(model)
+    archive.add_endpoint("predict", predict_fn(prep, model), input_signature=[predict_input_spec(prep)])
+    if not with_step:
+        return archive, None
     st = stepper_for(prep, model)
     names, sizes = st.state_names(), st.state_sizes()
     state_specs = [tf.TensorSpec([None, n], tf.float32, name=nm) for nm, n in zip(names, sizes)]
@@ -49,9 +104,6 @@ def build_archive(prep, model):
     def initial_state(batch_size):
         return dict(zip(names, st.initial_state(batch_size)))
 
-    def predict(tokens):
-        return {"logits": model(tokens, training=False)}
-
     def generate(prompt, max_length):
         toks, lens = decode(st.step, st.initial_state(tf.shape(prompt)[0]), prompt,
                             max_length=max_length, greedy=True)
@@ -62,12 +114,11 @@ def build_archive(prep, model):
                             max_length=max_length, greedy=False, temperature=temperature, seed=seed)
         return {"tokens": toks, "lengths": lens}
 
-    archive = keras.export.ExportArchive()
-    archive.track(model)
     i32 = lambda name, shape=(): tf.TensorSpec(shape, tf.int32, name=name)  # noqa: E731
     archive.add_endpoint("step", step, input_signature=[st.input_spec(), *state_specs])
     archive.add_endpoint("initial_state", initial_state, input_signature=[i32("batch_size")])
-    archive.add_endpoint("predict", predict, input_signature=[i32("tokens", [None, None])])
+    if prep.recipe.head.type != "language_model":
+        return archive, st
     archive.add_endpoint("generate", generate,
                          input_signature=[i32("prompt", [None, None]), i32("max_length")])
     archive.add_endpoint("sample", sample,

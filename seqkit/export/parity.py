@@ -1,4 +1,9 @@
-"""Parity of an exported step model with the Keras full-sequence model, measured before writing."""
+"""Parity of an exported model with the Keras full-sequence model, measured before writing.
+
+Language model and tagger: logits per valid position. Acceptor: the step
+model's running answer at each sequence's last valid step (its full-sequence
+answer) against the Keras acceptor's ``[N, C]``.
+"""
 
 from __future__ import annotations
 
@@ -42,3 +47,72 @@ def compare(reference: np.ndarray, other: np.ndarray, valid: np.ndarray) -> dict
     return {"max_abs_diff": float(np.max(np.abs(ref - oth))) if ref.size else 0.0,
             "argmax_agreement": float(np.mean(ref.argmax(-1) == oth.argmax(-1))) if ref.size else 1.0,
             "positions": int(valid.sum())}
+
+
+def sequence_inputs(prep, examples: list, length: int | None = None):
+    """``(x, lengths [N] int)``: acceptor/tagger records as the export's raw inputs.
+
+    ``x`` is ``tokens [N, T] int32`` (0 padding) or *raw* (not normalised)
+    ``frames [N, T, D] float32`` (NaN padding). ``T`` is ``length`` when given
+    (longer records are cut to it), else the longest record.
+    """
+    inputs = prep.head.inputs
+    if inputs.kind == "tokens":
+        rows = [inputs.encode(r) for r in examples]
+    else:
+        rows = [np.asarray(r.frames, np.float32) for r in examples]
+    T = length or max(len(r) for r in rows)
+    rows = [r[:T] for r in rows]
+    if inputs.kind == "tokens":
+        x = np.zeros((len(rows), T), np.int32)
+    else:
+        x = np.full((len(rows), T, inputs.width), np.nan, np.float32)
+    for i, r in enumerate(rows):
+        x[i, : len(r)] = r
+    return x, np.asarray([len(r) for r in rows])
+
+
+class ParityCase:
+    """Held-out inputs, the Keras reference on them, and how exported answers compare.
+
+    Args:
+        prep, model: the loaded run.
+        examples: held-out records.
+        length: pin the time axis to this many steps (full-sequence exports).
+
+    Attributes:
+        x: the export's raw inputs (see :func:`sequence_inputs`; LM: ``tokens [N, T]``).
+        reference: Keras logits, ``[N, T, C]`` or ``[N, C]`` (acceptor).
+        valid: positions compared (``[N, T]`` bool, or ``[N]`` all True for an acceptor).
+    """
+
+    def __init__(self, prep, model, examples: list, length: int | None = None):
+        if hasattr(prep.head, "inputs"):
+            self.x, self.lengths = sequence_inputs(prep, examples, length)
+        else:
+            self.x, valid = padded_pairs(prep, examples)
+            self.x, valid = self.x[:, :length], valid[:, :length]
+            self.lengths = valid.sum(axis=1)
+        keras_x = self.x
+        if self.x.ndim == 3:  # frames: the Keras model reads normalised frames (NaN stays NaN)
+            keras_x = prep.head.inputs.normalizer(self.x)
+        self.reference = np.asarray(model(keras_x, training=False))
+        self.per_sequence = self.reference.ndim == 2
+        T = self.x.shape[1]
+        self.valid = (np.ones(len(self.x), bool) if self.per_sequence
+                      else np.arange(T)[None, :] < self.lengths[:, None])
+
+    def stream_input(self) -> np.ndarray:
+        """``x`` with NaN padding frames read as 0 (a stream never sees padding; the rows'
+        later answers are not compared, and NaN would reach quantisation ranges)."""
+        return np.nan_to_num(self.x, nan=0.0) if self.x.dtype.kind == "f" else self.x
+
+    def check_stream(self, streamed: np.ndarray) -> dict:
+        """Compare step-model logits ``[N, T, C]`` (see :func:`compare`)."""
+        if self.per_sequence:
+            streamed = streamed[np.arange(len(streamed)), np.maximum(self.lengths - 1, 0)]
+        return compare(self.reference, streamed, self.valid)
+
+    def check_full(self, logits: np.ndarray) -> dict:
+        """Compare full-sequence logits (same shape as :attr:`reference`)."""
+        return compare(self.reference, logits, self.valid)

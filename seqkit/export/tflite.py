@@ -4,7 +4,9 @@ What holds with TF 2.21 / Keras 3.15 / ai-edge-litert 2.3: the step model
 ``(token, states) -> (logits, states)`` converts to builtin ops (GATHER,
 FULLY_CONNECTED, LOGISTIC, TANH, ...); full-sequence recurrent models with a
 dynamic batch do not (TensorList ops), which is why the step model is the
-TFLite artefact.
+TFLite artefact; with the input shape pinned (``predict`` of
+:func:`seqkit.export.archive.build_full_sequence_archive`) they do, as a WHILE
+loop that keeps the padding mask -- the artefact for bidirectional encoders.
 """
 
 from __future__ import annotations
@@ -15,12 +17,18 @@ QUANTIZE = ("none", "float16", "dynamic-range")
 
 
 def convert_step(saved_model_dir: str, quantize: str = "none") -> bytes:
-    """Convert the ``step`` signature of a SavedModel to a ``.tflite`` flatbuffer.
+    """Convert the ``step`` signature of a SavedModel (see :func:`convert_signature`)."""
+    return convert_signature(saved_model_dir, quantize, "step")
+
+
+def convert_signature(saved_model_dir: str, quantize: str = "none", signature: str = "step") -> bytes:
+    """Convert one signature of a SavedModel to a ``.tflite`` flatbuffer.
 
     Args:
-        saved_model_dir: a SavedModel written by :func:`seqkit.export.archive.build_archive`.
+        saved_model_dir: a SavedModel written from :mod:`seqkit.export.archive`.
         quantize: ``"none"`` (float32), ``"float16"`` (float16 weights) or
             ``"dynamic-range"`` (int8 weights, float activations).
+        signature: ``"step"`` or (pinned shape) ``"predict"``.
 
     Returns:
         The model bytes.
@@ -33,7 +41,7 @@ def convert_step(saved_model_dir: str, quantize: str = "none") -> bytes:
 
     if quantize not in QUANTIZE:
         raise SeqkitError(f"--quantize {quantize}: expected one of {', '.join(QUANTIZE)}.")
-    conv = tf.lite.TFLiteConverter.from_saved_model(saved_model_dir, signature_keys=["step"])
+    conv = tf.lite.TFLiteConverter.from_saved_model(saved_model_dir, signature_keys=[signature])
     conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
     if quantize == "float16":
         conv.optimizations = [tf.lite.Optimize.DEFAULT]
@@ -43,12 +51,12 @@ def convert_step(saved_model_dir: str, quantize: str = "none") -> bytes:
     try:
         data = conv.convert()
     except Exception as exc:  # the converter raises ConverterError with the op list
-        raise SeqkitError(f"the step model does not convert to TFLite builtin ops ({exc}). "
+        raise SeqkitError(f"the {signature} model does not convert to TFLite builtin ops ({exc}). "
                           f"Models that need Flex (select TF) ops are refused: the LiteRT "
                           f"interpreter on a phone cannot run them.") from exc
     bad = [op for op in op_names(data) if op.startswith("Flex") or op in ("CUSTOM", "DELEGATE")]
     if bad:
-        raise SeqkitError(f"the converted step model contains non-builtin ops ({', '.join(bad)}); refused.")
+        raise SeqkitError(f"the converted {signature} model contains non-builtin ops ({', '.join(bad)}); refused.")
     return data
 
 

@@ -4,10 +4,14 @@ Everything is written into ``OUT.partial-PID`` and renamed to ``OUT`` only
 after the parity check passes, so a failed or interrupted export leaves no
 half-written model. Layout::
 
-    OUT/model.tflite      the step model (--format tflite | all)
-    OUT/saved_model/      signatures step, initial_state, predict, generate, sample (--format saved_model | all)
-    OUT/metadata.json     vocabulary, special ids, input, state layout, quantization, recipe, versions
-    OUT/vocab.json        the vocabulary (id = position)
+    OUT/model.tflite      the step model (--format tflite | all), or with --full-sequence
+                          the pinned-shape `predict` model
+    OUT/saved_model/      signatures step, initial_state, predict, generate, sample (--format saved_model | all;
+                          acceptor/tagger: step, initial_state, predict; bidirectional: predict)
+    OUT/metadata.json     vocabulary, labels, normaliser, special ids, input, state layout,
+                          quantization, recipe, versions
+    OUT/vocab.json        the vocabulary (id = position; token inputs)
+    OUT/labels.json       the class / tag names (id = position; acceptor, tagger)
     OUT/parity.json       the parity report (max |logit diff|, arg-max agreement)
 """
 
@@ -25,31 +29,68 @@ DEFAULT_TOLERANCE = {"none": 1e-4, "float16": None, "dynamic-range": None}
 DEFAULT_AGREEMENT = {"none": 0.999, "float16": 0.99, "dynamic-range": 0.99}
 
 
-def metadata_for(prep, stepper, quantize: str) -> dict:
-    """The ``metadata.json`` of an export (what a runtime needs besides the model)."""
+def metadata_for(prep, stepper, quantize: str, full_sequence: dict | None = None) -> dict:
+    """The ``metadata.json`` of an export (what a runtime needs besides the model).
+
+    Acceptor / tagger exports add ``labels`` (class id = position), ``input.kind``
+    ``token``/``frame``, ``normalizer`` (frames: mean/std, applied *inside* the model --
+    feed raw frames), ``token_mode`` (how raw text is split into tokens), ``pooling``
+    (acceptor) and ``output`` (what the logits mean). ``artefact`` is ``step`` or
+    ``full_sequence`` (then ``full_sequence`` gives the pinned batch, length and input;
+    the argument is ``{"batch", "length", "spec": tf.TensorSpec}``).
+    """
     import keras
     import tensorflow as tf
 
     import seqkit
     from seqkit.data.vocab import END_ID, PAD_ID, START_ID, UNK_ID
 
-    spec = stepper.input_spec()
-    return {
+    def describe(spec):
+        return {"name": spec.name, "dtype": spec.dtype.name, "shape": spec.shape.as_list(),
+                "kind": "token" if spec.dtype.is_integer else "frame"}
+
+    d = prep.recipe.data
+    meta = {
         "seqkit_version": seqkit.__version__, "tensorflow_version": tf.__version__,
         "keras_version": keras.__version__, "head": prep.recipe.head.type,
-        "input": {"name": spec.name, "dtype": spec.dtype.name, "shape": spec.shape.as_list(),
-                  "kind": "token" if spec.dtype.is_integer else "frame"},
+        "artefact": "full_sequence" if full_sequence else "step",
+        "input": describe(stepper.input_spec()) if stepper is not None else None,
         "special_ids": {"pad": PAD_ID, "unk": UNK_ID, "start": START_ID, "end": END_ID},
-        "state_layout": [{"name": n, "size": int(s), "shape": [None, int(s)], "dtype": "float32"}
-                         for n, s in zip(stepper.state_names(), stepper.state_sizes())],
-        "tokenizer": prep.recipe.data.tokenizer, "lowercase": prep.recipe.data.lowercase,
-        "quantize": quantize, "vocab": prep.vocab.tokens, "recipe": prep.recipe.to_dict(),
+        "state_layout": [] if stepper is None else
+        [{"name": n, "size": int(s), "shape": [None, int(s)], "dtype": "float32"}
+         for n, s in zip(stepper.state_names(), stepper.state_sizes())],
+        "tokenizer": d.tokenizer, "lowercase": d.lowercase,
+        "quantize": quantize, "vocab": prep.vocab.tokens if prep.vocab is not None else None,
+        "recipe": prep.recipe.to_dict(),
     }
+    if full_sequence:
+        meta["full_sequence"] = {"batch": full_sequence["batch"], "length": full_sequence["length"],
+                                 "input": describe(full_sequence["spec"])}
+    head = prep.head
+    if hasattr(head, "inputs"):  # acceptor / tagger
+        from seqkit.registry import DATA
+
+        src = DATA.get(d.source)
+        meta["labels"] = list(head.labels.names)
+        meta["token_mode"] = d.tokenizer if getattr(src, "tokenizes_text", False) else "whitespace"
+        if head.inputs.kind == "frames":
+            meta["normalizer"] = {"mean": head.inputs.normalizer.mean.tolist(),
+                                  "std": head.inputs.normalizer.std.tolist(),
+                                  "applied": "inside the model: feed raw frames"}
+        if prep.recipe.head.type == "acceptor":
+            meta["pooling"] = head.options.pooling
+            meta["output"] = ("logits [B, C]: running class scores (the answer if the sequence "
+                              "ended at this step)" if stepper is not None else "logits [B, C]")
+        else:
+            meta["output"] = "logits [B, C]: this step's tag scores" if stepper is not None \
+                else "logits [B, T, C]"
+    return meta
 
 
 def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "none",
                tolerance: float | None = None, min_agreement: float | None = None,
-               parity_examples: int = 32, overwrite: bool = False) -> dict:
+               parity_examples: int = 32, overwrite: bool = False, full_sequence: bool = False,
+               batch: int = 1, length: int | None = None) -> dict:
     """Export a trained run; return the parity report.
 
     Args:
@@ -61,16 +102,22 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
             not checked for quantized models).
         min_agreement: smallest allowed arg-max agreement (default 0.999 float32, 0.99 quantized).
         parity_examples: held-out (test split) examples streamed for the check.
+        full_sequence: the TFLite model is the full-sequence ``predict`` for a pinned
+            ``[batch, length]`` input instead of the step model (the only choice for a
+            bidirectional encoder); the SavedModel keeps ``step`` when the head can stream.
+        batch, length: the pinned shape (``length`` default: the run's ``data.max_length``).
 
     Raises:
-        SeqkitError: bad arguments, a non-streamable head, a non-builtin op, or a parity failure.
+        SeqkitError: bad arguments, a step export of a head that cannot stream (bidirectional),
+            a non-builtin op, or a parity failure.
     """
     import numpy as np
     import tensorflow as tf
 
-    from seqkit.export.archive import build_archive
-    from seqkit.export.parity import compare, padded_pairs, stream_logits
-    from seqkit.export.tflite import convert_step, op_names
+    from seqkit.export.archive import build_archive, build_full_sequence_archive, predict_input_spec
+    from seqkit.export.parity import ParityCase, stream_logits
+    from seqkit.export.tflite import convert_signature, convert_step, op_names
+    from seqkit.runtime.full_sequence import FullSequenceModel
     from seqkit.runtime.streaming import StreamingModel
     from seqkit.train import load_run
 
@@ -79,52 +126,83 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
     if os.path.exists(out) and (not os.path.isdir(out) or os.listdir(out)) and not overwrite:
         raise SeqkitError(f"{out}: exists and is not empty. Pass --overwrite to replace it, or "
                           f"choose another --out.")
+    if batch < 1 or (length is not None and length < 1):
+        raise SeqkitError(f"--batch {batch} --length {length}: the pinned shape needs positive sizes.")
     tolerance = DEFAULT_TOLERANCE[quantize] if tolerance is None else tolerance
     min_agreement = DEFAULT_AGREEMENT[quantize] if min_agreement is None else min_agreement
     prep, model = load_run(run_dir, with_data=True)
+    can_step = hasattr(prep.head, "stepper") and not prep.recipe.model.bidirectional
+    if prep.recipe.model.bidirectional and not full_sequence:  # fail before writing anything
+        from seqkit.heads.sequence_stepper import refuse_bidirectional
+
+        raise refuse_bidirectional(run_dir)
+    length = (length or prep.recipe.data.max_length) if full_sequence else None
     held_out = prep.splits.get("test") or prep.splits.get("valid") or prep.splits["train"]
-    x, valid = padded_pairs(prep, held_out[:parity_examples])
-    reference = np.asarray(model(x, training=False))
+    case = ParityCase(prep, model, held_out[:parity_examples], length)
 
     tmp = f"{out.rstrip(os.sep)}.partial-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
     try:
-        archive, stepper = build_archive(prep, model)
+        archive, stepper = build_archive(prep, model, with_step=can_step or not full_sequence)
         sm_dir = os.path.join(tmp, "saved_model")
         archive.write_out(sm_dir, verbose=False)
-        meta = metadata_for(prep, stepper, quantize)
+        fs = ({"batch": batch, "length": length, "spec": predict_input_spec(prep, batch, length)}
+              if full_sequence else None)
+        meta = metadata_for(prep, stepper, quantize, fs)
         report = {"examples": len(held_out[:parity_examples]), "quantize": quantize,
-                  "tolerance": tolerance, "min_argmax_agreement": min_agreement}
+                  "artefact": meta["artefact"], "tolerance": tolerance,
+                  "min_argmax_agreement": min_agreement}
         if fmt in ("saved_model", "all"):
             loaded = tf.saved_model.load(sm_dir)
-            step = loaded.signatures["step"]
-            names = [s["name"] for s in meta["state_layout"]]
-            state = {}
+            if stepper is not None:
+                step = loaded.signatures["step"]
+                names = [s["name"] for s in meta["state_layout"]]
+                state = {}
 
-            def sm_reset(b):
-                state.update(loaded.signatures["initial_state"](batch_size=tf.constant(b)))
+                def sm_reset(b):
+                    state.update(loaded.signatures["initial_state"](batch_size=tf.constant(b)))
 
-            def sm_step(xt):
-                res = step(**{meta["input"]["name"]: tf.constant(xt)}, **{n: state[n] for n in names})
-                state.update({n: res[n] for n in names})
-                return res["logits"].numpy()
+                def sm_step(xt):
+                    res = step(**{meta["input"]["name"]: tf.constant(xt)}, **{n: state[n] for n in names})
+                    state.update({n: res[n] for n in names})
+                    return res["logits"].numpy()
 
-            report["saved_model"] = compare(reference, stream_logits(sm_step, sm_reset, x), valid)
-            _check(report["saved_model"], "SavedModel step", 1e-4, 0.999)
+                report["saved_model"] = case.check_stream(stream_logits(sm_step, sm_reset, case.stream_input()))
+                _check(report["saved_model"], "SavedModel step", 1e-4, 0.999)
+            if hasattr(prep.head, "inputs"):
+                pred = loaded.signatures["predict"](**{predict_input_spec(prep).name: tf.constant(case.x)})
+                report["saved_model_predict"] = case.check_full(pred["logits"].numpy())
+                _check(report["saved_model_predict"], "SavedModel predict", 1e-4, 0.999)
         if fmt in ("tflite", "all"):
-            data = convert_step(sm_dir, quantize)
-            rt = StreamingModel(model_bytes=data, metadata=meta)
-            report["tflite"] = compare(reference, stream_logits(rt.step, rt.reset, x), valid)
+            if full_sequence:
+                fs_dir = os.path.join(tmp, "full_sequence_saved_model")
+                build_full_sequence_archive(prep, model, batch, length).write_out(fs_dir, verbose=False)
+                data = convert_signature(fs_dir, quantize, "predict")
+                shutil.rmtree(fs_dir)
+                runner = FullSequenceModel(model_bytes=data, metadata=meta)
+                outs = runner.predict([case.x[i, : n] for i, n in enumerate(case.lengths)])
+                got = np.zeros_like(case.reference)
+                for i, o in enumerate(outs):
+                    got[i, : len(o)] = o
+                report["tflite"] = case.check_full(got)
+            else:
+                data = convert_step(sm_dir, quantize)
+                rt = StreamingModel(model_bytes=data, metadata=meta)
+                report["tflite"] = case.check_stream(stream_logits(rt.step, rt.reset, case.stream_input()))
             report["tflite"].update({"ops": op_names(data), "bytes": len(data)})
-            _check(report["tflite"], f"TFLite ({quantize})", tolerance, min_agreement)
+            _check(report["tflite"], f"TFLite {meta['artefact']} ({quantize})", tolerance, min_agreement)
             with open(os.path.join(tmp, "model.tflite"), "wb") as f:
                 f.write(data)
         if fmt == "tflite":
             shutil.rmtree(sm_dir)
         with open(os.path.join(tmp, "metadata.json"), "w", encoding="utf-8") as f:
             json.dump(meta, f, indent=1, ensure_ascii=False)
-        prep.vocab.save(os.path.join(tmp, "vocab.json"))
+        if prep.vocab is not None:
+            prep.vocab.save(os.path.join(tmp, "vocab.json"))
+        if "labels" in meta:
+            with open(os.path.join(tmp, "labels.json"), "w", encoding="utf-8") as f:
+                json.dump(meta["labels"], f, ensure_ascii=False)
         with open(os.path.join(tmp, "parity.json"), "w", encoding="utf-8") as f:
             json.dump(report, f, indent=2)
         if os.path.exists(out):

@@ -116,6 +116,21 @@ class SequenceHead(Head):
     def trim(self, probs, length: int):
         return probs
 
+    def stepper(self, model):
+        """The one-input-at-a-time view of ``model`` used by export and streaming
+        (:class:`~seqkit.heads.sequence_stepper.SequenceStepper`).
+
+        Raises:
+            SeqkitError: a bidirectional encoder (offers full-sequence export instead).
+        """
+        from seqkit.heads.sequence_stepper import SequenceStepper
+        from seqkit.registry import CELLS
+
+        return SequenceStepper(model, CELLS.get(self.recipe.model.cell).state_names,
+                               kind=self.inputs.kind, normalizer=self.inputs.normalizer,
+                               pooling=getattr(self.options, "pooling", None),
+                               bidirectional=self.recipe.model.bidirectional)
+
     def loss(self):
         from seqkit.losses import MaskedSparseCrossEntropy
 

@@ -29,7 +29,7 @@ class StreamingModel:
         metadata: optional metadata dict instead of ``metadata.json``.
 
     Raises:
-        SeqkitError: missing or unreadable files.
+        SeqkitError: missing or unreadable files, or a full-sequence export.
     """
 
     def __init__(self, export_dir: str | None = None, *, model_bytes: bytes | None = None,
@@ -46,6 +46,11 @@ class StreamingModel:
             except (OSError, ValueError) as exc:
                 raise SeqkitError(f"{export_dir}: cannot read {METADATA} ({exc}); export again.") from exc
         self.metadata = metadata
+        if metadata.get("artefact") == "full_sequence":
+            raise SeqkitError(f"{export_dir or 'this export'}: a full-sequence model (signature "
+                              f"'predict', pinned shape), not a step model; run it with "
+                              f"seqkit.runtime.full_sequence.FullSequenceModel, or export the run "
+                              f"without --full-sequence (forward encoders only) to stream it.")
         try:
             self.interpreter = interpreter(model_bytes if model_bytes is not None
                                            else os.path.join(export_dir, MODEL))

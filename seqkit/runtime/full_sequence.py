@@ -1,0 +1,83 @@
+"""Running a full-sequence TFLite export (pinned ``[B, T]``) on inputs of any count and length.
+
+A full-sequence export (``seqkit export --full-sequence``; the only TFLite
+artefact of a bidirectional encoder) has one signature, ``predict``, whose
+input is pinned to ``[B, T]`` token ids (0 = padding) or ``[B, T, D]`` raw
+frames (NaN = padding; the normaliser is inside the model). This runner pads
+the rows to ``T`` and the row count to a multiple of ``B`` (with all-padding
+rows), runs each block, and returns the logits of the real rows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+from seqkit.errors import SeqkitError
+
+MODEL, METADATA = "model.tflite", "metadata.json"
+
+
+class FullSequenceModel:
+    """The ``predict`` signature of a pinned-shape TFLite export.
+
+    Args:
+        export_dir: a directory written by ``seqkit export --full-sequence``.
+        model_bytes, metadata: use these instead of the files (the exporter checks a model
+            before writing it).
+
+    Raises:
+        SeqkitError: missing files, or an export that is a step model.
+    """
+
+    def __init__(self, export_dir: str | None = None, *, model_bytes: bytes | None = None,
+                 metadata: dict | None = None):
+        from seqkit.export.tflite import interpreter
+
+        if metadata is None:
+            try:
+                with open(os.path.join(export_dir, METADATA), encoding="utf-8") as f:
+                    metadata = json.load(f)
+            except (OSError, ValueError, TypeError) as exc:
+                raise SeqkitError(f"{export_dir}: cannot read {METADATA} ({exc}); export again.") from exc
+        fs = metadata.get("full_sequence")
+        if not fs:
+            raise SeqkitError(f"{export_dir}: this export is a step model (signature 'step'); use "
+                              f"seqkit.runtime.StreamingModel, or export with --full-sequence.")
+        self.metadata = metadata
+        self.batch, self.length = int(fs["batch"]), int(fs["length"])
+        self.input_name = fs["input"]["name"]
+        self.frames = fs["input"]["dtype"] == "float32"
+        self.interpreter = interpreter(model_bytes if model_bytes is not None
+                                       else os.path.join(export_dir, MODEL))
+        self.runner = self.interpreter.get_signature_runner("predict")
+
+    def predict(self, rows: list) -> list[np.ndarray]:
+        """Logits per row: ``[C]`` (acceptor) or ``[T_i, C]`` (tagger).
+
+        Args:
+            rows: ``[T_i]`` token ids or ``[T_i, D]`` raw frames, each ``T_i <= T``.
+
+        Raises:
+            SeqkitError: a row longer than the pinned length.
+        """
+        long = [len(r) for r in rows if len(r) > self.length]
+        if long:
+            raise SeqkitError(f"a sequence of {long[0]} steps is longer than this export's pinned "
+                              f"length {self.length}; cut it, or export again with a larger --length.")
+        out = []
+        for i in range(0, len(rows), self.batch):
+            block = rows[i:i + self.batch]
+            if self.frames:
+                width = int(self.metadata["full_sequence"]["input"]["shape"][-1])
+                x = np.full((self.batch, self.length, width), np.nan, np.float32)
+            else:
+                x = np.zeros((self.batch, self.length), np.int32)
+            for j, r in enumerate(block):
+                x[j, : len(r)] = r
+            logits = self.runner(**{self.input_name: x})["logits"]
+            for j, r in enumerate(block):
+                out.append(logits[j] if logits.ndim == 2 else logits[j, : len(r)])
+        return out

@@ -1,0 +1,80 @@
+"""Streaming an acceptor or tagger export: raw input -> one step per token/frame -> answers.
+
+The loop a device runs, over :class:`~seqkit.runtime.streaming.StreamingModel`:
+``reset()`` before each sequence, then one ``step`` per token id / raw frame
+(the normaliser is inside the model). An acceptor yields its *running* answer
+after every step (the last one is its answer for the whole sequence); a
+tagger yields each step's tag as it comes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from seqkit.errors import SeqkitError
+
+
+@dataclass
+class StreamInput:
+    """One sequence to stream: ``where`` (file:line), ``tokens`` (words, or None for frames)
+    and ``steps`` (``[T]`` ids or ``[T, D]`` raw frames)."""
+
+    where: str
+    tokens: list | None
+    steps: np.ndarray
+
+
+@dataclass
+class StepAnswer:
+    """The answer after step ``t`` (0-based) of sequence ``index``: class name and probability."""
+
+    index: int
+    t: int
+    name: str
+    probability: float
+
+
+def read_stream_input(text: str, name: str, metadata: dict) -> list[StreamInput]:
+    """Parse ``text`` for an export: a ``.ts`` file for frame inputs, else one sequence per
+    non-empty line, split as in training (``metadata['token_mode']``).
+
+    Raises:
+        SeqkitError: malformed input, or a frame width other than the export's.
+    """
+    from seqkit.data.vocab import Vocabulary, tokenize
+
+    if metadata["input"]["kind"] == "frame":
+        from seqkit.data.ts_file import parse_ts
+
+        width = int(metadata["input"]["shape"][-1])
+        out = []
+        for r in parse_ts(text, name, need_labels=False):
+            if r.frames.shape[1] != width:
+                raise SeqkitError(f"{r.where}: {r.frames.shape[1]} channels; this export reads {width}.")
+            out.append(StreamInput(r.where, None, np.asarray(r.frames, np.float32)))
+    else:
+        vocab = Vocabulary(metadata["vocab"])
+        out = []
+        for n, line in enumerate(text.splitlines(), start=1):
+            words = tokenize(line, metadata["token_mode"])
+            if words:
+                ids = vocab.encode([w.lower() for w in words] if metadata["lowercase"] else words)
+                out.append(StreamInput(f"{name}:{n}", words, np.asarray(ids, np.int32)))
+    if not out:
+        raise SeqkitError(f"{name}: no input sequences (empty input).")
+    return out
+
+
+def stream_answers(rt, inputs: list[StreamInput]):
+    """Yield a :class:`StepAnswer` after every step of every input, resetting between inputs."""
+    labels = rt.metadata["labels"]
+    for i, seq in enumerate(inputs):
+        rt.reset(1)
+        for t in range(len(seq.steps)):
+            z = np.asarray(rt.step(seq.steps[t:t + 1]), np.float64)[0]
+            p = np.exp(z - z.max())
+            p /= p.sum()
+            k = int(np.argmax(p))
+            yield StepAnswer(i, t, labels[k], float(p[k]))
