@@ -247,8 +247,10 @@ def train(recipe: Recipe, run_path: str, *, resume: bool = False, overwrite: boo
     ckpt = _callback_class()(out, monitor, state.get("best"), history, t0)
     callbacks = [ckpt, keras.callbacks.TensorBoard(out.file(LOGS), profile_batch=0)]
     if t.early_stopping is not None and t.early_stopping.patience > 0:
+        # mode="min": the watched figure (cross_entropy or loss) falls; seqkit's metrics carry no
+        # Keras "_direction", so Keras 3.15 cannot infer it and raises at the first epoch's end
         callbacks.append(keras.callbacks.EarlyStopping(monitor=monitor, patience=t.early_stopping.patience,
-                                                       min_delta=t.early_stopping.min_delta))
+                                                       min_delta=t.early_stopping.min_delta, mode="min"))
     if t.distribute.backup:
         backup = (run.file("backup") if dist.is_chief else os.path.join(
             tempfile.gettempdir(), f"seqkit-backup-{recipe.name}-{dist.worker.replace(' ', '')}"))
@@ -342,7 +344,8 @@ def load_model(path: str):
     """
     import keras
 
-    import seqkit.layers.frame_mask  # noqa: F401  (registers custom objects)
+    import seqkit.layers.decoder  # noqa: F401  (registers custom objects)
+    import seqkit.layers.frame_mask  # noqa: F401
     import seqkit.layers.pooling  # noqa: F401
     import seqkit.losses  # noqa: F401
     import seqkit.optimizers  # noqa: F401
