@@ -248,12 +248,24 @@ def generate(run_dir, prompt, max_length, temperature, top_k, top_p, greedy, bea
 @click.option("--format", "out_format", type=click.Choice(["text", "jsonl"]), default="text",
               show_default=True, help="Output: text lines or JSON lines.")
 @click.option("--probabilities", is_flag=True, help="Also print the probabilities.")
+@click.option("--beam-width", type=int, help="seq2seq runs: beam width [default: recipe decoding.beam_width].")
+@click.option("--n-best", type=int, help="seq2seq runs: print the N best outputs with their scores "
+              "(N <= beam width) [default: 1].")
+@click.option("--length-penalty", type=float, help="seq2seq runs: GNMT length penalty alpha "
+              "[default: recipe decoding.length_penalty].")
 @_common
-def predict(run_dir, input_path, input_format, out_format, probabilities):
-    """Label sequences (acceptor) or tag tokens (tagger) with a trained run."""
+def predict(run_dir, input_path, input_format, out_format, probabilities, beam_width, n_best,
+            length_penalty):
+    """Label sequences (acceptor), tag tokens (tagger) or transduce lines (seq2seq, e.g. words to
+    pronunciations: `input<TAB>rank<TAB>score<TAB>output` per hypothesis) with a trained run."""
     from seqkit.predict import format_result, predict as do_predict, read_records
     from seqkit.train import load_run
 
+    if beam_width is not None or n_best is not None:  # fail before loading the run
+        from seqkit.decoding import check_beam_args
+
+        check_beam_args(beam_width if beam_width is not None else max(n_best or 1, 1), n_best or 1,
+                        length_penalty or 0.0, 0, 1)
     if input_path == "-":
         name, text = "<stdin>", sys.stdin.read()
     else:
@@ -261,6 +273,22 @@ def predict(run_dir, input_path, input_format, out_format, probabilities):
 
         name, text = input_path, read_text(input_path, key="--input")
     prep, model = load_run(run_dir)
+    if prep.recipe.head.type == "seq2seq":
+        from seqkit.decoding import check_beam_args
+        from seqkit.transduce_cli import format_pair, predict_pairs, read_sources
+
+        dec = prep.recipe.decoding
+        width = dec.beam_width if beam_width is None else beam_width
+        alpha = dec.length_penalty if length_penalty is None else length_penalty
+        check_beam_args(width, n_best or 1, alpha, 0, 1)
+        sources = read_sources(text, name, prep.head)
+        for res in predict_pairs(prep, model, sources, beam_width=width, n_best=n_best or 1,
+                                 length_penalty=alpha):
+            click.echo(format_pair(res, out_format))
+        return
+    if beam_width is not None or n_best is not None or length_penalty is not None:
+        raise SeqkitError(f"{run_dir}: --beam-width/--n-best/--length-penalty are for seq2seq runs; "
+                          f"this run's head is '{prep.recipe.head.type}'.")
     if prep.recipe.head.type not in ("acceptor", "tagger") and not hasattr(prep.head, "predict_proba"):
         raise SeqkitError(f"{run_dir}: predict needs an acceptor or tagger run; this run's head is "
                           f"'{prep.recipe.head.type}' (use `seqkit generate` for a language model).")
