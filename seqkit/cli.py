@@ -19,7 +19,7 @@ from seqkit.errors import SeqkitError
 
 
 _NEEDS_TF = {"train", "evaluate", "generate", "validate", "predict", "export", "stream", "inspect",
-             "bench_step"}
+             "bench_step", "attention"}
 
 
 def _common(f):
@@ -297,6 +297,27 @@ def predict(run_dir, input_path, input_format, out_format, probabilities, beam_w
     records = read_records(text, name, input_format, prep)
     for res in do_predict(prep, model, records):
         click.echo(format_result(res, out_format, probabilities))
+
+
+@main.command()
+@click.argument("run_dir", type=click.Path(file_okay=False))
+@click.option("--input", "text", required=True, help="The source, e.g. a word.")
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="PNG file to write.")
+@click.option("--beam-width", type=click.IntRange(min=1), help="Beam width of the drawn output "
+              "[default: recipe decoding.beam_width].")
+@_common
+def attention(run_dir, text, out, beam_width):
+    """Draw the attention weights of a seq2seq run for one input (source along x, output along y)."""
+    from seqkit.alignment_plot import alignment, draw
+    from seqkit.train import load_run
+    from seqkit.transduce_cli import check_run_is_seq2seq, read_sources
+
+    prep, model = load_run(run_dir)
+    check_run_is_seq2seq(prep, run_dir, "attention")
+    [(_, src)] = read_sources(text, "--input", prep.head)[:1]
+    source, target, w = alignment(prep, model, src, beam_width=beam_width or prep.recipe.decoding.beam_width)
+    draw(source, target, w, out, title=f"{src} -> {' '.join(target[:-1])}")
+    click.echo(f"{out}: {len(target)} x {len(source)} attention weights ({' '.join(target[:-1])})")
 
 
 @main.command("list")
