@@ -115,3 +115,15 @@ def test_gradient_clipping_by_global_norm(tf, keras):
         opt = make_optimizer(TrainingConfig(optimizer="sgd", learning_rate=1.0, clipnorm=1.0))
         opt.apply_gradients([(tf.constant(grads[0]), a), (tf.constant(grads[1]), b)])
         assert [-float(a), -float(b)] == pytest.approx(expected, abs=1e-7)
+
+
+def test_early_stopping_watches_val_cross_entropy(tmp_path, keras):
+    """With early stopping on (every other test turns it off), training runs past the first
+    epoch's end: Keras cannot infer the direction of seqkit's metrics, so the mode is given."""
+    from seqkit.rundir import read_json
+    from seqkit.train import train
+
+    run = str(tmp_path / "run")
+    m = train(small(data={"limit": 120}, training={"epochs": 2, "early_stopping": {"patience": 1}}),
+              run, verbose=0)
+    assert m["epochs"] >= 1 and read_json(os.path.join(run, "state.json"))["status"] == "finished"
