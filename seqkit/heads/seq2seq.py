@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from seqkit import log
 from seqkit.data.vocab import END_ID, START_ID, UNK_ID, Vocabulary, tokenize
-from seqkit.errors import DataError, RecipeError, SeqkitError
+from seqkit.errors import DataError, RecipeError
 from seqkit.heads.base import Head
 from seqkit.layers.stack import apply_stack, make_plugin
 from seqkit.registry import register_head
