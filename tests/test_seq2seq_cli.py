@@ -94,3 +94,21 @@ def test_alignment_rows_sum_to_one_over_the_source(run):
     src, tgt, w = alignment(prep, model, "abba", beam_width=3)
     assert src == ["a", "b", "b", "a"] and tgt[-1] == "</s>" and w.shape == (len(tgt), 4)
     np.testing.assert_allclose(w.sum(axis=1), 1.0, atol=1e-5)
+
+
+def test_text_metrics_equal_sacrebleu_on_the_decoded_outputs(run):
+    pytest.importorskip("sacrebleu", reason="pip install 'seqkit[text]'")
+    from seqkit.text_metrics import bleu_chrf
+    from seqkit.train import load_run
+
+    prep, model = load_run(str(run), with_data=True)
+    prep.head.options.text_metrics = True
+    recs = prep.splits["train"]
+    figs = prep.head.evaluate(model, recs)
+    refs = {}
+    for r in recs:
+        refs.setdefault(r.text, []).append(" ".join(r.target))
+    hyps = [" ".join(h[0][0]) for h in prep.head.decode_texts(model, list(refs))]
+    want = bleu_chrf(list(refs.values()), hyps)
+    assert figs["bleu"] == pytest.approx(want["bleu"]) and figs["chrf"] == pytest.approx(want["chrf"])
+    assert "BLEU" in prep.head.format_metrics(figs)[0]

@@ -27,7 +27,8 @@ Figures (:meth:`Seq2SeqHead.evaluate`): teacher-forced ``cross_entropy`` and
 ``accuracy`` per target symbol, plus word and symbol (phoneme) error rates of
 beam-search outputs (``decoding.beam_width``, ``decoding.length_penalty``),
 a word counting as right when it equals any of its references
-(:func:`seqkit.edit_metrics.g2p_error_rates`).
+(:func:`seqkit.edit_metrics.g2p_error_rates`); with ``head.text_metrics: true`` also
+corpus BLEU and chrF of the outputs (:mod:`seqkit.text_metrics`).
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ class Seq2SeqOptions(BaseModel):
     target_embedding_dim: Optional[int] = Field(None, gt=0)
     #: sources decoded together by beam search in evaluation and predict
     decode_batch_size: int = Field(256, gt=0)
+    #: also report corpus BLEU and chrF of the outputs (target symbols joined by spaces; sacrebleu)
+    text_metrics: bool = False
 
 TARGET_VOCAB = "target_vocab.json"
 
@@ -194,6 +197,11 @@ class Seq2SeqHead(Head):
         _, unk, total = self.encode_sources(words)
         out.update(rates, beam_width=self.recipe.decoding.beam_width, unknown_source_symbols=unk,
                    source_symbols=total)
+        if self.options.text_metrics:
+            from seqkit.text_metrics import bleu_chrf
+
+            out.update(bleu_chrf([[" ".join(r) for r in refs[w]] for w in words],
+                                 [" ".join(h) for h in hyps]))
         return out
 
     def format_metrics(self, figures):
@@ -201,7 +209,8 @@ class Seq2SeqHead(Head):
         return [f"WER {100 * figures['wer']:.2f}%, PER {100 * figures['per']:.2f}% "
                 f"(beam {figures['beam_width']}, {figures['words']} words, {figures['phonemes']} "
                 f"reference symbols{f', {unk} unknown source symbols' if unk else ''}); "
-                f"cross-entropy {figures['cross_entropy']:.4f}, symbol accuracy {figures['accuracy']:.4f}"]
+                f"cross-entropy {figures['cross_entropy']:.4f}, symbol accuracy {figures['accuracy']:.4f}"
+                + (f"; BLEU {figures['bleu']:.2f}, chrF {figures['chrf']:.2f}" if "bleu" in figures else "")]
 
     def loss(self):
         from seqkit.losses import MaskedSparseCrossEntropy
