@@ -19,7 +19,7 @@ from seqkit.errors import SeqkitError
 
 
 _NEEDS_TF = {"train", "evaluate", "generate", "validate", "predict", "export", "stream", "inspect",
-             "bench_step"}
+             "bench_step", "attention"}
 
 
 def _third_party() -> bool:
@@ -258,12 +258,24 @@ def generate(run_dir, prompt, max_length, temperature, top_k, top_p, greedy, bea
 @click.option("--format", "out_format", type=click.Choice(["text", "jsonl"]), default="text",
               show_default=True, help="Output: text lines or JSON lines.")
 @click.option("--probabilities", is_flag=True, help="Also print the probabilities.")
+@click.option("--beam-width", type=int, help="seq2seq runs: beam width [default: recipe decoding.beam_width].")
+@click.option("--n-best", type=int, help="seq2seq runs: print the N best outputs with their scores "
+              "(N <= beam width) [default: 1].")
+@click.option("--length-penalty", type=float, help="seq2seq runs: GNMT length penalty alpha "
+              "[default: recipe decoding.length_penalty].")
 @_common
-def predict(run_dir, input_path, input_format, out_format, probabilities):
-    """Label sequences (acceptor) or tag tokens (tagger) with a trained run."""
+def predict(run_dir, input_path, input_format, out_format, probabilities, beam_width, n_best,
+            length_penalty):
+    """Label sequences (acceptor), tag tokens (tagger) or transduce lines (seq2seq, e.g. words to
+    pronunciations: `input<TAB>rank<TAB>score<TAB>output` per hypothesis) with a trained run."""
     from seqkit.predict import format_result, predict as do_predict, read_records
     from seqkit.train import load_run
 
+    if beam_width is not None or n_best is not None:  # fail before loading the run
+        from seqkit.decoding import check_beam_args
+
+        check_beam_args(beam_width if beam_width is not None else max(n_best or 1, 1), n_best or 1,
+                        length_penalty or 0.0, 0, 1)
     if input_path == "-":
         name, text = "<stdin>", sys.stdin.read()
     else:
@@ -271,6 +283,22 @@ def predict(run_dir, input_path, input_format, out_format, probabilities):
 
         name, text = input_path, read_text(input_path, key="--input")
     prep, model = load_run(run_dir)
+    if prep.recipe.head.type == "seq2seq":
+        from seqkit.decoding import check_beam_args
+        from seqkit.transduce_cli import format_pair, predict_pairs, read_sources
+
+        dec = prep.recipe.decoding
+        width = dec.beam_width if beam_width is None else beam_width
+        alpha = dec.length_penalty if length_penalty is None else length_penalty
+        check_beam_args(width, n_best or 1, alpha, 0, 1)
+        sources = read_sources(text, name, prep.head)
+        for res in predict_pairs(prep, model, sources, beam_width=width, n_best=n_best or 1,
+                                 length_penalty=alpha):
+            click.echo(format_pair(res, out_format))
+        return
+    if beam_width is not None or n_best is not None or length_penalty is not None:
+        raise SeqkitError(f"{run_dir}: --beam-width/--n-best/--length-penalty are for seq2seq runs; "
+                          f"this run's head is '{prep.recipe.head.type}'.")
     if prep.recipe.head.type not in ("acceptor", "tagger") and not hasattr(prep.head, "predict_proba"):
         raise SeqkitError(f"{run_dir}: predict needs an acceptor or tagger run; this run's head is "
                           f"'{prep.recipe.head.type}' (use `seqkit generate` for a language model).")
@@ -279,6 +307,27 @@ def predict(run_dir, input_path, input_format, out_format, probabilities):
     records = read_records(text, name, input_format, prep)
     for res in do_predict(prep, model, records):
         click.echo(format_result(res, out_format, probabilities))
+
+
+@main.command()
+@click.argument("run_dir", type=click.Path(file_okay=False))
+@click.option("--input", "text", required=True, help="The source, e.g. a word.")
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="PNG file to write.")
+@click.option("--beam-width", type=click.IntRange(min=1), help="Beam width of the drawn output "
+              "[default: recipe decoding.beam_width].")
+@_common
+def attention(run_dir, text, out, beam_width):
+    """Draw the attention weights of a seq2seq run for one input (source along x, output along y)."""
+    from seqkit.alignment_plot import alignment, draw
+    from seqkit.train import load_run
+    from seqkit.transduce_cli import check_run_is_seq2seq, read_sources
+
+    prep, model = load_run(run_dir)
+    check_run_is_seq2seq(prep, run_dir, "attention")
+    [(_, src)] = read_sources(text, "--input", prep.head)[:1]
+    source, target, w = alignment(prep, model, src, beam_width=beam_width or prep.recipe.decoding.beam_width)
+    draw(source, target, w, out, title=f"{src} -> {' '.join(target[:-1])}")
+    click.echo(f"{out}: {len(target)} x {len(source)} attention weights ({' '.join(target[:-1])})")
 
 
 @main.command("list")

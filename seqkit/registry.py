@@ -271,10 +271,11 @@ HEADS = Registry("head", "seqkit.heads")
 DATA = Registry("data source", "seqkit.data")
 
 CELLS.add_builtin_modules("seqkit.cells.simple_rnn", "seqkit.cells.lstm", "seqkit.cells.gru")
-HEADS.add_builtin_modules("seqkit.heads.language_model", "seqkit.heads.acceptor", "seqkit.heads.tagger")
+HEADS.add_builtin_modules("seqkit.heads.language_model", "seqkit.heads.acceptor", "seqkit.heads.tagger",
+                        "seqkit.heads.seq2seq")
 DATA.add_builtin_modules("seqkit.data.text_lines", "seqkit.data.ts_file", "seqkit.data.word_tag",
                        "seqkit.data.conll", "seqkit.data.tsv", "seqkit.data.tfds_source",
-                       "seqkit.data.packaged")
+                       "seqkit.data.packaged", "seqkit.data.cmudict")
 
 
 def register_cell(name: str) -> Callable[[Any], Any]:

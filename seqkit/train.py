@@ -349,7 +349,8 @@ def load_model(path: str):
     """
     import keras
 
-    import seqkit.layers.frame_mask  # noqa: F401  (registers custom objects)
+    import seqkit.layers.decoder  # noqa: F401  (registers custom objects)
+    import seqkit.layers.frame_mask  # noqa: F401
     import seqkit.layers.pooling  # noqa: F401
     import seqkit.losses  # noqa: F401
     import seqkit.optimizers  # noqa: F401

@@ -119,3 +119,28 @@ def test_epoch_shuffle_advances_only_on_full_passes(tf):
     assert sorted(e0) == sorted(xs) and e0 != e1 and e0 != xs
     assert read(epoch_shuffled(xs, seed=3)) == e0  # same seed, same first epoch
     assert read(epoch_shuffled(xs, seed=3, first_epoch=1)) == e1  # a resumed run sees epoch 1's order
+
+
+def test_pair_dataset_teacher_forcing_batches_by_hand(tf):
+    """Two pairs, unshuffled: sources and targets padded with 0, ``<s>`` (2) before and ``</s>``
+    (3) after each target."""
+    from seqkit.data.pipeline import make_pair_dataset
+
+    ds = make_pair_dataset([[5, 6, 7], []], [[9], [8, 10]], batch_size=2, shuffle=False, seed=0,
+                           bucket=False, max_length=8)
+    (src, dec_in), tgt = next(iter(ds))
+    assert src.numpy().tolist() == [[5, 6, 7], [0, 0, 0]]
+    assert dec_in.numpy().tolist() == [[2, 9, 0], [2, 8, 10]]
+    assert tgt.numpy().tolist() == [[9, 3, 0], [8, 10, 3]]
+
+
+def test_group_split_keeps_groups_whole_and_counts_groups():
+    from seqkit.data.records import Record
+    from seqkit.data.split import split_examples
+
+    recs = [Record(text=f"w{i // 2}", group=f"w{i // 2}") for i in range(40)]  # 20 words, 2 each
+    parts = split_examples(recs, 0.1, 0.2, shuffle=True, seed=4)
+    groups = {k: {r.group for r in v} for k, v in parts.items()}
+    assert [len(groups[k]) for k in ("train", "valid", "test")] == [14, 2, 4]
+    assert [len(parts[k]) for k in ("train", "valid", "test")] == [28, 4, 8]
+    assert not (groups["train"] & groups["test"]) and not (groups["valid"] & groups["test"])

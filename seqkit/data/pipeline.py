@@ -116,3 +116,50 @@ def make_array_dataset(inputs: list, targets: list, *, batch_size: int, shuffle:
     else:
         ds = ds.padded_batch(batch_size, padded_shapes=shapes, padding_values=pads)
     return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def make_pair_dataset(sources: list, targets: list, *, batch_size: int, shuffle: bool, seed: int,
+                      bucket: bool, max_length: int, first_epoch: int = 0):
+    """Teacher-forced encoder-decoder batches from already-encoded ``(source, target)`` pairs.
+
+    Args:
+        sources: per example the source ids ``[S] int32`` (no padding inside; may be empty).
+        targets: per example the target ids ``[U] int32`` without markers.
+        batch_size, shuffle, seed, bucket, max_length, first_epoch: as
+            :func:`make_array_dataset` (buckets follow the source length).
+
+    Returns:
+        Batches ``((source [B, S], decoder_inputs [B, U+1]), targets [B, U+1])``, all int32,
+        padded with 0; ``decoder_inputs = [<s>] + target``, ``targets = target + [</s>]``
+        (:func:`seqkit.heads.seq2seq.seq2seq_pair`).
+    """
+    import tensorflow as tf
+
+    from seqkit.data.shuffle import epoch_order
+    from seqkit.heads.seq2seq import seq2seq_pair
+
+    def flat(seqs):
+        lengths = np.array([len(x) for x in seqs], "int64")
+        starts = tf.constant(np.concatenate([[0], np.cumsum(lengths)]), tf.int64)
+        values = np.concatenate([np.asarray(x, "int32").reshape(-1) for x in seqs] + [np.zeros(0, "int32")])
+        return starts, tf.constant(values, tf.int32)
+
+    (s_at, s_val), (t_at, t_val) = flat(sources), flat(targets)
+
+    def take(i):
+        return seq2seq_pair(s_val[s_at[i]:s_at[i + 1]], t_val[t_at[i]:t_at[i + 1]])
+
+    ds = epoch_order(len(sources), seed, first_epoch) if shuffle else tf.data.Dataset.range(len(sources))
+    ds = ds.map(take, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    shapes = (([None], [None]), [None])
+    zero = tf.constant(0, tf.int32)
+    pads = ((zero, zero), zero)
+    if bucket:
+        bounds = bucket_boundaries(max_length)
+        ds = ds.bucket_by_sequence_length(
+            element_length_func=lambda x, y: tf.shape(x[0])[0], bucket_boundaries=bounds,
+            bucket_batch_sizes=[batch_size] * (len(bounds) + 1), padded_shapes=shapes,
+            padding_values=pads, drop_remainder=False)
+    else:
+        ds = ds.padded_batch(batch_size, padded_shapes=shapes, padding_values=pads)
+    return ds.prefetch(tf.data.AUTOTUNE)

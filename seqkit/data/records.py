@@ -2,7 +2,9 @@
 
 A record carries one *input* -- raw ``text`` (tokenized later by the head),
 pre-split ``tokens`` or real-valued ``frames`` -- and optionally one *target*:
-a sequence ``label`` (acceptor) or one ``tag`` per token/frame (tagger).
+a sequence ``label`` (acceptor), one ``tag`` per token/frame (tagger), or an
+unaligned ``target`` symbol sequence (encoder-decoder). ``group`` keeps records
+together when the data is split (e.g. a word's alternative pronunciations).
 ``where`` names the file and line it came from, for error messages.
 
 Which fields a head needs is the head's business (:meth:`Head.check_records`);
@@ -27,6 +29,8 @@ class Record:
         frames: ``[T, D]`` float32 array of real-valued frames.
         label: the class of the whole sequence (acceptor target).
         tags: ``T`` tag strings, aligned with ``tokens``/``frames`` (tagger target).
+        target: ``U`` target symbols of any length (encoder-decoder target).
+        group: records with the same group go to the same split (``None``: on its own).
         where: ``"file:line"`` (or similar) of the example, for messages.
     """
 
@@ -35,6 +39,8 @@ class Record:
     frames: Optional[np.ndarray] = None
     label: Optional[str] = None
     tags: Optional[list] = None
+    target: Optional[list] = None
+    group: Optional[str] = None
     where: str = ""
 
     @property

@@ -17,10 +17,17 @@ def split_examples(examples: list, valid: float, test: float, *, shuffle: bool, 
             (train, then valid, then test), which keeps related lines together.
         seed: the permutation seed.
 
+    Records with a ``group`` (:class:`~seqkit.data.records.Record`) are divided
+    group by group: the fractions then count groups, and every record of a group
+    lands in the same split (e.g. CMUdict's ``word`` and ``word(2)``).
+
     Raises:
         DataError: the fractions leave no training example, or a non-zero
             fraction rounds to an empty split.
     """
+    groups = [getattr(x, "group", None) for x in examples]
+    if any(g is not None for g in groups):
+        return _split_groups(examples, groups, valid, test, shuffle=shuffle, seed=seed)
     n = len(examples)
     if valid + test >= 1.0:
         raise DataError(f"data.split: valid ({valid}) + test ({test}) must be below 1.")
@@ -68,3 +75,22 @@ def assemble_splits(loaded: dict, valid: float, test: float, *, shuffle: bool, s
     return {"train": carved["train"],
             "valid": cut(loaded["valid"]) if "valid" in loaded else carved["valid"],
             "test": cut(loaded["test"]) if "test" in loaded else carved["test"]}
+
+
+def _split_groups(examples: list, groups: list, valid: float, test: float, *, shuffle: bool,
+                  seed: int) -> dict:
+    """:func:`split_examples` over groups (first-appearance order; a record without a group
+    is a group of its own), expanded back to records in source order."""
+    keys, index = [], {}
+    for i, g in enumerate(groups):
+        k = ("group", g) if g is not None else ("record", i)
+        if k not in index:
+            index[k] = len(keys)
+            keys.append(k)
+    parts = split_examples(list(range(len(keys))), valid, test, shuffle=shuffle, seed=seed)
+    where = {gi: name for name, gis in parts.items() for gi in gis}
+    out = {"train": [], "valid": [], "test": []}
+    for i, g in enumerate(groups):
+        k = ("group", g) if g is not None else ("record", i)
+        out[where[index[k]]].append(examples[i])
+    return out

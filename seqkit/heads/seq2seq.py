@@ -18,19 +18,29 @@ Model: ``(source [B, S] int32, decoder_inputs [B, T] int32) -> logits [B, T, V_t
 * Training: teacher forcing, ``decoder_inputs = [<s>] + target``,
   ``targets = target + [</s>]``, padding 0 excluded from the loss.
 
-The G2P recipe and the data source that feeds ``(source, target)`` pairs are
-not wired yet (they follow the data-pipeline refactor), so this head is not in
-the built-in head list; importing this module registers it as ``seq2seq``.
+Data: records with raw ``text`` (the source, split by ``data.tokenizer``) and a
+``target`` symbol list (e.g. :mod:`seqkit.data.cmudict`). :meth:`Seq2SeqHead.fit`
+builds a source vocabulary and a separate target vocabulary from the training
+split (``vocab.json`` and ``target_vocab.json`` in the run directory).
+
+Figures (:meth:`Seq2SeqHead.evaluate`): teacher-forced ``cross_entropy`` and
+``accuracy`` per target symbol, plus word and symbol (phoneme) error rates of
+beam-search outputs (``decoding.beam_width``, ``decoding.length_penalty``),
+a word counting as right when it equals any of its references
+(:func:`seqkit.edit_metrics.g2p_error_rates`); with ``head.text_metrics: true`` also
+corpus BLEU and chrF of the outputs (:mod:`seqkit.text_metrics`).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from seqkit.data.vocab import END_ID, START_ID
-from seqkit.errors import RecipeError
+from seqkit import log
+from seqkit.data.vocab import END_ID, START_ID, UNK_ID, Vocabulary, tokenize
+from seqkit.errors import DataError, RecipeError
 from seqkit.heads.base import Head
 from seqkit.layers.stack import apply_stack, make_plugin
 from seqkit.registry import register_head
@@ -46,6 +56,12 @@ class Seq2SeqOptions(BaseModel):
     decoder_units: Optional[int] = Field(None, gt=0)
     decoder_layers: Optional[int] = Field(None, gt=0)
     target_embedding_dim: Optional[int] = Field(None, gt=0)
+    #: sources decoded together by beam search in evaluation and predict
+    decode_batch_size: int = Field(256, gt=0)
+    #: also report corpus BLEU and chrF of the outputs (target symbols joined by spaces; sacrebleu)
+    text_metrics: bool = False
+
+TARGET_VOCAB = "target_vocab.json"
 
 
 def seq2seq_pair(source_ids, target_ids):
@@ -77,6 +93,129 @@ class Seq2SeqHead(Head):
 
     def to_pair(self, source_ids, target_ids):
         return seq2seq_pair(source_ids, target_ids)
+
+    # ---------------------------------------------------------------- records
+    def source_tokens(self, text: str) -> list:
+        """A source string split as in training (``data.tokenizer``, ``data.lowercase``)."""
+        d = self.recipe.data
+        return tokenize(text, d.tokenizer, d.lowercase)
+
+    def check_records(self, records, split):
+        """Every record needs ``text`` and a non-empty ``target``; pairs whose source is longer
+        than ``data.max_length`` or whose target (plus the end marker) is are left out
+        (counted warning).
+
+        Raises:
+            DataError: a record without text or target (naming where it came from).
+        """
+        d = self.recipe.data
+        for r in records:
+            if r.text is None or not r.target:
+                raise DataError(f"{r.where or split}: the seq2seq head needs a source text and a "
+                                f"non-empty target sequence for every example; the source "
+                                f"'{d.source}' gave {'no text' if r.text is None else 'no target'}. "
+                                f"Use a source of (source, target) pairs such as cmudict.")
+        keep = [r for r in records if len(self.source_tokens(r.text)) <= d.max_length
+                and len(r.target) + 1 <= d.max_length]
+        if len(keep) < len(records):
+            log.warn(f"{split}: {len(records) - len(keep)} of {len(records)} pairs have a source or "
+                     f"target longer than data.max_length = {d.max_length} and were left out; raise "
+                     f"data.max_length to keep them.")
+        return keep
+
+    # ---------------------------------------------------------------- assets
+    def fit(self, train):
+        d = self.recipe.data
+        self.vocab = Vocabulary.build((self.source_tokens(r.text) for r in train),
+                                      min_count=d.min_count, max_size=d.max_vocab)
+        self.target_vocab = Vocabulary.build(r.target for r in train)
+
+    def save_assets(self, run_dir):
+        from seqkit.rundir import VOCAB
+
+        self.vocab.save(os.path.join(run_dir, VOCAB))
+        self.target_vocab.save(os.path.join(run_dir, TARGET_VOCAB))
+
+    def load_assets(self, run_dir):
+        from seqkit.rundir import VOCAB
+
+        self.vocab = Vocabulary.load(os.path.join(run_dir, VOCAB))
+        self.target_vocab = Vocabulary.load(os.path.join(run_dir, TARGET_VOCAB))
+
+    def describe_assets(self):
+        return f"source vocabulary {len(self.vocab)}, target vocabulary {len(self.target_vocab)}"
+
+    def encode_sources(self, texts: list) -> tuple[list, int, int]:
+        """Source ids per text: ``(ids lists, unknown symbols, all symbols)``."""
+        ids = [self.vocab.encode(self.source_tokens(t)) for t in texts]
+        return ids, sum(i == UNK_ID for x in ids for i in x), sum(len(x) for x in ids)
+
+    def dataset(self, records, *, training, first_epoch=0):
+        """Teacher-forced batches ``((source, decoder_inputs), targets)`` (see
+        :func:`seqkit.data.pipeline.make_pair_dataset`)."""
+        from seqkit.data.pipeline import make_pair_dataset
+
+        r = self.recipe
+        src, _, _ = self.encode_sources([x.text for x in records])
+        tgt = [self.target_vocab.encode(x.target) for x in records]
+        return make_pair_dataset(src, tgt, batch_size=r.training.batch_size, shuffle=training,
+                                 seed=r.seed, bucket=training and r.data.bucket,
+                                 max_length=r.data.max_length, first_epoch=first_epoch)
+
+    # ---------------------------------------------------------------- figures
+    def decode_texts(self, model, texts: list, *, beam_width: int | None = None, n_best: int = 1,
+                     length_penalty: float | None = None) -> list:
+        """Beam-search outputs for source strings.
+
+        Returns:
+            Per text, ``n_best`` ``(target symbols, score)`` pairs, best first (score:
+            ``log P / lp``, see :func:`seqkit.decoding.beam_search`).
+        """
+        dec = self.recipe.decoding
+        ids, _, _ = self.encode_sources(texts)
+        out = transduce(model, ids, beam_width=dec.beam_width if beam_width is None else beam_width,
+                        n_best=n_best,
+                        length_penalty=dec.length_penalty if length_penalty is None else length_penalty,
+                        max_length=min(dec.max_length, self.recipe.data.max_length),
+                        batch_size=self.options.decode_batch_size)
+        names = self.target_vocab.tokens
+        return [[([names[i] for i in toks], score) for toks, score in hyps] for hyps in out]
+
+    def evaluate(self, model, records):
+        """Teacher-forced ``cross_entropy``/``accuracy`` per target symbol, and ``wer``/``per``
+        of the best beam hypothesis per distinct source (references: all its targets)."""
+        from seqkit.edit_metrics import g2p_error_rates
+
+        res = model.evaluate(self.dataset(records, training=False), verbose=0, return_dict=True)
+        out = {k: float(v) for k, v in res.items() if k != "loss"}
+        refs: dict = {}
+        for r in records:
+            refs.setdefault(r.text, []).append(list(r.target))
+        words = list(refs)
+        hyps = [h[0][0] for h in self.decode_texts(model, words)]
+        rates = g2p_error_rates([refs[w] for w in words], hyps)
+        _, unk, total = self.encode_sources(words)
+        out.update(rates, beam_width=self.recipe.decoding.beam_width, unknown_source_symbols=unk,
+                   source_symbols=total)
+        if self.options.text_metrics:
+            from seqkit.text_metrics import bleu_chrf
+
+            out.update(bleu_chrf([[" ".join(r) for r in refs[w]] for w in words],
+                                 [" ".join(h) for h in hyps]))
+        return out
+
+    def format_metrics(self, figures):
+        unk = figures.get("unknown_source_symbols")
+        return [f"WER {100 * figures['wer']:.2f}%, PER {100 * figures['per']:.2f}% "
+                f"(beam {figures['beam_width']}, {figures['words']} words, {figures['phonemes']} "
+                f"reference symbols{f', {unk} unknown source symbols' if unk else ''}); "
+                f"cross-entropy {figures['cross_entropy']:.4f}, symbol accuracy {figures['accuracy']:.4f}"
+                + (f"; BLEU {figures['bleu']:.2f}, chrF {figures['chrf']:.2f}" if "bleu" in figures else "")]
+
+    def loss(self):
+        from seqkit.losses import MaskedSparseCrossEntropy
+
+        return MaskedSparseCrossEntropy()
 
     def decoder_config(self) -> dict:
         """The decoder's cell, width and depth (head keys, else the encoder's)."""

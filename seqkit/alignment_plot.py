@@ -1,0 +1,72 @@
+"""``seqkit attention``: the attention matrix of an encoder-decoder for one input, as a PNG.
+
+The best beam-search output ``y_1..y_n`` for the source ``x_1..x_m`` is fed back
+under teacher forcing (``[<s>, y_1..y_n]``) and the decoder's attention weights
+``alpha[t, i]`` (:meth:`seqkit.heads.seq2seq.Seq2SeqStepper.alignment`; each row
+sums to 1 over the source) are drawn with the source symbols along x and the
+output symbols (then ``</s>``) along y. Needs matplotlib (the ``plot`` extra).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from seqkit.errors import SeqkitError
+
+
+def alignment(prep, model, text: str, *, beam_width: int) -> tuple[list, list, np.ndarray]:
+    """``(source symbols [S], output symbols + "</s>" [T], weights [T, S] float32)`` for one input.
+
+    Raises:
+        SeqkitError: the run was trained without attention (there are no weights to draw).
+    """
+    from seqkit.data.vocab import START_ID
+    from seqkit.heads.seq2seq import Seq2SeqStepper
+
+    head = prep.head
+    if head.options.attention == "none":
+        raise SeqkitError("this run was trained with head.attention: none; it has no attention "
+                          "weights to draw. Train with attention: bahdanau or luong.")
+    out, _ = head.decode_texts(model, [text], beam_width=beam_width)[0][0]
+    src = head.vocab.encode(head.source_tokens(text))
+    dec_in = [START_ID] + head.target_vocab.encode(out)
+    w = Seq2SeqStepper(model).alignment(np.asarray([src], "int32"), np.asarray([dec_in], "int32"))
+    shown = [t if head.vocab.index.get(t) else "[UNK]" for t in head.source_tokens(text)]
+    return shown, out + ["</s>"], np.asarray(w)[0]
+
+
+def draw(source: list, target: list, weights: np.ndarray, path: str, title: str = "") -> None:
+    """Write the heatmap PNG (source along x, target along y; darker = more weight).
+
+    Raises:
+        SeqkitError: matplotlib is missing (with the pip command), or the file cannot be written.
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise SeqkitError("seqkit attention draws with matplotlib, which is not installed. Install "
+                          "it with `pip install matplotlib` (or `pip install \"seqkit[plot]\"`).") from exc
+    fig, ax = plt.subplots(figsize=(0.45 * len(source) + 2, 0.4 * len(target) + 1.5))
+    im = ax.imshow(weights, cmap="Greys", vmin=0.0, vmax=1.0, aspect="auto")
+    ax.set_xticks(range(len(source)), source)
+    ax.set_yticks(range(len(target)), target)
+    ax.set_xlabel("source")
+    ax.set_ylabel("output")
+    if title:
+        ax.set_title(title)
+    fig.colorbar(im, ax=ax, fraction=0.05)
+    fig.tight_layout()
+    tmp = path + ".tmp.png"
+    try:
+        fig.savefig(tmp, dpi=120)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise SeqkitError(f"{path}: cannot write the picture ({exc}); check the folder exists "
+                          f"and is writable.") from exc
+    finally:
+        plt.close(fig)

@@ -1,0 +1,75 @@
+"""Reading and answering ``seqkit predict`` / ``seqkit attention`` input for an
+encoder-decoder (``seq2seq``) run: one source string per line -> n-best target
+symbol sequences with their beam scores.
+
+Bad input, as issue 4 asks: an empty line is skipped and counted (warning); a
+line longer than the run's ``data.max_length`` source symbols is an error naming
+the line; symbols never seen in training are read as ``[UNK]`` and counted
+(warning); ``--n-best`` above ``--beam-width`` is refused before the run is loaded
+(:func:`seqkit.decoding.check_beam_args`).
+"""
+
+from __future__ import annotations
+
+import json
+
+from seqkit import log
+from seqkit.errors import SeqkitError
+
+
+def read_sources(text: str, name: str, head) -> list[tuple[str, str]]:
+    """``(where, source text)`` per non-empty line.
+
+    Raises:
+        SeqkitError: no non-empty line, or a line longer than the run's ``data.max_length``.
+    """
+    lines = text.splitlines()
+    out, empty = [], 0
+    limit = head.recipe.data.max_length
+    for n, line in enumerate(lines, start=1):
+        src = line.strip()
+        if not src:
+            empty += 1
+            continue
+        k = len(head.source_tokens(src))
+        if k > limit:
+            raise SeqkitError(f"{name}:{n}: the input has {k} symbols, more than the run's "
+                              f"data.max_length ({limit}) it was trained for; shorten or split the "
+                              f"line (the model never saw sources that long).")
+        out.append((f"{name}:{n}", src))
+    if empty:
+        log.warn(f"{name}: {empty} empty line(s) skipped.")
+    if not out:
+        raise SeqkitError(f"{name}: no input (only empty lines); give one source per line, e.g. "
+                          f"`echo keras | seqkit predict RUN`.")
+    _, unk, total = head.encode_sources([s for _, s in out])
+    if unk:
+        log.warn(f"{unk} of {total} input symbols were never seen in training and were read as "
+                 f"[UNK]; their outputs are guesses.")
+    return out
+
+
+def predict_pairs(prep, model, sources: list, *, beam_width: int, n_best: int,
+                  length_penalty: float) -> list[dict]:
+    """Beam-search each source: ``{"where", "input", "hypotheses": [{"output": [symbols], "score"}]}``."""
+    hyps = prep.head.decode_texts(model, [s for _, s in sources], beam_width=beam_width,
+                                  n_best=n_best, length_penalty=length_penalty)
+    return [{"where": w, "input": s,
+             "hypotheses": [{"output": out, "score": round(score, 4)} for out, score in h]}
+            for (w, s), h in zip(sources, hyps)]
+
+
+def format_pair(res: dict, fmt: str) -> str:
+    """``text``: one line per hypothesis, ``input<TAB>rank<TAB>score<TAB>symbols`` (rank from 1);
+    ``jsonl``: the dict as one JSON line."""
+    if fmt == "jsonl":
+        return json.dumps(res, ensure_ascii=False)
+    return "\n".join(f"{res['input']}\t{k}\t{h['score']:.4f}\t{' '.join(h['output'])}"
+                     for k, h in enumerate(res["hypotheses"], start=1))
+
+
+def check_run_is_seq2seq(prep, run_dir: str, command: str) -> None:
+    """Raises SeqkitError unless the run's head is ``seq2seq``."""
+    if prep.recipe.head.type != "seq2seq":
+        raise SeqkitError(f"{run_dir}: `seqkit {command}` needs an encoder-decoder (seq2seq) run; "
+                          f"this run's head is '{prep.recipe.head.type}'.")

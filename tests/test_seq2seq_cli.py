@@ -1,0 +1,114 @@
+"""``seqkit train`` + ``evaluate`` + ``predict`` + ``attention`` for a seq2seq run, end to end on a
+tiny pronunciation file the test writes, and the bad-input cases of issue 4 part 7."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+WORDS = {"ab": "AE B", "ba": "B AA", "abba": "AE B B AA", "baba": "B AA B AA", "aab": "AE AE B",
+         "bab": "B AA B", "abab": "AE B AE B", "bba": "B B AA", "aa": "AE AE", "bb": "B B"}
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, keras):
+    import yaml
+
+    from seqkit.cli import main
+
+    d = tmp_path_factory.mktemp("g2prun")
+    lines = [f"{w} {p}" for w, p in WORDS.items()] * 1 + ["abba(2) AE B AA # alternative"]
+    (d / "tiny.dict").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    recipe = {"name": "tiny-g2p", "seed": 1,
+              "data": {"source": "cmudict", "path": "tiny.dict", "max_length": 6,
+                       "split": {"valid": 0.2, "test": 0.2, "shuffle": True}},
+              "model": {"units": 8, "embedding_dim": 8, "bidirectional": True},
+              "head": {"type": "seq2seq", "attention": "bahdanau", "decoder_units": 12},
+              "training": {"epochs": 2, "batch_size": 4, "learning_rate": 0.01, "early_stopping": None},
+              "decoding": {"beam_width": 3, "max_length": 6}}
+    (d / "r.yaml").write_text(yaml.safe_dump(recipe), encoding="utf-8")
+    res = CliRunner().invoke(main, ["train", str(d / "r.yaml"), "--run-dir", str(d / "run"), "--quiet"])
+    assert res.exit_code == 0, res.output
+    assert "WER" in res.output and "PER" in res.output and "beam 3" in res.output
+    assert {"target_vocab.json", "vocab.json"} <= {p.name for p in (d / "run").iterdir()}
+    return d / "run"
+
+
+def test_evaluate_reports_wer_and_per_as_json(run):
+    from seqkit.cli import main
+
+    res = CliRunner().invoke(main, ["evaluate", str(run), "--split", "test", "--json"])
+    assert res.exit_code == 0, res.output
+    figs = json.loads(res.output[res.output.index("{"):])
+    assert figs["words"] == 2 and 0.0 <= figs["per"] and 0.0 <= figs["wer"] <= 1.0
+    assert figs["beam_width"] == 3 and "cross_entropy" in figs
+
+
+def test_predict_prints_n_best_with_falling_scores_and_counts_bad_input(run):
+    from seqkit.cli import main
+
+    res = CliRunner().invoke(main, ["predict", str(run), "--beam-width", "3", "--n-best", "3"],
+                                             input="ab\n\nbaxz\n")
+    assert res.exit_code == 0, res.output + res.stderr
+    rows = [line.split("\t") for line in res.stdout.splitlines()]
+    assert [r[:2] for r in rows] == [["ab", "1"], ["ab", "2"], ["ab", "3"],
+                                     ["baxz", "1"], ["baxz", "2"], ["baxz", "3"]]
+    scores = [float(r[2]) for r in rows[:3]]
+    assert scores == sorted(scores, reverse=True) and all(s <= 0 for s in scores)
+    assert "1 empty line(s) skipped" in res.stderr
+    assert "2 of 6 input symbols were never seen in training" in res.stderr
+
+
+@pytest.mark.parametrize("args,stdin,msg", [
+    (["--beam-width", "2", "--n-best", "3"], "ab\n", "n-best (3) is larger than the beam width (2)"),
+    (["--n-best", "4"], "ab\n", "n-best (4) is larger than the beam width (3)"),
+    ([], "abababab\n", "<stdin>:1: the input has 8 symbols, more than the run's data.max_length (6)"),
+    ([], "\n  \n", "no input (only empty lines)"),
+])
+def test_predict_bad_input_is_a_clear_error(run, args, stdin, msg):
+    from seqkit.cli import main
+
+    res = CliRunner().invoke(main, ["predict", str(run), *args], input=stdin)
+    assert res.exit_code == 2, res.output
+    assert msg in res.output
+
+
+def test_attention_writes_a_png_labelled_with_the_output(run, tmp_path):
+    pytest.importorskip("matplotlib", reason="pip install 'seqkit[plot]'")
+    from seqkit.cli import main
+
+    out = tmp_path / "a.png"
+    res = CliRunner().invoke(main, ["attention", str(run), "--input", "abba", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "x 4 attention weights" in res.output
+
+
+def test_alignment_rows_sum_to_one_over_the_source(run):
+    import numpy as np
+
+    from seqkit.alignment_plot import alignment
+    from seqkit.train import load_run
+
+    prep, model = load_run(str(run))
+    src, tgt, w = alignment(prep, model, "abba", beam_width=3)
+    assert src == ["a", "b", "b", "a"] and tgt[-1] == "</s>" and w.shape == (len(tgt), 4)
+    np.testing.assert_allclose(w.sum(axis=1), 1.0, atol=1e-5)
+
+
+def test_text_metrics_equal_sacrebleu_on_the_decoded_outputs(run):
+    pytest.importorskip("sacrebleu", reason="pip install 'seqkit[text]'")
+    from seqkit.text_metrics import bleu_chrf
+    from seqkit.train import load_run
+
+    prep, model = load_run(str(run), with_data=True)
+    prep.head.options.text_metrics = True
+    recs = prep.splits["train"]
+    figs = prep.head.evaluate(model, recs)
+    refs = {}
+    for r in recs:
+        refs.setdefault(r.text, []).append(" ".join(r.target))
+    hyps = [" ".join(h[0][0]) for h in prep.head.decode_texts(model, list(refs))]
+    want = bleu_chrf(list(refs.values()), hyps)
+    assert figs["bleu"] == pytest.approx(want["bleu"]) and figs["chrf"] == pytest.approx(want["chrf"])
+    assert "BLEU" in prep.head.format_metrics(figs)[0]
