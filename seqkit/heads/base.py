@@ -18,6 +18,7 @@ A head owns everything between records and a trained model:
 
 from __future__ import annotations
 
+import abc
 from typing import ClassVar
 
 from pydantic import BaseModel
@@ -25,7 +26,7 @@ from pydantic import BaseModel
 from seqkit.cells.base import NoOptions
 
 
-class Head:
+class Head(abc.ABC):
     """Base class for task heads; subclass and decorate with ``@register_head``.
 
     Args:
@@ -57,35 +58,35 @@ class Head:
         """
         return records
 
+    @abc.abstractmethod
     def fit(self, train: list) -> None:
         """Build the head's assets (vocabularies, normaliser) from the training records."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def save_assets(self, run_dir: str) -> None:
         """Write the assets made by :meth:`fit` into ``run_dir`` (atomic writes)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def load_assets(self, run_dir: str) -> None:
         """Read the assets written by :meth:`save_assets`.
 
         Raises:
             seqkit.errors.RunDirError: a file is missing or malformed.
         """
-        raise NotImplementedError
 
     def describe_assets(self) -> str:
         """One line for logs, e.g. ``"vocabulary 120, 9 labels"``."""
         return f"vocabulary {len(self.vocab)}" if self.vocab is not None else ""
 
+    @abc.abstractmethod
     def dataset(self, records: list, *, training: bool, first_epoch: int = 0):
         """A batched ``tf.data.Dataset`` of ``(inputs, targets)``; when ``training``, shuffled
         per epoch with :func:`seqkit.data.shuffle.epoch_order` starting at ``first_epoch``."""
-        raise NotImplementedError
 
     # ---------------------------------------------------------------- model
+    @abc.abstractmethod
     def build_model(self):
         """Return the training ``keras.Model``."""
-        raise NotImplementedError
 
     def loss(self):
         """The training loss (padding positions excluded)."""
