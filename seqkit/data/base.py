@@ -14,6 +14,8 @@ returns them as :class:`~seqkit.data.records.Record` lists, in a stable order:
 
 from __future__ import annotations
 
+import abc
+
 from typing import ClassVar, Optional
 
 from pydantic import BaseModel, ConfigDict
@@ -48,8 +50,10 @@ class DataSource:
 
         Raises:
             seqkit.errors.DataError: the data is missing, empty or unreadable.
+            TypeError: the source overrides neither this nor :meth:`load`.
         """
-        raise NotImplementedError
+        raise TypeError(f"data source {type(self).__name__} must override examples() (text) or "
+                        f"load() (records)")
 
     def load(self) -> dict:
         """Return ``{"all": [Record, ...]}`` or ``{"train": [...], "valid": [...], "test": [...]}``.
@@ -73,7 +77,7 @@ class FileSplitsOptions(BaseModel):
     test_path: Optional[str] = None
 
 
-class FileSource(DataSource):
+class FileSource(DataSource, abc.ABC):
     """A source reading one file per split; subclasses implement :meth:`read_file`.
 
     Raises (from :meth:`load`):
@@ -96,9 +100,9 @@ class FileSource(DataSource):
     def describe(self) -> str:
         return f"{type(self).__name__} " + ", ".join(f"{k}={v}" for k, v in self.files().items())
 
+    @abc.abstractmethod
     def read_file(self, path: str) -> list:
         """Parse one file into records. Raises :class:`DataError` naming ``path:line``."""
-        raise NotImplementedError
 
     def load(self) -> dict:
         out = {}

@@ -3,6 +3,8 @@ prediction in input order, and the counting of classes unseen in training."""
 
 from __future__ import annotations
 
+import abc
+
 import os
 
 import numpy as np
@@ -41,11 +43,13 @@ class SequenceHead(Head):
             raise TypeError("the vocabulary of a sequence head comes from its inputs")
 
     # ---------------------------------------------------------------- records
+    @abc.abstractmethod
     def record_classes(self, record) -> list:
-        raise NotImplementedError
+        """The class names a record carries (its label, or its tags)."""
 
+    @abc.abstractmethod
     def check_targets(self, records: list, split: str) -> None:
-        raise NotImplementedError
+        """Raise :class:`seqkit.errors.DataError` for records whose targets this head cannot use."""
 
     def check_records(self, records, split):
         SequenceInputs.check_kind(records, self.recipe.data.source)
@@ -82,8 +86,9 @@ class SequenceHead(Head):
         return f"{self.inputs.describe()}; {len(self.labels)} {self.target_name}s"
 
     # ---------------------------------------------------------------- batches
+    @abc.abstractmethod
     def encode_target(self, record):
-        raise NotImplementedError
+        ...
 
     def dataset(self, records, *, training, first_epoch=0):
         from seqkit.data.pipeline import make_array_dataset
