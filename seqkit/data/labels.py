@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import collections
 import json
-import os
 from typing import Iterable
 
 from seqkit.errors import RunDirError
@@ -54,10 +53,9 @@ class LabelVocabulary:
 
     def save(self, path: str) -> None:
         """Write as a JSON list (atomic)."""
-        tmp = path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(self.names, f, ensure_ascii=False, indent=0)
-        os.replace(tmp, path)
+        from seqkit.rundir import atomic_write_json
+
+        atomic_write_json(path, self.names)
 
     @classmethod
     def load(cls, path: str) -> "LabelVocabulary":
