@@ -1,0 +1,1 @@
+"""seqkit benchmarks (measurements, not tests): ``python -m bench --suite train|stream|decode|data|scale``."""

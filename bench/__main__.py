@@ -1,0 +1,53 @@
+"""``python -m bench --suite NAME [--suite NAME ...]`` from the repository root.
+
+Suites (each in ``bench/suite_NAME.py``, each a ``run(args) -> (rows, extra)``):
+
+* ``train``  -- LM training tokens/s: seqkit recipe path, the hand-written Keras
+  model, PyTorch (when installed: ``pip install -e ".[bench]"``).
+* ``stream`` -- TFLite step latency: bare ``invoke`` vs the ``seqkit.runtime`` step,
+  float32 / float16 / int8, Keras and PyTorch steps beside them.
+* ``decode`` -- greedy vs beam search (in-graph) vs a Python loop over steps.
+* ``data``   -- tf.data input pipeline throughput against the training step.
+* ``scale``  -- time per step and peak memory against sequence length and width
+  (plot to PNG with the ``plot`` extra).
+
+Results go to ``bench/results/SUITE.json`` and ``.md`` (git-ignored). These are
+measurements, not tests: nothing here asserts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+SUITES = ("train", "stream", "decode", "data", "scale")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--suite", action="append", choices=SUITES + ("all",), required=True,
+                    help="suite to run (repeatable; 'all' = every suite)")
+    ap.add_argument("--repeats", type=int, default=5, help="measured repeats per contender [5]")
+    ap.add_argument("--quick", action="store_true", help="fewer steps and sizes (a smoke run)")
+    ap.add_argument("--out", default=os.path.join("bench", "results"), help="report directory")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="intra-op threads for TF and PyTorch [default: the libraries' own]")
+    args = ap.parse_args(argv)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    from bench.common import write_report
+
+    names = SUITES if "all" in args.suite else tuple(dict.fromkeys(args.suite))
+    for name in names:
+        mod = importlib.import_module(f"bench.suite_{name}")
+        print(f"== suite {name}", flush=True)
+        rows, extra = mod.run(args)
+        js, md = write_report(name, rows, extra, args.out)
+        print(open(md, encoding="utf-8").read(), flush=True)
+        print(f"written: {js}, {md}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
