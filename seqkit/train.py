@@ -124,10 +124,13 @@ def make_optimizer(t):
 
 def compile_model(prep: Prepared, model=None):
     """Build (or take) the head's model and compile it with the recipe's training settings."""
+    from seqkit.losses import share_cross_entropy
+
     model = model if model is not None else prep.head.build_model()
     t = prep.recipe.training
-    model.compile(optimizer=make_optimizer(t), loss=prep.head.loss(), metrics=prep.head.metrics(),
-                  jit_compile=t.jit_compile)
+    loss, metrics = prep.head.loss(), prep.head.metrics()
+    share_cross_entropy(loss, metrics)  # the exact cross-entropy metric reuses the loss's softmax
+    model.compile(optimizer=make_optimizer(t), loss=loss, metrics=metrics, jit_compile=t.jit_compile)
     return model
 
 
@@ -351,6 +354,7 @@ def load_model(path: str):
 
     import seqkit.layers.decoder  # noqa: F401  (registers custom objects)
     import seqkit.layers.frame_mask  # noqa: F401
+    import seqkit.layers.fused_lstm  # noqa: F401
     import seqkit.layers.pooling  # noqa: F401
     import seqkit.losses  # noqa: F401
     import seqkit.optimizers  # noqa: F401

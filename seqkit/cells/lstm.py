@@ -1,7 +1,9 @@
 """LSTM cell plugin (Hochreiter & Schmidhuber 1997; forget gate of Gers et al. 2000).
 
-State layout: ``h [B, H]``, ``c [B, H]``. Uses ``keras.layers.LSTM`` so a GPU
-takes the cuDNN kernel; parameters ``4 * (H * (D + H) + H)`` (one bias vector
+State layout: ``h [B, H]``, ``c [B, H]``. Uses
+:class:`seqkit.layers.fused_lstm.FusedLSTM` (``keras.layers.LSTM`` with a fused
+CPU kernel: the input projection in one matmul and a hand-written BPTT), so a
+GPU takes the cuDNN kernel and a CPU seqkit's; parameters ``4 * (H * (D + H) + H)`` (one bias vector
 per gate).
 """
 
@@ -40,6 +42,12 @@ class LSTMPlugin(KerasCellPlugin):
                     recurrent_activation=o.recurrent_activation, use_bias=o.use_bias,
                     unit_forget_bias=o.unit_forget_bias, dropout=self.spec.dropout,
                     recurrent_dropout=self.spec.recurrent_dropout)
+
+    def layer_class(self):
+        """:class:`seqkit.layers.fused_lstm.FusedLSTM`: ``keras.layers.LSTM`` with a fused CPU kernel."""
+        from seqkit.layers.fused_lstm import FusedLSTM
+
+        return FusedLSTM
 
     def fast_path_issues(self):
         o = self.options

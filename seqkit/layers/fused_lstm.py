@@ -1,0 +1,161 @@
+"""A CPU-fast LSTM layer: the input projection for all steps in one matmul, a hand-written BPTT.
+
+``keras.layers.LSTM`` takes a fused kernel only on cuDNN; on the CPU it runs
+``LSTMCell`` inside a generic ``tf.while_loop`` whose automatic gradient
+multiplies ``[B, D] x [D, 4H]`` and accumulates the weight gradients step by
+step. :class:`FusedLSTM` keeps the same weights and the same maths (Keras gate
+order ``i, f, g, o``; Hochreiter & Schmidhuber 1997 with the forget gate of
+Gers et al. 2000) and restructures the work as cuDNN and oneDNN do:
+
+* forward: ``Z_x = X W + b`` for all ``T`` steps in one ``[B*T, D] x [D, 4H]``
+  matmul; the loop only adds ``h_{t-1} U`` and applies the gates;
+* backward (:func:`lstm_scan`'s custom gradient): the loop only carries
+  ``dh, dc`` and writes ``dz_t``; ``dU = H_prev^T dZ`` and ``dW = X^T dZ`` are
+  one large matmul each after the loop (BPTT, Werbos 1990).
+
+Masking is Keras's (``keras.src.backend.tensorflow.rnn``): a padded step keeps
+``h`` and ``c``; its output repeats the previous output (zeros before the first
+valid step), or is zero with ``zero_output_for_mask`` (which ``Bidirectional`` sets). The layer falls back to ``keras.layers.LSTM`` whenever the fast
+path does not apply: a GPU (cuDNN is faster), recurrent dropout, activations
+other than ``tanh``/``sigmoid``, no bias, ``unroll``, or a non-float32 dtype.
+A saved model names this class; its weights are ``keras.layers.LSTM``'s, so
+``layer.cell`` steps exactly as before (streaming, export).
+"""
+
+from __future__ import annotations
+
+import keras
+
+
+def lstm_scan(zx, mask, h0, c0, recurrent_kernel):
+    """Run the LSTM recurrence over precomputed input projections, with a fused BPTT gradient.
+
+    Args:
+        zx: ``[T, B, 4H]`` float32, time-major ``x_t W + b`` (gates ``i, f, g, o``).
+        mask: ``[T, B, 1]`` float32, 1 at valid steps and 0 at padded ones.
+        h0, c0: ``[B, H]`` float32 initial hidden and cell state.
+        recurrent_kernel: ``[H, 4H]`` float32 ``U``.
+
+    Returns:
+        ``(h_seq [T, B, H], c_last [B, H])``: the hidden state after every step
+        (a padded step repeats the previous one) and the final cell state. The
+        gradient with respect to every argument except ``mask`` is exact.
+
+    Equations (per step, ``m`` the mask)::
+
+        z = zx_t + h_{t-1} U;  i, f, o = sigmoid(z_i, z_f, z_o);  g = tanh(z_g)
+        c~ = f c_{t-1} + i g;  h~ = o tanh(c~)
+        c_t = m c~ + (1 - m) c_{t-1};  h_t = m h~ + (1 - m) h_{t-1}
+    """
+    import tensorflow as tf
+
+    @tf.custom_gradient
+    def scan(zx, h0, c0, u):
+        steps = tf.shape(zx)[0]
+        h_ta = tf.TensorArray(tf.float32, size=steps, element_shape=h0.shape)
+        c_ta = tf.TensorArray(tf.float32, size=steps, element_shape=c0.shape)
+        a_ta = tf.TensorArray(tf.float32, size=steps, element_shape=zx.shape[1:])
+
+        def body(t, h, c, h_ta, c_ta, a_ta):
+            z = zx[t] + tf.matmul(h, u)
+            zi, zf, zg, zo = tf.split(z, 4, axis=-1)
+            i, f, o, g = tf.sigmoid(zi), tf.sigmoid(zf), tf.sigmoid(zo), tf.tanh(zg)
+            c_new = f * c + i * g
+            h_new = o * tf.tanh(c_new)
+            m = mask[t] > 0
+            c_new = tf.where(m, c_new, c)
+            h_new = tf.where(m, h_new, h)
+            return (t + 1, h_new, c_new, h_ta.write(t, h_new), c_ta.write(t, c_new),
+                    a_ta.write(t, tf.concat([i, f, g, o], axis=-1)))
+
+        _, _, c_last, h_ta, c_ta, a_ta = tf.while_loop(
+            lambda t, *_: t < steps, body, (tf.constant(0), h0, c0, h_ta, c_ta, a_ta))
+        h_seq, c_seq, acts = h_ta.stack(), c_ta.stack(), a_ta.stack()
+
+        def grad(dh_seq, dc_last):
+            h_prev = tf.concat([h0[None], h_seq[:-1]], axis=0)
+            c_prev = tf.concat([c0[None], c_seq[:-1]], axis=0)
+            ut = tf.transpose(u)
+            dz_ta = tf.TensorArray(tf.float32, size=steps, element_shape=zx.shape[1:])
+
+            def back(t, dh, dc, dz_ta):
+                dh = dh + dh_seq[t]
+                m = mask[t]
+                i, f, g, o = tf.split(acts[t], 4, axis=-1)
+                tc = tf.tanh(c_seq[t])  # c~ where m = 1; where m = 0 every dz below is 0
+                dh_new, dc_new = m * dh, m * dc
+                dc_tilde = dc_new + dh_new * o * (1.0 - tc * tc)
+                dz = tf.concat([dc_tilde * g * i * (1.0 - i),
+                                dc_tilde * c_prev[t] * f * (1.0 - f),
+                                dc_tilde * i * (1.0 - g * g),
+                                dh_new * tc * o * (1.0 - o)], axis=-1)
+                dh_prev = dh - dh_new + tf.matmul(dz, ut)
+                dc_prev = dc - dc_new + dc_tilde * f
+                return t - 1, dh_prev, dc_prev, dz_ta.write(t, dz)
+
+            _, dh0, dc0, dz_ta = tf.while_loop(
+                lambda t, *_: t >= 0, back,
+                (steps - 1, tf.zeros_like(h0), dc_last, dz_ta))
+            dz = dz_ta.stack()
+            width = tf.shape(u)[0]
+            du = tf.matmul(tf.reshape(h_prev, [-1, width]), tf.reshape(dz, [-1, 4 * width]),
+                           transpose_a=True)
+            return dz, dh0, dc0, du
+
+        return (h_seq, c_last), grad
+
+    return scan(zx, h0, c0, recurrent_kernel)
+
+
+def fast_path_ok(layer) -> bool:
+    """Whether :class:`FusedLSTM` can run its CPU kernel for ``layer``'s configuration."""
+    import tensorflow as tf
+
+    cell = layer.cell
+    return (keras.backend.backend() == "tensorflow" and not tf.config.list_logical_devices("GPU")
+            and not cell.recurrent_dropout and cell.use_bias and not layer.unroll
+            and not layer.stateful and cell.activation is keras.activations.tanh
+            and cell.recurrent_activation is keras.activations.sigmoid
+            and layer.compute_dtype == "float32")
+
+
+@keras.saving.register_keras_serializable(package="seqkit")
+class FusedLSTM(keras.layers.LSTM):
+    """``keras.layers.LSTM`` with a faster CPU kernel (see the module docstring).
+
+    Same arguments, weights, masking and outputs as ``keras.layers.LSTM``:
+    ``[B, T, D] -> [B, T, H]`` (``return_sequences``) or ``[B, H]``, plus
+    ``h, c [B, H]`` with ``return_state``. Results equal Keras's to float32
+    rounding (the sums are grouped differently).
+    """
+
+    def inner_loop(self, sequences, initial_state, mask, training=False):
+        import tensorflow as tf
+
+        if not fast_path_ok(self):
+            return super().inner_loop(sequences, initial_state, mask, training=training)
+        if isinstance(mask, (list, tuple)):
+            mask = mask[0]
+        cell = self.cell
+        x = sequences
+        if training and cell.dropout:  # one dropout mask per sequence, as Keras's cuDNN path
+            x = x * tf.expand_dims(cell.get_dropout_mask(sequences[:, 0, :]), 1)
+        zx = tf.tensordot(x, cell.kernel, axes=[[2], [0]]) + cell.bias  # [B, T, 4H]
+        zx = tf.transpose(zx, [1, 0, 2])
+        if mask is None:
+            m = tf.ones(tf.shape(zx)[:2], tf.float32)
+        else:
+            m = tf.transpose(tf.cast(mask, tf.float32), [1, 0])
+        if self.go_backwards:
+            zx, m = tf.reverse(zx, [0]), tf.reverse(m, [0])
+        h0, c0 = (tf.convert_to_tensor(s, tf.float32) for s in initial_state)
+        h_seq, c_last = lstm_scan(zx, m[:, :, None], h0, c0, tf.convert_to_tensor(cell.recurrent_kernel))
+        # Keras's output at a padded step repeats the previous output, which is zero before
+        # the first valid step even when h0 is not: scale by "a valid step was seen"; with
+        # zero_output_for_mask (forced by Bidirectional) it is zero.
+        seen = m if self.zero_output_for_mask else tf.cast(tf.cumsum(m, axis=0) > 0, tf.float32)
+        seen = seen[:, :, None]
+        outputs = tf.transpose(h_seq * seen, [1, 0, 2])
+        h_last = h_seq[-1]
+        last_output = h_last * seen[-1]
+        return last_output, outputs, [h_last, c_last]

@@ -1,0 +1,108 @@
+"""FusedLSTM (seqkit's CPU kernel) equals keras.layers.LSTM: outputs, states and every gradient."""
+
+import numpy as np
+import pytest
+
+
+def _pair(keras, rng, units=4, width=5, **kw):
+    from seqkit.layers.fused_lstm import FusedLSTM
+
+    ref, fused = keras.layers.LSTM(units, **kw), FusedLSTM(units, **kw)
+    ref.build((None, None, width))
+    fused.build((None, None, width))
+    fused.set_weights([w + rng.normal(size=w.shape).astype("float32") * 0.5 for w in ref.get_weights()])
+    ref.set_weights(fused.get_weights())
+    return ref, fused
+
+
+def _outputs_and_grads(tf, layer, x, mask, state):
+    xt, s0 = tf.constant(x), [tf.constant(s) for s in state] if state is not None else None
+    with tf.GradientTape() as tape:
+        tape.watch(xt)
+        if s0 is not None:
+            tape.watch(s0)
+        out = layer(xt, mask=None if mask is None else tf.constant(mask), initial_state=s0)
+        out = out if isinstance(out, (list, tuple)) else [out]
+        # a loss that weighs every output element differently, so no gradient hides behind a sum
+        loss = sum(tf.reduce_sum(o * tf.reshape(tf.cos(tf.range(tf.size(o), dtype=tf.float32)), o.shape))
+                   for o in out)
+    grads = tape.gradient(loss, [xt] + (s0 or []) + layer.trainable_weights)
+    return [o.numpy() for o in out], [g.numpy() for g in grads]
+
+
+@pytest.mark.parametrize("go_backwards", [False, True])
+@pytest.mark.parametrize("return_sequences", [True, False])
+def test_outputs_states_and_gradients_equal_keras_lstm_with_padding(tf, keras, go_backwards, return_sequences):
+    rng = np.random.default_rng(0)
+    ref, fused = _pair(keras, rng, return_sequences=return_sequences, return_state=True,
+                       go_backwards=go_backwards)
+    x = rng.normal(size=(4, 7, 5)).astype("float32")
+    mask = np.ones((4, 7), bool)
+    mask[1, 5:] = False          # trailing padding
+    mask[2, :2] = False          # leading padding (outputs are zeros there, states stay h0)
+    mask[2, 6] = False
+    mask[3, :] = False           # an all-padding row keeps its initial state
+    state = [rng.normal(size=(4, 4)).astype("float32") for _ in range(2)]
+    (o1, g1), (o2, g2) = (_outputs_and_grads(tf, L, x, mask, state) for L in (ref, fused))
+    for a, b in zip(o1, o2):
+        np.testing.assert_allclose(b, a, atol=1e-6)
+    for a, b in zip(g1, g2):
+        np.testing.assert_allclose(b, a, atol=2e-6)
+    np.testing.assert_array_equal(o2[-2][3], state[0][3])  # all-padding row: h is h0
+
+
+def test_no_mask_and_zero_initial_state_inside_a_compiled_function(tf, keras):
+    rng = np.random.default_rng(1)
+    ref, fused = _pair(keras, rng, units=8, width=3, return_sequences=True)
+    x = rng.normal(size=(2, 30, 3)).astype("float32")
+    run = lambda L: tf.function(lambda v: L(v))(tf.constant(x)).numpy()  # noqa: E731
+    np.testing.assert_allclose(run(fused), run(ref), atol=1e-6)
+
+
+def test_bidirectional_wrapper_keeps_the_fused_class_and_equals_keras(tf, keras):
+    from seqkit.layers.fused_lstm import FusedLSTM
+
+    rng = np.random.default_rng(2)
+    ref, fused = _pair(keras, rng, return_sequences=True)
+    bi_ref = keras.layers.Bidirectional(ref)
+    bi_fused = keras.layers.Bidirectional(fused)
+    x = rng.normal(size=(3, 6, 5)).astype("float32")
+    mask = np.array([[1] * 6, [1] * 4 + [0] * 2, [1] * 1 + [0] * 5], bool)
+    bi_ref(x, mask=mask)
+    bi_fused(x, mask=mask)
+    bi_fused.set_weights(bi_ref.get_weights())
+    assert isinstance(bi_fused.backward_layer, FusedLSTM)
+    np.testing.assert_allclose(bi_fused(x, mask=mask).numpy(), bi_ref(x, mask=mask).numpy(), atol=1e-6)
+
+
+def test_configurations_off_the_fast_path_fall_back_to_keras(tf, keras):
+    from seqkit.layers.fused_lstm import FusedLSTM, fast_path_ok
+
+    assert fast_path_ok(FusedLSTM(4))
+    for kw in ({"recurrent_dropout": 0.1}, {"activation": "relu"}, {"use_bias": False},
+               {"recurrent_activation": "hard_sigmoid"}):
+        layer = FusedLSTM(4, **kw)
+        layer.build((None, None, 3))
+        assert not fast_path_ok(layer), kw
+    rng = np.random.default_rng(3)
+    ref, fused = _pair(keras, rng, activation="relu", return_sequences=True)
+    x = rng.normal(size=(2, 5, 5)).astype("float32")
+    np.testing.assert_allclose(fused(x).numpy(), ref(x).numpy(), atol=1e-6)
+
+
+def test_a_run_with_the_fused_layer_saves_and_reloads(tmp_path, tf, keras):
+    from seqkit.layers.fused_lstm import FusedLSTM
+    from seqkit.train import load_model
+
+    rng = np.random.default_rng(4)
+    inp = keras.Input((None,), dtype="int32")
+    h = keras.layers.Embedding(20, 6, mask_zero=True)(inp)
+    h = FusedLSTM(5, return_sequences=True, name="rnn_0")(h)
+    model = keras.Model(inp, keras.layers.Dense(20)(h))
+    x = rng.integers(1, 20, size=(3, 9)).astype("int32")
+    x[1, 6:] = 0
+    path = str(tmp_path / "m.keras")
+    model.save(path)
+    again = load_model(path)
+    assert isinstance(again.get_layer("rnn_0"), FusedLSTM)
+    np.testing.assert_array_equal(again(x).numpy(), model(x).numpy())
