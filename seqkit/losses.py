@@ -10,6 +10,13 @@ so extra padding changes neither the loss nor its gradients.
 tags) feed targets ``class + offset`` with ``offset = 1``, so ``0`` still means
 "no target" and logits index the classes ``0..C-1`` directly; the language
 model uses ``offset = 0`` (its vocabulary holds the padding id itself).
+
+Cost: the per-token cross-entropy over ``[B, T, V]`` logits is one of the
+dearest parts of a training step (a softmax over ``V`` per position).
+:func:`share_cross_entropy` lets the :class:`MaskedCrossEntropy` metric reuse
+the tensor the loss computed in the same step, and
+:class:`MaskedPerplexity` can read another metric's sums, so the exact epoch
+metrics add no second or third softmax.
 """
 
 from __future__ import annotations
@@ -23,6 +30,69 @@ def _mask(y_true, sample_weight=None):
     if sample_weight is not None:
         m = m * ops.cast(sample_weight, "float32")
     return m
+
+
+def sparse_softmax_cross_entropy(labels, logits):
+    """Per-position ``-log softmax(logits)[label]`` (nats) with a fused gradient.
+
+    Args:
+        labels: int32 ``[...]`` class ids in ``[0, C)``.
+        logits: float32 ``[..., C]``.
+
+    Returns:
+        float32 ``[...]``: ``logsumexp(z) - z_y`` with ``logsumexp(z) = m + log sum exp(z - m)``,
+        ``m = max z`` (the stable form). Gradient: ``softmax(z) - onehot(y)`` times the
+        upstream gradient, from the forward pass's ``exp(z - m)`` and one scatter.
+
+    The same values as ``tf.nn.sparse_softmax_cross_entropy_with_logits`` (to float32
+    rounding), about twice as fast forward plus backward on a CPU for ``C`` in the
+    thousands (``bench/``): that op's kernel makes several scalar passes over ``[N, C]``.
+    """
+    import tensorflow as tf
+
+    @tf.custom_gradient
+    def xent(z):
+        m = tf.stop_gradient(tf.reduce_max(z, -1, keepdims=True))
+        e = tf.exp(z - m)
+        s = tf.reduce_sum(e, -1, keepdims=True)
+        zy = tf.gather(z, labels[..., None], batch_dims=len(labels.shape))
+        ce = tf.squeeze(m + tf.math.log(s) - zy, -1)
+
+        def grad(g):
+            shape = tf.shape(z)
+            p = tf.reshape(e * (g[..., None] / s), [-1, shape[-1]])
+            rows = tf.range(tf.shape(p)[0])
+            p = tf.tensor_scatter_nd_sub(p, tf.stack([rows, tf.reshape(labels, [-1])], 1),
+                                         tf.reshape(g, [-1]))
+            return tf.reshape(p, shape)
+
+        return ce, grad
+
+    return xent(logits)
+
+
+def _token_cross_entropy(y_true, y_pred, sample_weight, offset):
+    """``(ce, m)``: per-position cross-entropy (nats) and the 0/1 float mask, both ``y_true``'s shape."""
+    y_true = ops.cast(y_true, "int32")
+    m = _mask(y_true, sample_weight)
+    cls = ops.maximum(y_true - offset, 0)
+    if keras.backend.backend() == "tensorflow":
+        return sparse_softmax_cross_entropy(cls, ops.cast(y_pred, "float32")), m
+    return ops.sparse_categorical_crossentropy(cls, ops.cast(y_pred, "float32"), from_logits=True), m
+
+
+def share_cross_entropy(loss, metrics) -> None:
+    """Let the :class:`MaskedCrossEntropy` metrics in ``metrics`` reuse ``loss``'s per-token values.
+
+    When Keras hands a metric the very ``(y_true, y_pred)`` tensors it gave the
+    loss in the same step, the metric takes the loss's cross-entropy instead of
+    computing another softmax; any other call (evaluation without the loss, a
+    different output) computes its own. The result is the same number either way.
+    """
+    if isinstance(loss, MaskedSparseCrossEntropy):
+        for m in metrics:
+            if isinstance(m, MaskedCrossEntropy) and m.offset == loss.offset:
+                m._loss = loss
 
 
 def _global_sum(x):
@@ -61,10 +131,9 @@ class MaskedSparseCrossEntropy(keras.losses.Loss):
         return {**super().get_config(), "offset": self.offset}
 
     def __call__(self, y_true, y_pred, sample_weight=None):
-        y_true = ops.cast(y_true, "int32")
-        m = _mask(y_true, sample_weight)
-        cls = ops.maximum(y_true - self.offset, 0)
-        ce = ops.sparse_categorical_crossentropy(cls, ops.cast(y_pred, "float32"), from_logits=True)
+        ce, m = _token_cross_entropy(y_true, y_pred, sample_weight, self.offset)
+        # the metric of share_cross_entropy() reuses these tensors for the same (y_true, y_pred)
+        self._last = (y_true, y_pred, sample_weight, ce, m)
         return ops.divide(ops.sum(ce * m), ops.maximum(_global_sum(ops.sum(m)), 1.0))
 
     def call(self, y_true, y_pred):  # pragma: no cover - __call__ is overridden
@@ -119,10 +188,12 @@ class MaskedCrossEntropy(keras.metrics.Metric):
         return {**super().get_config(), "offset": self.offset}
 
     def update_state(self, y_true, y_pred, sample_weight=None):
-        y_true = ops.cast(y_true, "int32")
-        m = _mask(y_true, sample_weight)
-        cls = ops.maximum(y_true - self.offset, 0)
-        ce = ops.sparse_categorical_crossentropy(cls, ops.cast(y_pred, "float32"), from_logits=True)
+        last = getattr(getattr(self, "_loss", None), "_last", None)
+        if last is not None and last[0] is y_true and last[1] is y_pred and last[2] is sample_weight:
+            ce, m = last[3], last[4]
+            self.shared_steps = getattr(self, "shared_steps", 0) + 1  # traces that reused the loss's
+        else:
+            ce, m = _token_cross_entropy(y_true, y_pred, sample_weight, self.offset)
         self.nll.assign_add(ops.sum(ce * m))
         self.total.assign_add(ops.sum(m))
 
@@ -136,10 +207,22 @@ class MaskedCrossEntropy(keras.metrics.Metric):
 
 @keras.saving.register_keras_serializable(package="seqkit")
 class MaskedPerplexity(MaskedCrossEntropy):
-    """``exp(total NLL / total tokens)`` over non-padding positions of the whole epoch."""
+    """``exp(total NLL / total tokens)`` over non-padding positions of the whole epoch.
 
-    def __init__(self, name="perplexity", offset: int = 0, **kwargs):
+    Args:
+        of: a :class:`MaskedCrossEntropy` metric of the same model whose sums this
+            one reads (no computation of its own); ``None`` = compute its own.
+    """
+
+    def __init__(self, name="perplexity", offset: int = 0, of: MaskedCrossEntropy | None = None, **kwargs):
         super().__init__(name=name, offset=offset, **kwargs)
+        self._of = of
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        if self._of is None:
+            super().update_state(y_true, y_pred, sample_weight)
 
     def result(self):
+        if self._of is not None:
+            return ops.exp(self._of.result())
         return ops.exp(super().result())

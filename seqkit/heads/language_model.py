@@ -142,7 +142,8 @@ class LanguageModelHead(Head):
     def metrics(self):
         from seqkit.losses import MaskedAccuracy, MaskedCrossEntropy, MaskedPerplexity
 
-        return [MaskedCrossEntropy(), MaskedAccuracy(), MaskedPerplexity()]
+        ce = MaskedCrossEntropy()
+        return [ce, MaskedAccuracy(), MaskedPerplexity(of=ce)]
 
     def summarize(self, results):
         """Exact ``cross_entropy`` (nats/token), ``perplexity``, ``accuracy``, plus ``bits_per_token``."""

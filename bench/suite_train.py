@@ -1,0 +1,209 @@
+"""Training throughput (tokens/s) of one LM shape: seqkit's recipe path beside plain Keras and PyTorch.
+
+Shape (the issue's): vocabulary 5000, embedding 128, one LSTM layer of 256,
+batch 32, length 64, Adam (lr 1e-3), global clip norm 1.0, cross-entropy over
+every position. One measurement = ``--steps`` training steps (default 8) after
+the warm-up, timed end to end; tokens/s = ``steps * 32 * 64 / seconds``.
+
+Contenders (one process, interleaved repeat by repeat):
+
+* ``seqkit``: the recipe path -- a recipe (``text_lines`` source over a
+  generated corpus of 63-word lines over 4,996 word types, so ``T = 64`` with
+  the start marker and ``V = 5000`` with the four specials) through
+  ``seqkit.train.prepare``, ``compile_model`` (masked loss, exact
+  cross-entropy / accuracy / perplexity metrics, replica-exact clipping) and
+  ``make_split_dataset`` (tf.data, bucketed), stepping Keras's own
+  ``train_function`` as ``fit`` does. The LSTM is
+  :class:`seqkit.layers.fused_lstm.FusedLSTM`.
+* ``seqkit (keras LSTM)``: the same with the plugin's layer swapped back to
+  ``keras.layers.LSTM`` (what the fused kernel gains).
+* ``keras``: the model written by hand in plain Keras as seqkit's is
+  (``Embedding(mask_zero=True)``, ``LSTM``, ``Dense``, Adam with
+  ``global_clipnorm``, ``SparseCategoricalCrossentropy(from_logits=True)``), fed
+  by ``tf.data`` from the same token arrays.
+* ``keras (no mask)``: the same without ``mask_zero`` (Keras's unmasked loop is faster).
+* ``torch``: ``nn.Embedding``, ``nn.LSTM(batch_first)``, ``nn.Linear``,
+  ``cross_entropy``, ``clip_grad_norm_``, ``Adam`` (if torch is installed).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+
+V, E, H, B, T = 5000, 128, 256, 32, 64
+
+
+def corpus(path: str, lines: int, seed: int = 0) -> list[list[int]]:
+    """Write ``lines`` lines of 63 words over 4,996 word types (every type used); return word ids."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(0, V - 4, size=(lines, T - 1))
+    ids.flat[: V - 4] = np.arange(V - 4)  # every word type occurs, so the vocabulary is exactly V
+    with open(path, "w", encoding="utf-8") as f:
+        for row in ids:
+            f.write(" ".join(f"w{i}" for i in row) + "\n")
+    return ids.tolist()
+
+
+def recipe(path: str):
+    """The LM-shape recipe over the generated corpus."""
+    from seqkit.recipe import recipe_from_dict
+
+    return recipe_from_dict({
+        "name": "bench-lm", "seed": 1,
+        "data": {"source": "text_lines", "path": path, "tokenizer": "whitespace", "max_length": T,
+                 "split": {"valid": 0.0, "test": 0.0}},
+        "model": {"cell": "lstm", "units": H, "embedding_dim": E, "layers": 1},
+        "head": {"type": "language_model"},
+        "training": {"batch_size": B, "learning_rate": 1e-3, "clipnorm": 1.0, "epochs": 1},
+    })
+
+
+def keras_stepper(model, dataset):
+    """A function running one training step of ``model`` as ``fit`` does (its ``train_function``)."""
+    it = iter(dataset.repeat())
+    model.make_train_function()
+    fn = model.train_function
+
+    def step():
+        logs = fn(it)
+        return logs
+
+    return step
+
+
+def seqkit_contender(path: str, fused: bool = True):
+    from seqkit.train import compile_model, make_split_dataset, prepare
+
+    prep = prepare(recipe(path))
+    assert len(prep.vocab) == V, len(prep.vocab)
+    if fused:
+        model = compile_model(prep)
+    else:
+        import keras
+
+        from seqkit.cells import lstm
+
+        orig = lstm.LSTMPlugin.layer_class
+        lstm.LSTMPlugin.layer_class = lambda self: keras.layers.LSTM
+        try:
+            model = compile_model(prep)
+        finally:
+            lstm.LSTMPlugin.layer_class = orig
+    return keras_stepper(model, make_split_dataset(prep, "train", training=True))
+
+
+def keras_contender(ids, mask: bool = True):
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    arr = np.asarray(ids, np.int32) + 4
+    x = np.concatenate([np.full((len(arr), 1), 2, np.int32), arr], axis=1)  # <s> w_1..w_63
+    y = np.concatenate([arr, np.full((len(arr), 1), 3, np.int32)], axis=1)  # w_1..w_63 </s>
+    model = keras.Sequential([
+        keras.Input((None,), dtype="int32"),
+        keras.layers.Embedding(V, E, mask_zero=mask),
+        keras.layers.LSTM(H, return_sequences=True),
+        keras.layers.Dense(V)])
+    model.compile(keras.optimizers.Adam(1e-3, global_clipnorm=1.0),
+                  keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(x), seed=1).batch(B, drop_remainder=True)
+    return keras_stepper(model, ds.prefetch(tf.data.AUTOTUNE))
+
+
+def torch_contender(ids):
+    import numpy as np
+    import torch
+
+    torch.manual_seed(1)
+    arr = np.asarray(ids, np.int64) + 4
+    x = torch.from_numpy(np.concatenate([np.full((len(arr), 1), 2), arr], axis=1))
+    y = torch.from_numpy(np.concatenate([arr, np.full((len(arr), 1), 3)], axis=1))
+
+    class LM(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = torch.nn.Embedding(V, E)
+            self.rnn = torch.nn.LSTM(E, H, batch_first=True)
+            self.out = torch.nn.Linear(H, V)
+
+        def forward(self, tokens):
+            return self.out(self.rnn(self.emb(tokens))[0])
+
+    model = LM()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    state = {"i": 0}
+    n = len(x) // B
+
+    def step():
+        i = state["i"] % n
+        state["i"] += 1
+        xb, yb = x[i * B:(i + 1) * B], y[i * B:(i + 1) * B]
+        opt.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(model(xb).reshape(-1, V), yb.reshape(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        return float(loss)
+
+    return step
+
+
+def run(args):
+    import keras
+    import tensorflow as tf
+
+    from bench.common import interleaved, summarize
+
+    if args.threads:
+        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+    steps = 3 if args.quick else 8
+    repeats = 2 if args.quick else args.repeats
+    tmp = tempfile.mkdtemp(prefix="seqkit-bench-")
+    path = os.path.join(tmp, "corpus.txt")
+    ids = corpus(path, lines=B * 40)
+    keras.utils.set_random_seed(1)
+    makers = {"seqkit": lambda: seqkit_contender(path),
+              "seqkit (keras LSTM)": lambda: seqkit_contender(path, fused=False),
+              "keras": lambda: keras_contender(ids),
+              "keras (no mask)": lambda: keras_contender(ids, mask=False)}
+    try:
+        import torch
+
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        makers["torch"] = lambda: torch_contender(ids)
+    except ImportError:
+        torch = None
+    contenders, build_s = {}, {}
+    for name, make in makers.items():
+        t0 = time.perf_counter()
+        one = make()
+        one()  # first step: tracing / graph build
+        build_s[name] = time.perf_counter() - t0
+
+        def measure(one=one):
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                one()
+            return steps * B * T / (time.perf_counter() - t0)
+
+        contenders[name] = measure
+    res = interleaved(contenders, repeats=repeats, warmup=1)
+    base = {k: summarize(v)["median"] for k, v in res.items()}
+    rows = []
+    for name, vals in res.items():
+        row = {"contender": name, "metric": "tokens/s", **summarize(vals),
+               "ratio": base[name] / base["keras"],
+               "notes": f"first step {build_s[name]:.1f} s"}
+        rows.append(row)
+    extra = {"shape": f"V {V}, E {E}, LSTM {H}, B {B}, T {T}, Adam, global clipnorm 1.0",
+             "steps_per_measurement": steps, "repeats": repeats,
+             "ratio": "median tokens/s over the hand-written Keras model's (with mask_zero)",
+             "seqkit_vs_torch": (base["seqkit"] / base["torch"]) if "torch" in base else None,
+             "seqkit_vs_keras": base["seqkit"] / base["keras"]}
+    return rows, extra
