@@ -13,7 +13,8 @@ Contenders (one process, interleaved repeat by repeat):
   ``seqkit.train.prepare``, ``compile_model`` (masked loss, exact
   cross-entropy / accuracy / perplexity metrics, replica-exact clipping) and
   ``make_split_dataset`` (tf.data, bucketed), stepping Keras's own
-  ``train_function`` as ``fit`` does. The LSTM is
+  ``train_function`` as ``fit`` does, with ``seed_everything`` as ``seqkit
+  train`` calls it (TensorFlow op determinism on, for every contender of the process). The LSTM is
   :class:`seqkit.layers.fused_lstm.FusedLSTM`.
 * ``seqkit (keras LSTM)``: the same with the plugin's layer swapped back to
   ``keras.layers.LSTM`` (what the fused kernel gains).
@@ -23,7 +24,9 @@ Contenders (one process, interleaved repeat by repeat):
   by ``tf.data`` from the same token arrays.
 * ``keras (no mask)``: the same without ``mask_zero`` (Keras's unmasked loop is faster).
 * ``torch``: ``nn.Embedding``, ``nn.LSTM(batch_first)``, ``nn.Linear``,
-  ``cross_entropy``, ``clip_grad_norm_``, ``Adam`` (if torch is installed).
+  ``cross_entropy``, ``clip_grad_norm_``, ``Adam`` (if torch is installed), in a
+  child process driven step block by step block: in one process with
+  TensorFlow the two libraries' spinning thread pools slow PyTorch about 8x.
 """
 
 from __future__ import annotations
@@ -76,9 +79,11 @@ def keras_stepper(model, dataset):
 
 
 def seqkit_contender(path: str, fused: bool = True):
-    from seqkit.train import compile_model, make_split_dataset, prepare
+    from seqkit.train import compile_model, make_split_dataset, prepare, seed_everything
 
-    prep = prepare(recipe(path))
+    r = recipe(path)
+    seed_everything(r.seed, r.training.deterministic)  # as `seqkit train` does (op determinism on)
+    prep = prepare(r)
     assert len(prep.vocab) == V, len(prep.vocab)
     if fused:
         model = compile_model(prep)
@@ -153,6 +158,44 @@ def torch_contender(ids):
     return step
 
 
+def _torch_worker(conn, ids, steps, threads):
+    """Child process: build the PyTorch contender, answer each request with one measurement."""
+    import torch
+
+    if threads:
+        torch.set_num_threads(threads)
+    one = torch_contender(ids)
+    t0 = time.perf_counter()
+    one()
+    conn.send(time.perf_counter() - t0)
+    while conn.recv() == "measure":
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            one()
+        conn.send(steps * B * T / (time.perf_counter() - t0))
+
+
+class TorchInChild:
+    """The ``torch`` contender in a spawned child process (see the module docstring)."""
+
+    def __init__(self, ids, steps, threads):
+        import multiprocessing as mp
+
+        ctx = mp.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_torch_worker, args=(child, ids, steps, threads), daemon=True)
+        self.proc.start()
+        self.first_step = self.conn.recv()
+
+    def __call__(self) -> float:
+        self.conn.send("measure")
+        return self.conn.recv()
+
+    def close(self):
+        self.conn.send("stop")
+        self.proc.join(10)
+
+
 def run(args):
     import keras
     import tensorflow as tf
@@ -171,15 +214,13 @@ def run(args):
               "seqkit (keras LSTM)": lambda: seqkit_contender(path, fused=False),
               "keras": lambda: keras_contender(ids),
               "keras (no mask)": lambda: keras_contender(ids, mask=False)}
-    try:
-        import torch
+    import importlib.util
 
-        if args.threads:
-            torch.set_num_threads(args.threads)
-        makers["torch"] = lambda: torch_contender(ids)
-    except ImportError:
-        torch = None
+    has_torch = importlib.util.find_spec("torch") is not None
     contenders, build_s = {}, {}
+    if has_torch:
+        child = TorchInChild(ids, steps, args.threads)
+        contenders["torch"], build_s["torch"] = child, child.first_step
     for name, make in makers.items():
         t0 = time.perf_counter()
         one = make()
@@ -194,6 +235,8 @@ def run(args):
 
         contenders[name] = measure
     res = interleaved(contenders, repeats=repeats, warmup=1)
+    if has_torch:
+        child.close()
     base = {k: summarize(v)["median"] for k, v in res.items()}
     rows = []
     for name, vals in res.items():
