@@ -159,32 +159,32 @@ def _plot(path, train_t, train_h, stream):
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-        import matplotlib.ticker
     except ImportError:
         return "matplotlib not installed (pip install -e '.[plot]'): no plot"
     fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(11, 4.2))
-    ts = sorted(train_t)
-    ax_t.plot(ts, [train_t[t]["us_per_token"] for t in ts], "o-", label=f"training, H=256, B={BATCH}")
-    ss = sorted(stream)
-    ax_t.plot(ss, [stream[t]["us_per_step"] for t in ss], "s-", label="streaming TFLite step, B=1")
+    colour = {128: "tab:green", 512: "tab:red"}
+    ts, ss = sorted(train_t), sorted(stream)
+    ax_t.plot(ts, [train_t[t]["us_per_token"] for t in ts], "o-", color="tab:blue",
+              label=f"training, H=256, B={BATCH}")
+    ax_t.plot(ss, [stream[t]["us_per_step"] for t in ss], "s-", color="tab:orange",
+              label="streaming TFLite step, B=1")
+    ax_m.plot(ts, [train_t[t]["train_mb"] for t in ts], "o-", color="tab:blue",
+              label="training memory (peak - before training)")
+    ax_m.plot(ts, [train_t[t]["peak_rss_mb"] for t in ts], "o--", color="tab:blue", alpha=0.5,
+              label="training peak RSS")
+    ax_m.plot(ss, [stream[t]["peak_rss_mb"] for t in ss], "s-", color="tab:orange", label="streaming peak RSS")
     for h, r in sorted(train_h.items()):
         if h != 256:
-            ax_t.plot([256], [r["us_per_token"]], "^", label=f"training, H={h}")
-    ax_t.set(xscale="log", yscale="log", xlabel="sequence length T (steps)",
-             ylabel="microseconds per token (log)", title="time per token (flat = linear in T)")
-    ax_t.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
-    ax_t.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-    ax_t.set_xticks(LENGTHS, [str(t) for t in LENGTHS])
-    ax_t.legend(fontsize=8)
-    ax_m.plot(ts, [train_t[t]["train_mb"] for t in ts], "o-", label="training memory (peak - before training)")
-    ax_m.plot(ts, [train_t[t]["peak_rss_mb"] for t in ts], "o--", alpha=0.6, label="training peak RSS")
-    ax_m.plot(ss, [stream[t]["peak_rss_mb"] for t in ss], "s-", label="streaming peak RSS")
-    for h, r in sorted(train_h.items()):
-        if h != 256:
-            ax_m.plot([256], [r["train_mb"]], "^", label=f"training memory, H={h}")
+            ax_t.plot([256], [r["us_per_token"]], "^", color=colour.get(h), label=f"training, H={h}")
+            ax_m.plot([256], [r["train_mb"]], "^", color=colour.get(h), label=f"training memory, H={h}")
+    ax_t.set(xscale="log", xlabel="sequence length T (steps)", ylabel="microseconds per token",
+             title="time per token (flat = time linear in T)")
+    ax_t.set_ylim(bottom=0)
     ax_m.set(xlabel="sequence length T (steps)", ylabel="MB", title="memory (full BPTT grows linearly in T)")
-    ax_m.set_xticks(LENGTHS, [str(t) for t in LENGTHS])
-    ax_m.legend(fontsize=8)
+    ax_m.set_ylim(bottom=0)
+    for ax in (ax_t, ax_m):
+        ax.set_xticks(LENGTHS, [str(t) for t in LENGTHS])
+        ax.legend(fontsize=8)
     fig.tight_layout()
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -266,6 +266,13 @@ def run(args):
             f"(the forward state still carries information from further back). The arithmetic per token "
             f"is the same either way (time per step is linear in T). seqkit trains with full BPTT; the LM head "
             f"splits lines longer than data.max_length into independent pieces (no carried state).")
+    if len(train_h) >= 2:
+        hs = sorted(train_h)
+        extra["width"] = (
+            f"at T=256, H={hs[0]}..{hs[-1]}: " + ", ".join(
+                f"H={h} {train_h[h]['step_ms']:.0f} ms/step, {train_h[h]['train_mb']:.0f} MB" for h in hs)
+            + f" (training memory moves little with H: with V={LM_SHAPE['vocab']} the per-step logits "
+              f"dominate the H-sized gates and states).")
     if len(stream) >= 2 and all("error" not in r for r in stream.values()):
         ss = sorted(stream)
         extra["streaming_flat"] = (
