@@ -46,7 +46,9 @@ target <= 1.10) measure the overhead more robustly on a shared machine: calls
 of ``interpreter.invoke()`` and ``StreamingModel.step`` alternate on the same
 interpreter, each call timed on its own, and one measurement is the ratio of
 the two per-call medians (a neighbour's burst hits both alike, and the median
-drops interrupted calls).
+drops interrupted calls). ``signature runner / seqkit runtime, Q (paired)``
+alternates the runtime with a signature runner on a second interpreter of the
+same model: what the direct path saves.
 
 Contenders that use more than one thread (TF, torch, XNNPACK or BLAS with 2
 threads) sleep 0.1 s after each measurement, so their spinning worker
@@ -209,7 +211,8 @@ def run(args):
         x = np.array([5], np.int32)
         contenders[f"seqkit runtime {LABEL[q]}"] = _measure(lambda rt=rt, x=x: rt.step(x), budget)
         notes[f"seqkit runtime {LABEL[q]}"] = "StreamingModel.step, states carried"
-        contenders[f"tflite {LABEL[q]} signature runner"] = _measure(_signature_runner(data, meta), budget)
+        runner_call = _signature_runner(data, meta)
+        contenders[f"tflite {LABEL[q]} signature runner"] = _measure(runner_call, budget)
         paired_rt = StreamingModel(model_bytes=data, metadata=meta)
         pairs = _calls_for(lambda rt=paired_rt, x=x: rt.step(x), budget)
         contenders[f"seqkit runtime / bare invoke, {LABEL[q]} (paired)"] = (
@@ -217,6 +220,10 @@ def run(args):
             _paired(rt.interpreter.invoke, lambda: rt.step(x), n, log))
         notes[f"seqkit runtime / bare invoke, {LABEL[q]} (paired)"] = (
             "alternating calls on one interpreter, each timed; ratio of per-call medians")
+        contenders[f"signature runner / seqkit runtime, {LABEL[q]} (paired)"] = (
+            lambda rt=paired_rt, x=x, n=pairs, call=runner_call: _paired(lambda: rt.step(x), call, n))
+        notes[f"signature runner / seqkit runtime, {LABEL[q]} (paired)"] = (
+            "alternating calls (two interpreters), each timed; ratio of per-call medians")
         notes[f"tflite {LABEL[q]} signature runner"] = "get_signature_runner('step'), states carried"
         if q == "none":
             contenders["tflite float32 bare invoke, 2 threads"] = _measure(_bare_invoke(data, 2), budget, SETTLE)
@@ -297,6 +304,9 @@ def run(args):
                 for q in QUANT}
     runner = {LABEL[q]: round(next(r["ratio"] for r in rows
                                    if r["contender"] == f"tflite {LABEL[q]} signature runner"), 3) for q in QUANT}
+    runner_vs_runtime = {LABEL[q]: round(next(r["median"] for r in rows if r["contender"] ==
+                                              f"signature runner / seqkit runtime, {LABEL[q]} (paired)"), 3)
+                         for q in QUANT}
     med = {r["contender"]: r["median"] for r in rows}
     paired_us = {k: {"bare_invoke_us": round(statistics.median(a for a, _ in v[1:]), 1),
                      "runtime_step_us": round(statistics.median(b for _, b in v[1:]), 1)}
@@ -312,13 +322,15 @@ def run(args):
         "paired_per_call_medians": paired_us,
         "runtime_minus_bare_invoke_us": overhead,
         "signature_runner_over_bare_invoke": runner,
+        "signature_runner_over_runtime_paired": runner_vs_runtime,
         "parity_max_abs_logit_diff": parity,
         "ratio_column": "TFLite rows: median over repeats of (row / bare invoke of the same precision); "
                         "Keras, torch and GEMV rows: against the float32 bare invoke",
         "summary": (f"seqkit runtime / bare invoke (paired per-call medians): "
                     + ", ".join(f"{k} {v:.3f}" for k, v in ratios.items())
                     + f" (target <= 1.10; overhead " + ", ".join(f"{k} {v:+.1f} us" for k, v in overhead.items())
-                    + "); signature runner / bare invoke: " + ", ".join(f"{k} {v:.3f}" for k, v in runner.items())
+                    + "); signature runner / seqkit runtime (paired): "
+                    + ", ".join(f"{k} {v:.3f}" for k, v in runner_vs_runtime.items())
                     + f". float32 bare invoke {f32:.0f} us against GEMV bounds of "
                     f"{med['GEMV bound, 1 thread']:.0f} us (1 thread) and {med['GEMV bound, 2 threads']:.0f} us "
                     f"(2 threads)."),
