@@ -326,9 +326,9 @@ def run(args):
         "parity_max_abs_logit_diff": parity,
         "ratio_column": "TFLite rows: median over repeats of (row / bare invoke of the same precision); "
                         "Keras, torch and GEMV rows: against the float32 bare invoke",
-        "summary": (f"seqkit runtime / bare invoke (paired per-call medians): "
+        "summary": ("seqkit runtime / bare invoke (paired per-call medians): "
                     + ", ".join(f"{k} {v:.3f}" for k, v in ratios.items())
-                    + f" (target <= 1.10; overhead " + ", ".join(f"{k} {v:+.1f} us" for k, v in overhead.items())
+                    + " (target <= 1.10; overhead " + ", ".join(f"{k} {v:+.1f} us" for k, v in overhead.items())
                     + "); signature runner / seqkit runtime (paired): "
                     + ", ".join(f"{k} {v:.3f}" for k, v in runner_vs_runtime.items())
                     + f". float32 bare invoke {f32:.0f} us against GEMV bounds of "
