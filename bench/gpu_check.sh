@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# GPU check for a lent GPU machine (one NVIDIA GPU, no network): does LSTM/GRU training take the
+# cuDNN kernel, which recipe options force the generic one (seqkit's warning), and tokens/s on the
+# GPU beside the CPU. Installs nothing when seqkit and TensorFlow already import (this copy of the
+# repository goes first on PYTHONPATH); otherwise tries `pip install -e .` once.
+#
+#   bash bench/gpu_check.sh [--steps N ...]     # from anywhere; writes $OUT/gpu_check.json if $OUT is set
+#
+# Exit status: 0 all checks as expected; 1 a check failed; 2 no GPU visible to TensorFlow;
+# 3 seqkit/TensorFlow not importable; 124 over the 290 s limit. See bench/gpu_check.py.
+set -u
+cd "$(dirname "$0")/.." || exit 3
+echo "== nvidia-smi"
+if command -v nvidia-smi >/dev/null 2>&1; then
+  nvidia-smi || echo "nvidia-smi failed (exit $?)"
+else
+  echo "nvidia-smi: not found (no NVIDIA driver on this machine)"
+fi
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+PY="${PYTHON:-python}"
+if ! "$PY" -c "import importlib.util as u, sys; sys.exit(not all(u.find_spec(m) for m in ('seqkit', 'keras', 'tensorflow')))"; then
+  echo "== seqkit / keras / tensorflow do not import: pip install -e ."
+  "$PY" -m pip install -e . || { echo "FAIL (3): pip install -e . failed (no network here?)" >&2; exit 3; }
+fi
+echo "== python -m bench.gpu_check $*"
+timeout 290 "$PY" -m bench.gpu_check "$@"
+rc=$?
+[ "$rc" -eq 124 ] && echo "FAIL (124): the check ran past 290 s and was stopped" >&2
+exit "$rc"
