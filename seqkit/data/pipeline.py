@@ -44,15 +44,18 @@ def make_dataset(examples: list[str], vocab: Vocabulary, to_pair, *, tokenizer: 
     else:
         ds = tf.data.Dataset.from_tensor_slices(tf.constant(examples, dtype=tf.string))
 
-    def encode(line):
+    def encode(lines):  # a batch of lines at once: string ops and lookups per line were slow
         if lowercase:
-            line = tf.strings.lower(line, encoding="utf-8")
-        toks = tf.strings.unicode_split(line, "UTF-8") if tokenizer == "char" else tf.strings.split(line)
-        ids = tf.cast(lookup(toks), tf.int32)
+            lines = tf.strings.lower(lines, encoding="utf-8")
+        toks = tf.strings.unicode_split(lines, "UTF-8") if tokenizer == "char" else tf.strings.split(lines)
+        return tf.cast(lookup(toks), tf.int32)  # ragged [n, None]
+
+    def pair(ids):
         x, y = to_pair(ids)
         return x[:max_length], y[:max_length]
 
-    ds = ds.map(encode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    ds = (ds.batch(256).map(encode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+          .unbatch().map(pair, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True))
     if bucket:
         bounds = bucket_boundaries(max_length)
         ds = ds.bucket_by_sequence_length(

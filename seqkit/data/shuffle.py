@@ -26,15 +26,22 @@ def epoch_order(n: int, seed: int, first_epoch: int = 0):
         A dataset of scalar ``tf.int64`` indices; pass ``k`` (from ``first_epoch``)
         is ``numpy.random.default_rng([seed, k]).permutation(n)``.
     """
+    return _permutations(n, seed, first_epoch).unbatch()
+
+
+def _permutations(n: int, seed: int, first_epoch: int):
+    """A dataset whose element ``k`` is pass ``k``'s whole permutation (``[n]`` int64)."""
     import tensorflow as tf
 
     state = {"epoch": first_epoch}
 
     def gen():
-        yield from np.random.default_rng([seed, state["epoch"]]).permutation(n)
-        state["epoch"] += 1  # only a completed pass counts as an epoch
+        # one whole permutation per pass: a Python generator yielding index by index cost
+        # ~0.4 ms an example and was the slowest stage of the input pipeline
+        yield np.random.default_rng([seed, state["epoch"]]).permutation(n)
+        state["epoch"] += 1  # reached only once the pass's last element has been taken
 
-    return tf.data.Dataset.from_generator(gen, output_signature=tf.TensorSpec([], tf.int64))
+    return tf.data.Dataset.from_generator(gen, output_signature=tf.TensorSpec([n], tf.int64))
 
 
 def epoch_shuffled(examples: list, seed: int, first_epoch: int = 0):
@@ -42,4 +49,4 @@ def epoch_shuffled(examples: list, seed: int, first_epoch: int = 0):
     import tensorflow as tf
 
     table = tf.constant(list(examples), dtype=tf.string)
-    return epoch_order(len(examples), seed, first_epoch).map(lambda i: tf.gather(table, i))
+    return _permutations(len(examples), seed, first_epoch).map(lambda i: tf.gather(table, i)).unbatch()
