@@ -17,6 +17,7 @@ half-written model. Layout::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -27,6 +28,23 @@ from seqkit.errors import SeqkitError
 FORMATS = ("tflite", "saved_model", "all")
 DEFAULT_TOLERANCE = {"none": 1e-4, "float16": None, "dynamic-range": None}
 DEFAULT_AGREEMENT = {"none": 0.999, "float16": 0.99, "dynamic-range": 0.99}
+
+
+@contextlib.contextmanager
+def staged_dir(out: str):
+    """Yield a fresh ``OUT.partial-PID`` directory; when the block ends without an exception,
+    replace ``out`` with it (an existing ``out`` is removed first: the caller checked
+    ``--overwrite``). Whatever happens, no ``.partial`` directory is left behind."""
+    tmp = f"{out.rstrip(os.sep)}.partial-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    try:
+        yield tmp
+        if os.path.exists(out):
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def metadata_for(prep, stepper, quantize: str, full_sequence: dict | None = None) -> dict:
@@ -140,10 +158,7 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
     held_out = prep.splits.get("test") or prep.splits.get("valid") or prep.splits["train"]
     case = ParityCase(prep, model, held_out[:parity_examples], length)
 
-    tmp = f"{out.rstrip(os.sep)}.partial-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(tmp)
-    try:
+    with staged_dir(out) as tmp:
         archive, stepper = build_archive(prep, model, with_step=can_step or not full_sequence)
         sm_dir = os.path.join(tmp, "saved_model")
         archive.write_out(sm_dir, verbose=False)
@@ -205,11 +220,6 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
                 json.dump(meta["labels"], f, ensure_ascii=False)
         with open(os.path.join(tmp, "parity.json"), "w", encoding="utf-8") as f:
             json.dump(report, f, indent=2)
-        if os.path.exists(out):
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return report
 
 
