@@ -7,6 +7,9 @@ dynamic batch do not (TensorList ops), which is why the step model is the
 TFLite artefact; with the input shape pinned (``predict`` of
 :func:`seqkit.export.archive.build_full_sequence_archive`) they do, as a WHILE
 loop that keeps the padding mask -- the artefact for bidirectional encoders.
+An encoder-decoder converts to one model with two signatures, ``encode``
+(pinned ``[1, S_max]``) and ``decode_step`` (dynamic batch), see
+:mod:`seqkit.export.seq2seq_archive`.
 """
 
 from __future__ import annotations
@@ -21,14 +24,16 @@ def convert_step(saved_model_dir: str, quantize: str = "none") -> bytes:
     return convert_signature(saved_model_dir, quantize, "step")
 
 
-def convert_signature(saved_model_dir: str, quantize: str = "none", signature: str = "step") -> bytes:
-    """Convert one signature of a SavedModel to a ``.tflite`` flatbuffer.
+def convert_signature(saved_model_dir: str, quantize: str = "none",
+                      signature: str | list[str] = "step") -> bytes:
+    """Convert one signature (or several, into one model) of a SavedModel to a ``.tflite`` flatbuffer.
 
     Args:
         saved_model_dir: a SavedModel written from :mod:`seqkit.export.archive`.
         quantize: ``"none"`` (float32), ``"float16"`` (float16 weights) or
             ``"dynamic-range"`` (int8 weights, float activations).
-        signature: ``"step"`` or (pinned shape) ``"predict"``.
+        signature: ``"step"``, (pinned shape) ``"predict"``, or a list such as
+            ``["encode", "decode_step"]`` (an encoder-decoder: one model, both signatures).
 
     Returns:
         The model bytes.
@@ -41,7 +46,9 @@ def convert_signature(saved_model_dir: str, quantize: str = "none", signature: s
 
     if quantize not in QUANTIZE:
         raise SeqkitError(f"--quantize {quantize}: expected one of {', '.join(QUANTIZE)}.")
-    conv = tf.lite.TFLiteConverter.from_saved_model(saved_model_dir, signature_keys=[signature])
+    keys = [signature] if isinstance(signature, str) else list(signature)
+    signature = " + ".join(keys)
+    conv = tf.lite.TFLiteConverter.from_saved_model(saved_model_dir, signature_keys=keys)
     conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
     if quantize == "float16":
         conv.optimizations = [tf.lite.Optimize.DEFAULT]
