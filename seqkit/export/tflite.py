@@ -77,15 +77,30 @@ def interpreter(model: bytes | str):
 
 
 def op_names(model: bytes | str) -> list[str]:
-    """Sorted distinct op names of a TFLite model (e.g. ``['FULLY_CONNECTED', 'GATHER', ...]``).
+    """Sorted distinct op names of a TFLite model, every subgraph included
+    (e.g. ``['FULLY_CONNECTED', 'GATHER', 'WHILE', ...]``).
 
-    Read with the default delegates off, so XNNPACK does not hide ops behind ``DELEGATE`` nodes.
+    Read from the flatbuffer itself (``ai_edge_litert.schema_py_generated``), not from an
+    interpreter: the interpreter lists the primary subgraph's nodes only, which hides a second
+    signature (an encoder-decoder's ``encode``) and the bodies of WHILE loops, and its default
+    delegate would hide ops behind ``DELEGATE`` nodes. A custom op is named by its custom code
+    (``Flex...`` for select-TF ops), or ``CUSTOM`` when it has none.
     """
-    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+    from ai_edge_litert import schema_py_generated as schema
 
-    kind = OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
-    it = (Interpreter(model_content=model, experimental_op_resolver_type=kind)
-          if isinstance(model, (bytes, bytearray))
-          else Interpreter(model_path=model, experimental_op_resolver_type=kind))
-    it.allocate_tensors()
-    return sorted({op["op_name"] for op in it._get_ops_details()})
+    if not isinstance(model, (bytes, bytearray)):
+        with open(model, "rb") as f:
+            model = f.read()
+    m = schema.Model.GetRootAsModel(model, 0)
+    builtin = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
+    codes = []
+    for i in range(m.OperatorCodesLength()):
+        oc = m.OperatorCodes(i)
+        code = max(oc.BuiltinCode(), oc.DeprecatedBuiltinCode())  # codes > 127 live in BuiltinCode
+        if code == schema.BuiltinOperator.CUSTOM:
+            codes.append((oc.CustomCode() or b"").decode() or "CUSTOM")
+        else:
+            codes.append(builtin.get(code, str(code)))
+    return sorted({codes[g.Operators(j).OpcodeIndex()]
+                   for g in (m.Subgraphs(k) for k in range(m.SubgraphsLength()))
+                   for j in range(g.OperatorsLength())})
