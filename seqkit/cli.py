@@ -453,6 +453,9 @@ def stream(export_dir, prompt, max_length, temperature, top_k, greedy, beam_widt
     from seqkit.runtime.streaming import StreamingModel
 
     if _export_head(export_dir) == "seq2seq":
+        if prompt:
+            raise SeqkitError("--prompt is for language-model exports; give a seq2seq export its "
+                              "sources with --input FILE (one per line) or on stdin.")
         _stream_seq2seq(export_dir, input_path or "-", greedy=greedy, beam_width=beam_width,
                         max_length=max_length)
         return

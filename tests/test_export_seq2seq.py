@@ -264,6 +264,10 @@ def test_cli_export_stream_equals_predict_and_inspect(runs, tmp_path):
     assert res.stdout.splitlines() != want  # beam and greedy differ on these words
     res = r.invoke(main, ["stream", out], input="abababab\n")
     assert res.exit_code == 2 and "<stdin>:1: the input has 8 symbols" in res.output
+    res = r.invoke(main, ["stream", out, "--prompt", "ab"])
+    assert res.exit_code == 2 and "--prompt is for language-model exports" in res.output
+    res = r.invoke(main, ["bench-step", out])
+    assert res.exit_code == 2 and "an encoder-decoder export" in res.output
     res = r.invoke(main, ["inspect", out])
     assert res.exit_code == 0, res.output
     assert "signature 'encode'" in res.output and "signature 'decode_step'" in res.output
