@@ -398,11 +398,13 @@ def validate(recipe, overrides, check_data, show):
 @click.option("--batch", type=click.IntRange(min=1), default=1, show_default=True,
               help="--full-sequence: rows per call.")
 @click.option("--length", type=click.IntRange(min=1),
-              help="--full-sequence: steps per row [default: the run's data.max_length].")
+              help="--full-sequence: steps per row; seq2seq runs: the encoder's pinned source "
+              "length [default: the run's data.max_length].")
 @_common
 def export(run_dir, fmt, out, quantize, tolerance, min_agreement, parity_examples, overwrite,
            full_sequence, batch, length):
-    """Export a trained run (SavedModel / TFLite step model), checked against Keras before writing."""
+    """Export a trained run (SavedModel / TFLite step model; seq2seq: encode + decode_step signatures),
+    checked against Keras before writing."""
     from seqkit.export.writer import export_run
     from seqkit.recipe import load_recipe
     from seqkit.rundir import RECIPE, RunDir
@@ -418,29 +420,48 @@ def export(run_dir, fmt, out, quantize, tolerance, min_agreement, parity_example
             click.echo(f"{kind}: max |logit diff| {r['max_abs_diff']:.3g}, arg-max agreement "
                        f"{r['argmax_agreement']:.4f} ({r['positions']} positions)"
                        + (f", {r['bytes']:,} bytes, ops {', '.join(r['ops'])}" if kind == "tflite" else ""))
+        if f"{kind}_decoding" in report:  # seq2seq: outputs identical to Keras's transduce
+            r = report[f"{kind}_decoding"]
+            click.echo(f"{kind} decoding: identical to Keras on {r['greedy']['identical']:.4f} (greedy), "
+                       f"{r['beam']['identical']:.4f} (beam {report['decoding']['beam_width']}) of "
+                       f"{r['beam']['sequences']} sources")
     click.echo(f"export directory: {out}")
 
 
 @main.command()
 @click.argument("export_dir", type=click.Path(file_okay=False))
 @click.option("--prompt", default="", help="Text to continue (language-model exports).")
-@click.option("--max-length", type=click.IntRange(min=1), default=80, show_default=True)
+@click.option("--max-length", type=click.IntRange(min=1),
+              help="Most new tokens [default: 80; seq2seq: the export's decoding.max_length].")
 @click.option("--temperature", type=click.FloatRange(min=0, min_open=True), default=0.8, show_default=True)
 @click.option("--top-k", type=click.IntRange(min=0), default=0, show_default=True)
-@click.option("--greedy", is_flag=True, help="Arg-max decoding instead of sampling.")
+@click.option("--greedy", is_flag=True, help="Arg-max decoding instead of sampling (seq2seq: instead of beam search).")
+@click.option("--beam-width", type=click.IntRange(min=1),
+              help="seq2seq exports: beam width [default: the export's decoding.beam_width].")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--input", "input_path",
               help="Acceptor/tagger exports: a .ts file (frames) or text, one sequence per line "
-              "(tokens); - for stdin [default: stdin].")
+              "(tokens); seq2seq exports: one source per line; - for stdin [default: stdin].")
 @_common
-def stream(export_dir, prompt, max_length, temperature, top_k, greedy, seed, input_path):
+def stream(export_dir, prompt, max_length, temperature, top_k, greedy, beam_width, seed, input_path):
     """Run an exported TFLite step model one input at a time, carrying the state (the on-device loop).
 
     Language model: continue --prompt. Acceptor: print the running answer after every frame/token.
-    Tagger: print each token's tag as it comes."""
+    Tagger: print each token's tag as it comes. Encoder-decoder (seq2seq): encode each input line,
+    then decode it symbol by symbol (beam search, or --greedy) and print the output symbols."""
     from seqkit.data.vocab import START_ID, UNK_ID, Vocabulary, tokenize
     from seqkit.runtime.streaming import StreamingModel
 
+    if _export_head(export_dir) == "seq2seq":
+        if prompt:
+            raise SeqkitError("--prompt is for language-model exports; give a seq2seq export its "
+                              "sources with --input FILE (one per line) or on stdin.")
+        _stream_seq2seq(export_dir, input_path or "-", greedy=greedy, beam_width=beam_width,
+                        max_length=max_length)
+        return
+    if beam_width is not None:
+        raise SeqkitError("--beam-width is for seq2seq exports; this export streams one step model.")
+    max_length = max_length or 80
     rt = StreamingModel(export_dir)
     meta = rt.metadata
     if meta["head"] in ("acceptor", "tagger"):
@@ -459,16 +480,44 @@ def stream(export_dir, prompt, max_length, temperature, top_k, greedy, seed, inp
     click.echo(prompt + (join if prompt and join else "") + vocab.decode(new, join=join))
 
 
+def _export_head(export_dir: str) -> str | None:
+    """The ``head`` an export's ``metadata.json`` names (None when it cannot be read)."""
+    try:
+        with open(os.path.join(export_dir, "metadata.json"), encoding="utf-8") as f:
+            return json.load(f).get("head")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _read_input(input_path: str) -> tuple[str, str]:
+    """``(name, text)`` of ``--input`` (``-`` = stdin)."""
+    if input_path == "-":
+        return "<stdin>", sys.stdin.read()
+    from seqkit.data.base import read_text
+
+    return input_path, read_text(input_path, key="--input")
+
+
+def _stream_seq2seq(export_dir: str, input_path: str, *, greedy: bool, beam_width, max_length) -> None:
+    """``seqkit stream`` for encoder-decoder exports: one line of output symbols per input line
+    (see :mod:`seqkit.runtime.seq2seq_stream`)."""
+    from seqkit.runtime.seq2seq_stream import Seq2SeqModel, read_sources
+
+    if greedy and beam_width is not None:
+        raise SeqkitError("--greedy and --beam-width exclude each other (--beam-width 1 is greedy).")
+    rt = Seq2SeqModel(export_dir)
+    name, text = _read_input(input_path)
+    for _, ids in read_sources(text, name, rt):
+        out = (rt.greedy(ids, max_length) if greedy
+               else rt.beam_search(ids, beam_width=beam_width, max_length=max_length)[0][0])
+        click.echo(" ".join(rt.symbols(out)))
+
+
 def _stream_sequences(rt, input_path: str) -> None:
     """``seqkit stream`` for acceptor / tagger exports (see :mod:`seqkit.runtime.sequence_stream`)."""
     from seqkit.runtime.sequence_stream import read_stream_input, stream_answers
 
-    if input_path == "-":
-        name, text = "<stdin>", sys.stdin.read()
-    else:
-        from seqkit.data.base import read_text
-
-        name, text = input_path, read_text(input_path, key="--input")
+    name, text = _read_input(input_path)
     inputs = read_stream_input(text, name, rt.metadata)
     tagger = rt.metadata["head"] == "tagger"
     for ans in stream_answers(rt, inputs):
@@ -511,6 +560,11 @@ def inspect(path):
         inp = meta.get("full_sequence", {}).get("input") or meta["input"]
         sizes = (f"vocabulary {len(meta['vocab'])}" if meta.get("vocab") else "frames")
         sizes += f", {len(meta['labels'])} classes" if meta.get("labels") else ""
+        if meta.get("target_vocab"):
+            enc = meta["encoder"]
+            sizes += (f", target vocabulary {len(meta['target_vocab'])}, encoder pinned to "
+                      f"[1, {enc['pinned_length']}], attention {meta['attention']}, states "
+                      + " ".join(s["name"] for s in meta["state_layout"]))
         click.echo(f"head {meta['head']}, {meta.get('artefact', 'step')} model, input {inp['kind']}, "
                    f"{sizes}, quantize {meta['quantize']}, seqkit {meta['seqkit_version']}")
 

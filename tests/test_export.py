@@ -190,3 +190,27 @@ def test_cli_export_stream_inspect(runs, tmp_path):
     bad.write_bytes(b"not a model")
     res = r.invoke(main, ["inspect", str(bad)])
     assert res.exit_code == 2 and "not a valid TFLite model" in res.output
+
+
+def test_op_names_reads_every_subgraph_and_names_flex_ops(tf, tmp_path):
+    """A Flex (select-TF) op is named, so convert_signature can refuse it, and ops of a second
+    signature count: the interpreter's own op list shows the primary subgraph only."""
+    from seqkit.export.tflite import op_names
+
+    class M(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([3], tf.string)])
+        def flex(self, x):
+            return {"y": tf.strings.length(x) + 1}
+
+        @tf.function(input_signature=[tf.TensorSpec([3], tf.float32)])
+        def plain(self, x):
+            return {"y": tf.tanh(x)}
+
+    m = M()
+    tf.saved_model.save(m, str(tmp_path / "sm"), signatures={"flex": m.flex, "plain": m.plain})
+    conv = tf.lite.TFLiteConverter.from_saved_model(str(tmp_path / "sm"), signature_keys=["plain", "flex"])
+    conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS, tf.lite.OpsSet.SELECT_TF_OPS]
+    data = conv.convert()
+    assert op_names(data) == ["ADD", "FlexStringLength", "TANH"]
+    (tmp_path / "m.tflite").write_bytes(data)
+    assert op_names(str(tmp_path / "m.tflite")) == op_names(data)

@@ -7,6 +7,9 @@ dynamic batch do not (TensorList ops), which is why the step model is the
 TFLite artefact; with the input shape pinned (``predict`` of
 :func:`seqkit.export.archive.build_full_sequence_archive`) they do, as a WHILE
 loop that keeps the padding mask -- the artefact for bidirectional encoders.
+An encoder-decoder converts to one model with two signatures, ``encode``
+(pinned ``[1, S_max]``) and ``decode_step`` (dynamic batch), see
+:mod:`seqkit.export.seq2seq_archive`.
 """
 
 from __future__ import annotations
@@ -21,14 +24,16 @@ def convert_step(saved_model_dir: str, quantize: str = "none") -> bytes:
     return convert_signature(saved_model_dir, quantize, "step")
 
 
-def convert_signature(saved_model_dir: str, quantize: str = "none", signature: str = "step") -> bytes:
-    """Convert one signature of a SavedModel to a ``.tflite`` flatbuffer.
+def convert_signature(saved_model_dir: str, quantize: str = "none",
+                      signature: str | list[str] = "step") -> bytes:
+    """Convert one signature (or several, into one model) of a SavedModel to a ``.tflite`` flatbuffer.
 
     Args:
         saved_model_dir: a SavedModel written from :mod:`seqkit.export.archive`.
         quantize: ``"none"`` (float32), ``"float16"`` (float16 weights) or
             ``"dynamic-range"`` (int8 weights, float activations).
-        signature: ``"step"`` or (pinned shape) ``"predict"``.
+        signature: ``"step"``, (pinned shape) ``"predict"``, or a list such as
+            ``["encode", "decode_step"]`` (an encoder-decoder: one model, both signatures).
 
     Returns:
         The model bytes.
@@ -41,7 +46,9 @@ def convert_signature(saved_model_dir: str, quantize: str = "none", signature: s
 
     if quantize not in QUANTIZE:
         raise SeqkitError(f"--quantize {quantize}: expected one of {', '.join(QUANTIZE)}.")
-    conv = tf.lite.TFLiteConverter.from_saved_model(saved_model_dir, signature_keys=[signature])
+    keys = [signature] if isinstance(signature, str) else list(signature)
+    signature = " + ".join(keys)
+    conv = tf.lite.TFLiteConverter.from_saved_model(saved_model_dir, signature_keys=keys)
     conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
     if quantize == "float16":
         conv.optimizations = [tf.lite.Optimize.DEFAULT]
@@ -70,15 +77,30 @@ def interpreter(model: bytes | str):
 
 
 def op_names(model: bytes | str) -> list[str]:
-    """Sorted distinct op names of a TFLite model (e.g. ``['FULLY_CONNECTED', 'GATHER', ...]``).
+    """Sorted distinct op names of a TFLite model, every subgraph included
+    (e.g. ``['FULLY_CONNECTED', 'GATHER', 'WHILE', ...]``).
 
-    Read with the default delegates off, so XNNPACK does not hide ops behind ``DELEGATE`` nodes.
+    Read from the flatbuffer itself (``ai_edge_litert.schema_py_generated``), not from an
+    interpreter: the interpreter lists the primary subgraph's nodes only, which hides a second
+    signature (an encoder-decoder's ``encode``) and the bodies of WHILE loops, and its default
+    delegate would hide ops behind ``DELEGATE`` nodes. A custom op is named by its custom code
+    (``Flex...`` for select-TF ops), or ``CUSTOM`` when it has none.
     """
-    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+    from ai_edge_litert import schema_py_generated as schema
 
-    kind = OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
-    it = (Interpreter(model_content=model, experimental_op_resolver_type=kind)
-          if isinstance(model, (bytes, bytearray))
-          else Interpreter(model_path=model, experimental_op_resolver_type=kind))
-    it.allocate_tensors()
-    return sorted({op["op_name"] for op in it._get_ops_details()})
+    if not isinstance(model, (bytes, bytearray)):
+        with open(model, "rb") as f:
+            model = f.read()
+    m = schema.Model.GetRootAsModel(model, 0)
+    builtin = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
+    codes = []
+    for i in range(m.OperatorCodesLength()):
+        oc = m.OperatorCodes(i)
+        code = max(oc.BuiltinCode(), oc.DeprecatedBuiltinCode())  # codes > 127 live in BuiltinCode
+        if code == schema.BuiltinOperator.CUSTOM:
+            codes.append((oc.CustomCode() or b"").decode() or "CUSTOM")
+        else:
+            codes.append(builtin.get(code, str(code)))
+    return sorted({codes[g.Operators(j).OpcodeIndex()]
+                   for g in (m.Subgraphs(k) for k in range(m.SubgraphsLength()))
+                   for j in range(g.OperatorsLength())})

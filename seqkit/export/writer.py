@@ -7,7 +7,8 @@ half-written model. Layout::
     OUT/model.tflite      the step model (--format tflite | all), or with --full-sequence
                           the pinned-shape `predict` model
     OUT/saved_model/      signatures step, initial_state, predict, generate, sample (--format saved_model | all;
-                          acceptor/tagger: step, initial_state, predict; bidirectional: predict)
+                          acceptor/tagger: step, initial_state, predict; bidirectional: predict;
+                          seq2seq: see seqkit.export.seq2seq_writer)
     OUT/metadata.json     vocabulary, labels, normaliser, special ids, input, state layout,
                           quantization, recipe, versions
     OUT/vocab.json        the vocabulary (id = position; token inputs)
@@ -17,6 +18,7 @@ half-written model. Layout::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -27,6 +29,23 @@ from seqkit.errors import SeqkitError
 FORMATS = ("tflite", "saved_model", "all")
 DEFAULT_TOLERANCE = {"none": 1e-4, "float16": None, "dynamic-range": None}
 DEFAULT_AGREEMENT = {"none": 0.999, "float16": 0.99, "dynamic-range": 0.99}
+
+
+@contextlib.contextmanager
+def staged_dir(out: str):
+    """Yield a fresh ``OUT.partial-PID`` directory; when the block ends without an exception,
+    replace ``out`` with it (an existing ``out`` is removed first: the caller checked
+    ``--overwrite``). Whatever happens, no ``.partial`` directory is left behind."""
+    tmp = f"{out.rstrip(os.sep)}.partial-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    try:
+        yield tmp
+        if os.path.exists(out):
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def metadata_for(prep, stepper, quantize: str, full_sequence: dict | None = None) -> dict:
@@ -106,6 +125,9 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
             ``[batch, length]`` input instead of the step model (the only choice for a
             bidirectional encoder); the SavedModel keeps ``step`` when the head can stream.
         batch, length: the pinned shape (``length`` default: the run's ``data.max_length``).
+            A ``seq2seq`` run is exported by :func:`seqkit.export.seq2seq_writer.export_seq2seq`
+            (its encoder is always full-sequence, pinned to ``[1, length]``, whatever
+            ``full_sequence`` says; ``batch`` must be 1).
 
     Raises:
         SeqkitError: bad arguments, a step export of a head that cannot stream (bidirectional),
@@ -131,6 +153,16 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
     tolerance = DEFAULT_TOLERANCE[quantize] if tolerance is None else tolerance
     min_agreement = DEFAULT_AGREEMENT[quantize] if min_agreement is None else min_agreement
     prep, model = load_run(run_dir, with_data=True)
+    if prep.recipe.head.type == "seq2seq":  # encoder (full sequence) + decoder step signatures
+        if batch != 1:
+            raise SeqkitError(f"--batch {batch}: a seq2seq export pins its encoder to one source "
+                              f"per call ([1, --length]); drop --batch. Beam search still steps "
+                              f"its K beams together (decode_step takes any number of rows).")
+        from seqkit.export.seq2seq_writer import export_seq2seq
+
+        return export_seq2seq(prep, model, out, fmt=fmt, quantize=quantize, tolerance=tolerance,
+                              min_agreement=min_agreement, parity_examples=parity_examples,
+                              length=length)
     can_step = hasattr(prep.head, "stepper") and not prep.recipe.model.bidirectional
     if prep.recipe.model.bidirectional and not full_sequence:  # fail before writing anything
         from seqkit.heads.sequence_stepper import refuse_bidirectional
@@ -140,10 +172,7 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
     held_out = prep.splits.get("test") or prep.splits.get("valid") or prep.splits["train"]
     case = ParityCase(prep, model, held_out[:parity_examples], length)
 
-    tmp = f"{out.rstrip(os.sep)}.partial-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(tmp)
-    try:
+    with staged_dir(out) as tmp:
         archive, stepper = build_archive(prep, model, with_step=can_step or not full_sequence)
         sm_dir = os.path.join(tmp, "saved_model")
         archive.write_out(sm_dir, verbose=False)
@@ -205,11 +234,6 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
                 json.dump(meta["labels"], f, ensure_ascii=False)
         with open(os.path.join(tmp, "parity.json"), "w", encoding="utf-8") as f:
             json.dump(report, f, indent=2)
-        if os.path.exists(out):
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return report
 
 

@@ -1,5 +1,6 @@
 """Streaming runtime: run an exported TFLite step model one input at a time (the on-device loop)."""
 
+from seqkit.runtime.seq2seq_stream import Seq2SeqModel
 from seqkit.runtime.streaming import StreamingModel
 
-__all__ = ["StreamingModel"]
+__all__ = ["Seq2SeqModel", "StreamingModel"]

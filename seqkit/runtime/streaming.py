@@ -38,7 +38,7 @@ class StreamingModel:
         metadata: optional metadata dict instead of ``metadata.json``.
 
     Raises:
-        SeqkitError: missing or unreadable files, or a full-sequence export.
+        SeqkitError: missing or unreadable files, or a full-sequence or encoder-decoder export.
     """
 
     def __init__(self, export_dir: str | None = None, *, model_bytes: bytes | None = None,
@@ -55,6 +55,10 @@ class StreamingModel:
             except (OSError, ValueError) as exc:
                 raise SeqkitError(f"{export_dir}: cannot read {METADATA} ({exc}); export again.") from exc
         self.metadata = metadata
+        if metadata.get("head") == "seq2seq":
+            raise SeqkitError(f"{export_dir or 'this export'}: an encoder-decoder export (signatures "
+                              f"'encode' and 'decode_step'), not a step model; run it with "
+                              f"seqkit.runtime.Seq2SeqModel or `seqkit stream EXPORT --input FILE`.")
         if metadata.get("artefact") == "full_sequence":
             raise SeqkitError(f"{export_dir or 'this export'}: a full-sequence model (signature "
                               f"'predict', pinned shape), not a step model; run it with "

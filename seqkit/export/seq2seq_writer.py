@@ -1,0 +1,142 @@
+"""``seqkit export`` of an encoder-decoder (``seq2seq``) run: SavedModel and/or TFLite, checked first.
+
+Layout (written into ``OUT.partial-PID``, renamed to ``OUT`` only after every
+parity check passes, as for the other heads: :func:`seqkit.export.writer.staged_dir`)::
+
+    OUT/model.tflite        signatures encode ([1, S_max] source) and decode_step (--format tflite | all)
+    OUT/saved_model/        signatures encode, decode_step, generate, beam_search (--format saved_model | all)
+    OUT/metadata.json       source and target vocabularies, special ids, state layout, encoder
+                            pinned length and widths, attention kind, decoding defaults, recipe, versions
+    OUT/vocab.json          the source vocabulary (id = position)
+    OUT/target_vocab.json   the target vocabulary (id = position)
+    OUT/parity.json         the parity report (see :mod:`seqkit.export.seq2seq_parity`)
+
+The signatures are described in :mod:`seqkit.export.seq2seq_archive`; a
+bidirectional encoder is exported as it is (the encoder never streams; only
+the decoder steps).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+from seqkit.errors import SeqkitError
+
+ARTEFACT = "encoder_decoder"
+
+
+def metadata_for_seq2seq(prep, model, quantize: str, source_length: int) -> dict:
+    """The ``metadata.json`` of a seq2seq export (what a runtime needs besides the model).
+
+    Keys beyond the common ones (versions, ``head``, ``special_ids``, ``tokenizer``,
+    ``lowercase``, ``quantize``, ``recipe``): ``vocab`` (source) and ``target_vocab``
+    (id = position), ``input`` (``source [1, S_max] int32``), ``state_layout`` (the
+    decoder states, in signature order), ``encoder`` (``pinned_length`` ``S_max``,
+    ``batch`` 1, ``memory_width``, ``keys_width``, ``bidirectional``), ``attention``,
+    ``decoding`` (``beam_width``, ``n_best``, ``length_penalty``, ``max_length``: the
+    defaults of ``seqkit predict``) and ``signatures`` (one line each).
+    """
+    import keras
+    import tensorflow as tf
+
+    import seqkit
+    from seqkit.data.vocab import END_ID, PAD_ID, START_ID, UNK_ID
+    from seqkit.export.seq2seq_archive import state_names, widths
+
+    r, w = prep.recipe, widths(model)
+    dec = r.decoding
+    return {
+        "seqkit_version": seqkit.__version__, "tensorflow_version": tf.__version__,
+        "keras_version": keras.__version__, "head": "seq2seq", "artefact": ARTEFACT,
+        "input": {"name": "source", "dtype": "int32", "shape": [1, source_length], "kind": "token"},
+        "special_ids": {"pad": PAD_ID, "unk": UNK_ID, "start": START_ID, "end": END_ID},
+        "state_layout": [{"name": n, "size": s, "shape": [None, s], "dtype": "float32"}
+                         for n, s in zip(state_names(model), w["states"])],
+        "encoder": {"pinned_length": source_length, "batch": 1, "memory_width": w["memory"],
+                    "keys_width": w["keys"], "bidirectional": r.model.bidirectional},
+        "attention": prep.head.options.attention,
+        "decoding": {"beam_width": dec.beam_width, "n_best": dec.n_best,
+                     "length_penalty": dec.length_penalty,
+                     "max_length": min(dec.max_length, r.data.max_length)},
+        "signatures": {
+            "encode": "source [1, S_max] int32 (0 = padding) -> memory [1, S_max, Hm], memory_mask "
+                      "[1, S_max] float32 (1 = real), keys [1, S_max, A], start states [1, H]",
+            "decode_step": "token [K] int32, memory, memory_mask, keys, states (K rows) -> "
+                           "logits [K, V], states",
+            "generate": "SavedModel only: source [B, S], max_length [] -> tokens [B, L], lengths [B]",
+            "beam_search": "SavedModel only: source [B, S], max_length [] -> tokens [B, N, L], "
+                           "lengths [B, N], scores [B, N]"},
+        "tokenizer": r.data.tokenizer, "lowercase": r.data.lowercase, "quantize": quantize,
+        "vocab": prep.head.vocab.tokens, "target_vocab": prep.head.target_vocab.tokens,
+        "recipe": r.to_dict(),
+    }
+
+
+def export_seq2seq(prep, model, out: str, *, fmt: str, quantize: str, tolerance: float | None,
+                   min_agreement: float, parity_examples: int, length: int | None) -> dict:
+    """Export a loaded seq2seq run (called by :func:`seqkit.export.writer.export_run`, which
+    checked the arguments); return the parity report.
+
+    Args:
+        length: the pinned encoder length ``S_max`` (default the run's ``data.max_length``).
+
+    Raises:
+        SeqkitError: no held-out pair fits ``S_max``, a non-builtin op, or a parity failure
+            (nothing is written then).
+    """
+    import tensorflow as tf
+
+    from seqkit.export.seq2seq_archive import build_seq2seq_archive, state_names
+    from seqkit.export.seq2seq_parity import (SavedModelSeq2Seq, Seq2SeqParityCase, identical,
+                                              saved_model_decodes)
+    from seqkit.export.tflite import convert_signature, op_names
+    from seqkit.export.writer import _check, staged_dir
+    from seqkit.runtime.seq2seq_stream import Seq2SeqModel
+
+    S = length or prep.recipe.data.max_length
+    held_out = prep.splits.get("test") or prep.splits.get("valid") or prep.splits["train"]
+    case = Seq2SeqParityCase(prep, model, held_out[:parity_examples], S)
+    if not case.sources:
+        raise SeqkitError(f"none of the {len(held_out[:parity_examples])} held-out pairs has a source "
+                          f"of at most --length {S} symbols, so the export cannot be checked; raise "
+                          f"--length (default: the run's data.max_length).")
+    meta = metadata_for_seq2seq(prep, model, quantize, S)
+    dec = meta["decoding"]
+    refs = case.references(model, beam_width=dec["beam_width"], length_penalty=dec["length_penalty"],
+                           max_length=dec["max_length"])
+    report = {"examples": len(case.sources), "quantize": quantize, "artefact": ARTEFACT,
+              "tolerance": tolerance, "min_argmax_agreement": min_agreement,
+              "decoding": {**dec, "reference": "seqkit.heads.seq2seq.transduce (Keras)"}}
+    with staged_dir(out) as tmp:
+        if fmt in ("saved_model", "all"):
+            sm_dir = os.path.join(tmp, "saved_model")
+            build_seq2seq_archive(prep, model).write_out(sm_dir, verbose=False)
+            loaded = tf.saved_model.load(sm_dir)
+            report["saved_model"] = case.check_teacher_forced(SavedModelSeq2Seq(loaded, state_names(model)))
+            _check(report["saved_model"], "SavedModel encode + decode_step", 1e-4, 0.999)
+            got = saved_model_decodes(loaded, case.src, dec["max_length"])
+            report["saved_model_decoding"] = {k: identical(refs[k], got[k]) for k in ("greedy", "beam")}
+        if fmt in ("tflite", "all"):
+            pin_dir = os.path.join(tmp, "pinned_saved_model")
+            build_seq2seq_archive(prep, model, source_length=S).write_out(pin_dir, verbose=False)
+            data = convert_signature(pin_dir, quantize, ["encode", "decode_step"])
+            shutil.rmtree(pin_dir)
+            rt = Seq2SeqModel(model_bytes=data, metadata=meta)
+            report["tflite"] = case.check_teacher_forced(rt)
+            report["tflite"].update({"ops": op_names(data), "bytes": len(data)})
+            _check(report["tflite"], f"TFLite encode + decode_step ({quantize})", tolerance, min_agreement)
+            greedy = [rt.greedy(s) for s in case.sources]
+            beam = [rt.beam_search(s)[0][0] for s in case.sources]
+            report["tflite_decoding"] = {"greedy": identical(refs["greedy"], greedy),
+                                         "beam": identical(refs["beam"], beam)}
+            with open(os.path.join(tmp, "model.tflite"), "wb") as f:
+                f.write(data)
+        with open(os.path.join(tmp, "metadata.json"), "w", encoding="utf-8") as f:
+            json.dump(meta, f, indent=1, ensure_ascii=False)
+        prep.head.vocab.save(os.path.join(tmp, "vocab.json"))
+        prep.head.target_vocab.save(os.path.join(tmp, "target_vocab.json"))
+        with open(os.path.join(tmp, "parity.json"), "w", encoding="utf-8") as f:
+            json.dump(report, f, indent=2)
+    return report
