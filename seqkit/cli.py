@@ -448,7 +448,8 @@ def stream(export_dir, prompt, max_length, temperature, top_k, greedy, beam_widt
 
     Language model: continue --prompt. Acceptor: print the running answer after every frame/token.
     Tagger: print each token's tag as it comes. Encoder-decoder (seq2seq): encode each input line,
-    then decode it symbol by symbol (beam search, or --greedy) and print the output symbols."""
+    then decode it symbol by symbol (beam search, or --greedy) and print the output symbols.
+    A full-sequence export (bidirectional encoder) answers each whole input line / utterance."""
     from seqkit.data.vocab import START_ID, UNK_ID, Vocabulary, tokenize
     from seqkit.runtime.streaming import StreamingModel
 
@@ -462,6 +463,11 @@ def stream(export_dir, prompt, max_length, temperature, top_k, greedy, beam_widt
     if beam_width is not None:
         raise SeqkitError("--beam-width is for seq2seq exports; this export streams one step model.")
     max_length = max_length or 80
+    if _export_artefact(export_dir) == "full_sequence":  # bidirectional: whole sequences at once
+        from seqkit.runtime.full_sequence import FullSequenceModel
+
+        _stream_sequences(FullSequenceModel(export_dir), input_path or "-")
+        return
     rt = StreamingModel(export_dir)
     meta = rt.metadata
     if meta["head"] in ("acceptor", "tagger"):
@@ -485,6 +491,15 @@ def _export_head(export_dir: str) -> str | None:
     try:
         with open(os.path.join(export_dir, "metadata.json"), encoding="utf-8") as f:
             return json.load(f).get("head")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _export_artefact(export_dir: str) -> str | None:
+    """``step`` or ``full_sequence`` from an export's ``metadata.json`` (None when unreadable)."""
+    try:
+        with open(os.path.join(export_dir, "metadata.json"), encoding="utf-8") as f:
+            return json.load(f).get("artefact")
     except (OSError, ValueError, AttributeError):
         return None
 
@@ -514,13 +529,15 @@ def _stream_seq2seq(export_dir: str, input_path: str, *, greedy: bool, beam_widt
 
 
 def _stream_sequences(rt, input_path: str) -> None:
-    """``seqkit stream`` for acceptor / tagger exports (see :mod:`seqkit.runtime.sequence_stream`)."""
-    from seqkit.runtime.sequence_stream import read_stream_input, stream_answers
+    """``seqkit stream`` for acceptor / tagger exports (see :mod:`seqkit.runtime.sequence_stream`);
+    a full-sequence export answers each whole sequence (acceptor: its final line only)."""
+    from seqkit.runtime.sequence_stream import full_sequence_answers, read_stream_input, stream_answers
 
     name, text = _read_input(input_path)
     inputs = read_stream_input(text, name, rt.metadata)
     tagger = rt.metadata["head"] == "tagger"
-    for ans in stream_answers(rt, inputs):
+    answers = full_sequence_answers if rt.metadata.get("artefact") == "full_sequence" else stream_answers
+    for ans in answers(rt, inputs):
         seq = inputs[ans.index]
         last = ans.t == len(seq.steps) - 1
         if tagger:

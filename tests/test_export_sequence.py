@@ -205,3 +205,37 @@ def test_cli_stream_acceptor_and_tagger(runs, tmp_path):
     assert res.output.splitlines() == want
     res = r.invoke(main, ["inspect", acc])
     assert res.exit_code == 0 and "pool_sum" in res.output and "input frame" in res.output
+
+
+def test_cli_stream_of_full_sequence_exports_equals_predict(runs, tmp_path):
+    """A bidirectional acceptor (and a tagger exported --full-sequence) streams whole sequences:
+    one final answer per utterance / every tag of a line, as `seqkit predict` gives them."""
+    from click.testing import CliRunner
+
+    from seqkit.cli import main
+    from seqkit.predict import predict, read_records
+    from seqkit.train import load_run
+
+    r = CliRunner()
+    acc, tag = str(tmp_path / "bacc"), str(tmp_path / "ftag")
+    for run, out in ((runs["bi_acceptor"], acc), (runs["tagger"], tag)):
+        res = r.invoke(main, ["export", run, "--out", out, "--full-sequence", "--batch", "2",
+                              "--parity-examples", "4"])
+        assert res.exit_code == 0, res.output
+    ts = (TS_HEAD.replace("@classLabel true up down", "@classLabel false") + ts_case(1, False)
+          + ts_case(4, False) + ts_case(7, False))
+    (tmp_path / "x.ts").write_text(ts)
+    res = r.invoke(main, ["stream", acc, "--input", str(tmp_path / "x.ts")])
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert len(lines) == 3 and all(ln.endswith("final") for ln in lines)
+    prep, model = load_run(runs["bi_acceptor"])
+    want = [p["label"] for p in predict(prep, model, read_records(ts, "x.ts", "ts", prep))]
+    assert [ln.split("\t")[2] for ln in lines] == want
+    text = "the dog sleeps\na cat runs fast\nthe cat\n"
+    res = r.invoke(main, ["stream", tag], input=text)
+    assert res.exit_code == 0, res.output
+    prep, model = load_run(runs["tagger"])
+    want = [" ".join(f"{w}/{t}" for w, t in zip(p["tokens"], p["tags"]))
+            for p in predict(prep, model, read_records(text, "-", "text", prep))]
+    assert res.output.splitlines() == want

@@ -29,33 +29,33 @@ def make_dataset(examples: list[str], vocab: Vocabulary, to_pair, *, tokenizer: 
         shuffle: shuffle examples each epoch (seeded) — for training.
         bucket: batch examples of similar length together (less padding).
         first_epoch: with ``shuffle``, the epoch of the first pass (see
-            :func:`seqkit.data.shuffle.epoch_shuffled`).
+            :func:`seqkit.data.shuffle.epoch_order`).
 
     Returns:
         A dataset; padding id is 0 in inputs and targets.
     """
     import tensorflow as tf
 
-    from seqkit.data.shuffle import epoch_shuffled
+    from seqkit.data.shuffle import epoch_order
 
     lookup = vocab.string_lookup()
+    # tokenize and look every example up once, vectorized (string ops line by line were the
+    # slowest stage); each epoch then only gathers rows in its order
+    lines = tf.constant(list(examples), dtype=tf.string)
+    if lowercase:
+        lines = tf.strings.lower(lines, encoding="utf-8")
+    toks = tf.strings.unicode_split(lines, "UTF-8") if tokenizer == "char" else tf.strings.split(lines)
+    ids = tf.cast(lookup(toks), tf.int32)  # ragged [N, None]
     if shuffle:
-        ds = epoch_shuffled(examples, seed, first_epoch)
+        ds = epoch_order(len(examples), seed, first_epoch)
     else:
-        ds = tf.data.Dataset.from_tensor_slices(tf.constant(examples, dtype=tf.string))
+        ds = tf.data.Dataset.range(len(examples))
 
-    def encode(lines):  # a batch of lines at once: string ops and lookups per line were slow
-        if lowercase:
-            lines = tf.strings.lower(lines, encoding="utf-8")
-        toks = tf.strings.unicode_split(lines, "UTF-8") if tokenizer == "char" else tf.strings.split(lines)
-        return tf.cast(lookup(toks), tf.int32)  # ragged [n, None]
-
-    def pair(ids):
-        x, y = to_pair(ids)
+    def encode(i):
+        x, y = to_pair(ids[i])
         return x[:max_length], y[:max_length]
 
-    ds = (ds.batch(256).map(encode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-          .unbatch().map(pair, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True))
+    ds = ds.map(encode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     if bucket:
         bounds = bucket_boundaries(max_length)
         ds = ds.bucket_by_sequence_length(

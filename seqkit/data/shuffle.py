@@ -49,4 +49,6 @@ def epoch_shuffled(examples: list, seed: int, first_epoch: int = 0):
     import tensorflow as tf
 
     table = tf.constant(list(examples), dtype=tf.string)
-    return _permutations(len(examples), seed, first_epoch).map(lambda i: tf.gather(table, i)).unbatch()
+    # per index, not per whole permutation: tf.data may run a map ahead of its consumer, and a
+    # map over permutations would pull the next pass (and advance the epoch) on a partial read
+    return epoch_order(len(examples), seed, first_epoch).map(lambda i: tf.gather(table, i))

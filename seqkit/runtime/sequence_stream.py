@@ -4,7 +4,9 @@ The loop a device runs, over :class:`~seqkit.runtime.streaming.StreamingModel`:
 ``reset()`` before each sequence, then one ``step`` per token id / raw frame
 (the normaliser is inside the model). An acceptor yields its *running* answer
 after every step (the last one is its answer for the whole sequence); a
-tagger yields each step's tag as it comes.
+tagger yields each step's tag as it comes. A full-sequence export (a
+bidirectional encoder cannot step) answers each whole sequence at once
+(:func:`full_sequence_answers`): every tag, or the acceptor's final answer.
 """
 
 from __future__ import annotations
@@ -45,10 +47,11 @@ def read_stream_input(text: str, name: str, metadata: dict) -> list[StreamInput]
     """
     from seqkit.data.vocab import Vocabulary, tokenize
 
-    if metadata["input"]["kind"] == "frame":
+    inp = metadata.get("input") or metadata["full_sequence"]["input"]
+    if inp["kind"] == "frame":
         from seqkit.data.ts_file import parse_ts
 
-        width = int(metadata["input"]["shape"][-1])
+        width = int(inp["shape"][-1])
         out = []
         for r in parse_ts(text, name, need_labels=False):
             if r.frames.shape[1] != width:
@@ -67,14 +70,32 @@ def read_stream_input(text: str, name: str, metadata: dict) -> list[StreamInput]
     return out
 
 
+def _answer(i: int, t: int, z, labels) -> StepAnswer:
+    z = np.asarray(z, np.float64)
+    p = np.exp(z - z.max())
+    p /= p.sum()
+    k = int(np.argmax(p))
+    return StepAnswer(i, t, labels[k], float(p[k]))
+
+
+def full_sequence_answers(model, inputs: list[StreamInput]):
+    """Yield the answers of a full-sequence export
+    (:class:`~seqkit.runtime.full_sequence.FullSequenceModel`): a tagger's tag at every step,
+    an acceptor's answer at the last step only."""
+    labels = model.metadata["labels"]
+    outs = model.predict([seq.steps for seq in inputs])
+    for i, (seq, z) in enumerate(zip(inputs, outs)):
+        if z.ndim == 1:
+            yield _answer(i, len(seq.steps) - 1, z, labels)
+        else:
+            for t in range(len(seq.steps)):
+                yield _answer(i, t, z[t], labels)
+
+
 def stream_answers(rt, inputs: list[StreamInput]):
     """Yield a :class:`StepAnswer` after every step of every input, resetting between inputs."""
     labels = rt.metadata["labels"]
     for i, seq in enumerate(inputs):
         rt.reset(1)
         for t in range(len(seq.steps)):
-            z = np.asarray(rt.step(seq.steps[t:t + 1]), np.float64)[0]
-            p = np.exp(z - z.max())
-            p /= p.sum()
-            k = int(np.argmax(p))
-            yield StepAnswer(i, t, labels[k], float(p[k]))
+            yield _answer(i, t, rt.step(seq.steps[t:t + 1])[0], labels)
