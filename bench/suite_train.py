@@ -22,7 +22,8 @@ Contenders (one process, interleaved repeat by repeat):
   (``Embedding(mask_zero=True)``, ``LSTM``, ``Dense``, Adam with
   ``global_clipnorm``, ``SparseCategoricalCrossentropy(from_logits=True)``), fed
   by ``tf.data`` from the same token arrays.
-* ``keras (no mask)``: the same without ``mask_zero`` (Keras's unmasked loop is faster).
+* ``keras (no mask)``: the same without ``mask_zero``.
+* ``keras (XLA)``, ``seqkit (XLA)``: ``jit_compile=True`` (the recipe key ``training.jit_compile``).
 * ``torch``: ``nn.Embedding``, ``nn.LSTM(batch_first)``, ``nn.Linear``,
   ``cross_entropy``, ``clip_grad_norm_``, ``Adam`` (if torch is installed), in a
   child process driven step block by step block: in one process with
@@ -78,10 +79,12 @@ def keras_stepper(model, dataset):
     return step
 
 
-def seqkit_contender(path: str, fused: bool = True):
+def seqkit_contender(path: str, fused: bool = True, jit: bool = False):
     from seqkit.train import compile_model, make_split_dataset, prepare, seed_everything
 
     r = recipe(path)
+    if jit:
+        r.training.jit_compile = True
     seed_everything(r.seed, r.training.deterministic)  # as `seqkit train` does (op determinism on)
     prep = prepare(r)
     assert len(prep.vocab) == V, len(prep.vocab)
@@ -101,7 +104,7 @@ def seqkit_contender(path: str, fused: bool = True):
     return keras_stepper(model, make_split_dataset(prep, "train", training=True))
 
 
-def keras_contender(ids, mask: bool = True):
+def keras_contender(ids, mask: bool = True, jit: bool = False):
     import keras
     import numpy as np
     import tensorflow as tf
@@ -115,7 +118,7 @@ def keras_contender(ids, mask: bool = True):
         keras.layers.LSTM(H, return_sequences=True),
         keras.layers.Dense(V)])
     model.compile(keras.optimizers.Adam(1e-3, global_clipnorm=1.0),
-                  keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+                  keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=jit)
     ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(x), seed=1).batch(B, drop_remainder=True)
     return keras_stepper(model, ds.prefetch(tf.data.AUTOTUNE))
 
@@ -213,7 +216,9 @@ def run(args):
     makers = {"seqkit": lambda: seqkit_contender(path),
               "seqkit (keras LSTM)": lambda: seqkit_contender(path, fused=False),
               "keras": lambda: keras_contender(ids),
-              "keras (no mask)": lambda: keras_contender(ids, mask=False)}
+              "keras (no mask)": lambda: keras_contender(ids, mask=False),
+              "keras (XLA)": lambda: keras_contender(ids, jit=True),
+              "seqkit (XLA)": lambda: seqkit_contender(path, jit=True)}
     import importlib.util
 
     has_torch = importlib.util.find_spec("torch") is not None

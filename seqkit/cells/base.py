@@ -93,7 +93,7 @@ class CellPlugin(abc.ABC):
                 warnings.warn(
                     f"seqkit: cell '{cell_name}' will not use the fused kernel (cuDNN on a GPU; "
                     f"for lstm also seqkit's fused CPU kernel) because {reason}; training runs "
-                    f"the generic step loop, several times slower on a GPU and about 1.3-2x "
+                    f"the generic step loop, several times slower on a GPU and about 1.3x "
                     f"slower on a CPU for lstm.",
                     stacklevel=3,
                 )
