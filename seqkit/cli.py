@@ -453,7 +453,7 @@ def stream(export_dir, prompt, max_length, temperature, top_k, greedy, beam_widt
     from seqkit.data.vocab import START_ID, UNK_ID, Vocabulary, tokenize
     from seqkit.runtime.streaming import StreamingModel
 
-    if _export_head(export_dir) == "seq2seq":
+    if _export_meta(export_dir).get("head") == "seq2seq":
         if prompt:
             raise SeqkitError("--prompt is for language-model exports; give a seq2seq export its "
                               "sources with --input FILE (one per line) or on stdin.")
@@ -463,7 +463,7 @@ def stream(export_dir, prompt, max_length, temperature, top_k, greedy, beam_widt
     if beam_width is not None:
         raise SeqkitError("--beam-width is for seq2seq exports; this export streams one step model.")
     max_length = max_length or 80
-    if _export_artefact(export_dir) == "full_sequence":  # bidirectional: whole sequences at once
+    if _export_meta(export_dir).get("artefact") == "full_sequence":  # bidirectional: whole sequences at once
         from seqkit.runtime.full_sequence import FullSequenceModel
 
         _stream_sequences(FullSequenceModel(export_dir), input_path or "-")
@@ -486,22 +486,14 @@ def stream(export_dir, prompt, max_length, temperature, top_k, greedy, beam_widt
     click.echo(prompt + (join if prompt and join else "") + vocab.decode(new, join=join))
 
 
-def _export_head(export_dir: str) -> str | None:
-    """The ``head`` an export's ``metadata.json`` names (None when it cannot be read)."""
+def _export_meta(export_dir: str) -> dict:
+    """An export's ``metadata.json`` (empty when it cannot be read: the runtime then says why)."""
     try:
         with open(os.path.join(export_dir, "metadata.json"), encoding="utf-8") as f:
-            return json.load(f).get("head")
-    except (OSError, ValueError, AttributeError):
-        return None
-
-
-def _export_artefact(export_dir: str) -> str | None:
-    """``step`` or ``full_sequence`` from an export's ``metadata.json`` (None when unreadable)."""
-    try:
-        with open(os.path.join(export_dir, "metadata.json"), encoding="utf-8") as f:
-            return json.load(f).get("artefact")
-    except (OSError, ValueError, AttributeError):
-        return None
+            meta = json.load(f)
+        return meta if isinstance(meta, dict) else {}
+    except (OSError, ValueError):
+        return {}
 
 
 def _read_input(input_path: str) -> tuple[str, str]:

@@ -26,14 +26,13 @@ re-allocates every input on every call.
 
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
 
 from seqkit.errors import SeqkitError
 
-MODEL, METADATA = "model.tflite", "metadata.json"
+MODEL = "model.tflite"
 MEMORY_INPUTS = ("memory", "memory_mask", "keys")
 
 
@@ -83,16 +82,10 @@ class Seq2SeqModel:
     def __init__(self, export_dir: str | None = None, *, model_bytes: bytes | None = None,
                  metadata: dict | None = None):
         from seqkit.export.tflite import interpreter
+        from seqkit.runtime.streaming import read_export_metadata
 
         if metadata is None or model_bytes is None:
-            if export_dir is None or not os.path.isfile(os.path.join(export_dir, MODEL)):
-                raise SeqkitError(f"{export_dir}: no {MODEL} here. Export one with `seqkit export "
-                                  f"RUN_DIR --format tflite --out {export_dir}`.")
-            try:
-                with open(os.path.join(export_dir, METADATA), encoding="utf-8") as f:
-                    metadata = json.load(f)
-            except (OSError, ValueError) as exc:
-                raise SeqkitError(f"{export_dir}: cannot read {METADATA} ({exc}); export again.") from exc
+            metadata = read_export_metadata(export_dir)
         if metadata.get("head") != "seq2seq":
             raise SeqkitError(f"{export_dir or 'this export'}: a '{metadata.get('head')}' export, not "
                               f"an encoder-decoder; run it with seqkit.runtime.StreamingModel.")

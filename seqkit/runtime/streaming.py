@@ -27,6 +27,22 @@ from seqkit.errors import SeqkitError
 MODEL, METADATA = "model.tflite", "metadata.json"
 
 
+def read_export_metadata(export_dir: str | None) -> dict:
+    """The ``metadata.json`` of an export directory that also holds a ``model.tflite``.
+
+    Raises:
+        SeqkitError: no ``model.tflite`` there, or an unreadable ``metadata.json``.
+    """
+    if export_dir is None or not os.path.isfile(os.path.join(export_dir, MODEL)):
+        raise SeqkitError(f"{export_dir}: no {MODEL} here. Export one with `seqkit export "
+                          f"RUN_DIR --format tflite --out {export_dir}`.")
+    try:
+        with open(os.path.join(export_dir, METADATA), encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError) as exc:
+        raise SeqkitError(f"{export_dir}: cannot read {METADATA} ({exc}); export again.") from exc
+
+
 class StreamingModel:
     """A step model with its state carried between calls.
 
@@ -46,14 +62,7 @@ class StreamingModel:
         from seqkit.export.tflite import interpreter
 
         if metadata is None or model_bytes is None:
-            if export_dir is None or not os.path.isfile(os.path.join(export_dir, MODEL)):
-                raise SeqkitError(f"{export_dir}: no {MODEL} here. Export one with `seqkit export "
-                                  f"RUN_DIR --format tflite --out {export_dir}`.")
-            try:
-                with open(os.path.join(export_dir, METADATA), encoding="utf-8") as f:
-                    metadata = json.load(f)
-            except (OSError, ValueError) as exc:
-                raise SeqkitError(f"{export_dir}: cannot read {METADATA} ({exc}); export again.") from exc
+            metadata = read_export_metadata(export_dir)
         self.metadata = metadata
         if metadata.get("head") == "seq2seq":
             raise SeqkitError(f"{export_dir or 'this export'}: an encoder-decoder export (signatures "
