@@ -276,12 +276,7 @@ def predict(run_dir, input_path, input_format, out_format, probabilities, beam_w
 
         check_beam_args(beam_width if beam_width is not None else max(n_best or 1, 1), n_best or 1,
                         length_penalty or 0.0, 0, 1)
-    if input_path == "-":
-        name, text = "<stdin>", sys.stdin.read()
-    else:
-        from seqkit.data.base import read_text
-
-        name, text = input_path, read_text(input_path, key="--input")
+    name, text = _read_input(input_path)
     prep, model = load_run(run_dir)
     if prep.recipe.head.type == "seq2seq":
         from seqkit.decoding import check_beam_args
@@ -462,6 +457,13 @@ def stream(export_dir, prompt, max_length, temperature, top_k, greedy, beam_widt
         return
     if beam_width is not None:
         raise SeqkitError("--beam-width is for seq2seq exports; this export streams one step model.")
+    head = _export_meta(export_dir).get("head")
+    if head in ("acceptor", "tagger") and prompt:
+        raise SeqkitError(f"--prompt is for language-model exports; this {head} export reads its "
+                          f"sequences from --input FILE or stdin.")
+    if head == "language_model" and input_path:
+        raise SeqkitError("--input is for acceptor, tagger and seq2seq exports; a language model "
+                          "continues --prompt TEXT.")
     max_length = max_length or 80
     if _export_meta(export_dir).get("artefact") == "full_sequence":  # bidirectional: whole sequences at once
         from seqkit.runtime.full_sequence import FullSequenceModel
@@ -499,7 +501,14 @@ def _export_meta(export_dir: str) -> dict:
 def _read_input(input_path: str) -> tuple[str, str]:
     """``(name, text)`` of ``--input`` (``-`` = stdin)."""
     if input_path == "-":
-        return "<stdin>", sys.stdin.read()
+        data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read()
+        if isinstance(data, str):
+            return "<stdin>", data
+        try:
+            return "<stdin>", data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise SeqkitError(f"<stdin>: not UTF-8 (byte {exc.start}: {exc.reason}); convert the "
+                              f"input first, e.g. `iconv -f GBK -t UTF-8`.") from exc
     from seqkit.data.base import read_text
 
     return input_path, read_text(input_path, key="--input")
@@ -610,6 +619,11 @@ def bench_step(export_dir, run_dir, steps):
         from seqkit.train import load_run
 
         prep, model = load_run(run_dir)
+        if (prep.recipe.head.type != rt.metadata.get("head")
+                or (prep.vocab is not None and prep.vocab.tokens != rt.metadata.get("vocab"))):
+            raise SeqkitError(f"--run {run_dir}: not the run this export came from (head "
+                              f"'{prep.recipe.head.type}', export head '{rt.metadata.get('head')}', "
+                              f"or another vocabulary); pass the run you exported.")
         st = prep.head.stepper(model)
         states = st.initial_state(1)
         fn = tf.function(st.step)

@@ -214,3 +214,54 @@ def test_op_names_reads_every_subgraph_and_names_flex_ops(tf, tmp_path):
     assert op_names(data) == ["ADD", "FlexStringLength", "TANH"]
     (tmp_path / "m.tflite").write_bytes(data)
     assert op_names(str(tmp_path / "m.tflite")) == op_names(data)
+
+
+def test_overwrite_replaces_only_an_earlier_export_never_the_run_or_other_files(runs, tmp_path):
+    import shutil
+
+    from seqkit.errors import SeqkitError
+    from seqkit.export.writer import export_run
+
+    home = tmp_path / "home"
+    run = str(home / "run")
+    shutil.copytree(runs["gru"], run)
+    before = sorted(os.listdir(run))
+    for out in (run, str(home)):  # the run itself, a folder holding it
+        with pytest.raises(SeqkitError, match="run directory or a folder holding it"):
+            export_run(run, out, overwrite=True, parity_examples=2)
+    assert sorted(os.listdir(run)) == before
+    other = tmp_path / "notes"
+    other.mkdir()
+    (other / "notes.txt").write_text("keep me")
+    with pytest.raises(SeqkitError, match="only an earlier seqkit export"):
+        export_run(run, str(other), overwrite=True, parity_examples=2)
+    assert (other / "notes.txt").read_text() == "keep me"
+    out = str(tmp_path / "e")
+    export_run(run, out, parity_examples=2)
+    export_run(run, out, overwrite=True, parity_examples=2, quantize="dynamic-range")
+    assert json.load(open(os.path.join(out, "metadata.json")))["quantize"] == "dynamic-range"
+
+
+def test_flags_that_do_not_apply_are_refused(runs, tmp_path):
+    from click.testing import CliRunner
+
+    from seqkit.cli import main
+    from seqkit.errors import SeqkitError
+    from seqkit.export.writer import export_run
+
+    with pytest.raises(SeqkitError, match="a language model streams"):
+        export_run(runs["lstm"], str(tmp_path / "fs"), full_sequence=True, parity_examples=2)
+    with pytest.raises(SeqkitError, match="--quantize float16 applies to the TFLite model"):
+        export_run(runs["lstm"], str(tmp_path / "sm"), fmt="saved_model", quantize="float16")
+    with pytest.raises(SeqkitError, match="pin the shape of a --full-sequence export"):
+        export_run(runs["lstm"], str(tmp_path / "b"), batch=8)
+    assert not any(p.name != "e" for p in tmp_path.iterdir())
+    out = str(tmp_path / "e")
+    export_run(runs["lstm"], out, parity_examples=2)
+    r = CliRunner()
+    res = r.invoke(main, ["stream", out, "--input", "x.txt"])
+    assert res.exit_code == 2 and "continues --prompt" in res.output
+    res = r.invoke(main, ["stream", runs["lstm"]])
+    assert res.exit_code == 2 and "a run directory, not an export" in res.output
+    res = r.invoke(main, ["stream", out, "--prompt", "ab", "--top-k", "100000", "--max-length", "5"])
+    assert res.exit_code == 0, res.output

@@ -239,3 +239,34 @@ def test_cli_stream_of_full_sequence_exports_equals_predict(runs, tmp_path):
     want = [" ".join(f"{w}/{t}" for w, t in zip(p["tokens"], p["tags"]))
             for p in predict(prep, model, read_records(text, "-", "text", prep))]
     assert res.output.splitlines() == want
+
+
+def test_bidirectional_run_exports_a_saved_model_predict_without_full_sequence(runs, tmp_path):
+    """What the refusal message offers works: --format saved_model alone (predict, any shape);
+    streaming such an export says it is SavedModel-only."""
+    from click.testing import CliRunner
+
+    from seqkit.cli import main
+    from seqkit.export.writer import export_run
+
+    out = str(tmp_path / "sm")
+    report = export_run(runs["bi_acceptor"], out, fmt="saved_model", parity_examples=5)
+    assert report["saved_model_predict"]["max_abs_diff"] <= 1e-5
+    assert sorted(os.listdir(out)) == ["labels.json", "metadata.json", "parity.json", "saved_model"]
+    assert json.load(open(os.path.join(out, "metadata.json")))["artefact"] == "predict"
+    res = CliRunner().invoke(main, ["stream", out, "--input", "x.ts"])
+    assert res.exit_code == 2 and "SavedModel-only export" in res.output
+
+
+def test_stream_refuses_stdin_that_is_not_utf8(runs, tmp_path):
+    from click.testing import CliRunner
+
+    from seqkit.cli import main
+    from seqkit.export.writer import export_run
+
+    out = str(tmp_path / "tag")
+    export_run(runs["tagger"], out, parity_examples=3)
+    res = CliRunner().invoke(main, ["stream", out], input=b"the \xce\xd2 dog\n")
+    assert res.exit_code == 2 and "<stdin>: not UTF-8" in res.output and "iconv" in res.output
+    res = CliRunner().invoke(main, ["stream", out, "--prompt", "the dog"], input="the dog\n")
+    assert res.exit_code == 2 and "--prompt is for language-model exports" in res.output

@@ -124,6 +124,9 @@ def read_text(path: str, key: str = "data.path") -> str:
     import os
 
     if not os.path.isfile(path):
+        if key.startswith("--"):  # a command-line option, not a recipe key
+            raise DataError(f"{key}: no such file '{path}'. Check the path (relative paths are "
+                            f"read from the current directory), or pass {key} - for stdin.")
         raise DataError(f"{key}: no such file '{path}'. Fix the path in the recipe (relative "
                         f"paths are read from the recipe's folder) or pass --set {key}=FILE.")
     with open(path, "rb") as f:

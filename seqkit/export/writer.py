@@ -48,14 +48,42 @@ def staged_dir(out: str):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def check_out(out: str, run_dir: str, overwrite: bool) -> None:
+    """Refuse an ``--out`` that would lose something: a non-empty directory without
+    ``--overwrite``, and even with it anything but an earlier export (a run directory, a
+    folder holding the run, a folder of other files).
+
+    Raises:
+        SeqkitError: naming the directory and the fix.
+    """
+    if not os.path.exists(out) or (os.path.isdir(out) and not os.listdir(out)):
+        return
+    real_out, real_run = os.path.realpath(out), os.path.realpath(run_dir)
+    if real_out == real_run or real_run.startswith(real_out + os.sep):
+        raise SeqkitError(f"--out {out}: that is the run directory or a folder holding it; an "
+                          f"export there would replace the run. Choose another --out, e.g. "
+                          f"exports/{os.path.basename(real_run.rstrip(os.sep))}.")
+    if not overwrite:
+        raise SeqkitError(f"{out}: exists and is not empty. Pass --overwrite to replace an earlier "
+                          f"export there, or choose another --out.")
+    is_export = (os.path.isdir(out) and os.path.isfile(os.path.join(out, "metadata.json"))
+                 and (os.path.isfile(os.path.join(out, "model.tflite"))
+                      or os.path.isdir(os.path.join(out, "saved_model"))))
+    if not is_export:
+        raise SeqkitError(f"--out {out}: --overwrite replaces only an earlier seqkit export (a "
+                          f"directory with metadata.json and model.tflite or saved_model/); this "
+                          f"one is something else and is left alone. Choose another --out.")
+
+
 def metadata_for(prep, stepper, quantize: str, full_sequence: dict | None = None) -> dict:
     """The ``metadata.json`` of an export (what a runtime needs besides the model).
 
     Acceptor / tagger exports add ``labels`` (class id = position), ``input.kind``
     ``token``/``frame``, ``normalizer`` (frames: mean/std, applied *inside* the model --
     feed raw frames), ``token_mode`` (how raw text is split into tokens), ``pooling``
-    (acceptor) and ``output`` (what the logits mean). ``artefact`` is ``step`` or
-    ``full_sequence`` (then ``full_sequence`` gives the pinned batch, length and input;
+    (acceptor) and ``output`` (what the logits mean). ``artefact`` is ``step``,
+    ``predict`` (a bidirectional run's SavedModel alone) or ``full_sequence``
+    (then ``full_sequence`` gives the pinned batch, length and input;
     the argument is ``{"batch", "length", "spec": tf.TensorSpec}``).
     """
     import keras
@@ -72,7 +100,7 @@ def metadata_for(prep, stepper, quantize: str, full_sequence: dict | None = None
     meta = {
         "seqkit_version": seqkit.__version__, "tensorflow_version": tf.__version__,
         "keras_version": keras.__version__, "head": prep.recipe.head.type,
-        "artefact": "full_sequence" if full_sequence else "step",
+        "artefact": "full_sequence" if full_sequence else ("step" if stepper is not None else "predict"),
         "input": describe(stepper.input_spec()) if stepper is not None else None,
         "special_ids": {"pad": PAD_ID, "unk": UNK_ID, "start": START_ID, "end": END_ID},
         "state_layout": [] if stepper is None else
@@ -145,11 +173,12 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
 
     if fmt not in FORMATS:
         raise SeqkitError(f"--format {fmt}: expected one of {', '.join(FORMATS)}.")
-    if os.path.exists(out) and (not os.path.isdir(out) or os.listdir(out)) and not overwrite:
-        raise SeqkitError(f"{out}: exists and is not empty. Pass --overwrite to replace it, or "
-                          f"choose another --out.")
+    check_out(out, run_dir, overwrite)
     if batch < 1 or (length is not None and length < 1):
         raise SeqkitError(f"--batch {batch} --length {length}: the pinned shape needs positive sizes.")
+    if fmt == "saved_model" and quantize != "none":
+        raise SeqkitError(f"--quantize {quantize} applies to the TFLite model; a SavedModel keeps "
+                          f"float32 weights. Use --format tflite or --format all with --quantize.")
     tolerance = DEFAULT_TOLERANCE[quantize] if tolerance is None else tolerance
     min_agreement = DEFAULT_AGREEMENT[quantize] if min_agreement is None else min_agreement
     prep, model = load_run(run_dir, with_data=True)
@@ -163,17 +192,33 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
         return export_seq2seq(prep, model, out, fmt=fmt, quantize=quantize, tolerance=tolerance,
                               min_agreement=min_agreement, parity_examples=parity_examples,
                               length=length)
+    if full_sequence and prep.recipe.head.type == "language_model":
+        raise SeqkitError("--full-sequence: a language model streams (its TFLite artefact is the "
+                          "step model that `seqkit stream` runs token by token); --full-sequence "
+                          "is for bidirectional acceptors and taggers. Drop --full-sequence.")
+    if not full_sequence and (batch != 1 or length is not None):
+        raise SeqkitError("--batch / --length pin the shape of a --full-sequence export (and "
+                          "--length the encoder of a seq2seq export); this export has none. "
+                          "Add --full-sequence or drop them.")
     can_step = hasattr(prep.head, "stepper") and not prep.recipe.model.bidirectional
-    if prep.recipe.model.bidirectional and not full_sequence:  # fail before writing anything
+    if prep.recipe.model.bidirectional and not full_sequence and fmt != "saved_model":
         from seqkit.heads.sequence_stepper import refuse_bidirectional
 
-        raise refuse_bidirectional(run_dir)
+        raise refuse_bidirectional(run_dir)  # fail before writing anything
     length = (length or prep.recipe.data.max_length) if full_sequence else None
     held_out = prep.splits.get("test") or prep.splits.get("valid") or prep.splits["train"]
     case = ParityCase(prep, model, held_out[:parity_examples], length)
+    if length is not None:
+        from seqkit.export.parity import sequence_inputs
+
+        _, full = sequence_inputs(prep, held_out[:parity_examples])
+        if (full > length).any():
+            log.warn(f"{int((full > length).sum())} of {len(full)} held-out examples are longer than "
+                     f"--length {length}: the parity check compares their first {length} steps, and "
+                     f"the export refuses such inputs (raise --length to take them whole).")
 
     with staged_dir(out) as tmp:
-        archive, stepper = build_archive(prep, model, with_step=can_step or not full_sequence)
+        archive, stepper = build_archive(prep, model, with_step=can_step)
         sm_dir = os.path.join(tmp, "saved_model")
         archive.write_out(sm_dir, verbose=False)
         fs = ({"batch": batch, "length": length, "spec": predict_input_spec(prep, batch, length)}

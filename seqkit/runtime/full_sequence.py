@@ -10,7 +10,6 @@ rows), runs each block, and returns the logits of the real rows.
 
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
@@ -36,12 +35,10 @@ class FullSequenceModel:
                  metadata: dict | None = None):
         from seqkit.export.tflite import interpreter
 
-        if metadata is None:
-            try:
-                with open(os.path.join(export_dir, METADATA), encoding="utf-8") as f:
-                    metadata = json.load(f)
-            except (OSError, ValueError, TypeError) as exc:
-                raise SeqkitError(f"{export_dir}: cannot read {METADATA} ({exc}); export again.") from exc
+        if metadata is None or model_bytes is None:
+            from seqkit.runtime.streaming import read_export_metadata
+
+            metadata = read_export_metadata(export_dir)
         fs = metadata.get("full_sequence")
         if not fs:
             raise SeqkitError(f"{export_dir}: this export is a step model (signature 'step'); use "

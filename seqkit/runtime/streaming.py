@@ -34,8 +34,17 @@ def read_export_metadata(export_dir: str | None) -> dict:
         SeqkitError: no ``model.tflite`` there, or an unreadable ``metadata.json``.
     """
     if export_dir is None or not os.path.isfile(os.path.join(export_dir, MODEL)):
-        raise SeqkitError(f"{export_dir}: no {MODEL} here. Export one with `seqkit export "
-                          f"RUN_DIR --format tflite --out {export_dir}`.")
+        if export_dir and os.path.isfile(os.path.join(export_dir, "recipe.yaml")):
+            name = os.path.basename(os.path.realpath(export_dir))
+            raise SeqkitError(f"{export_dir}: a run directory, not an export. Export it first: "
+                              f"`seqkit export {export_dir} --out exports/{name}`, then use "
+                              f"exports/{name}.")
+        if export_dir and os.path.isdir(os.path.join(export_dir, "saved_model")):
+            raise SeqkitError(f"{export_dir}: a SavedModel-only export (--format saved_model) has "
+                              f"no {MODEL} to run here; export the run again with --format tflite "
+                              f"or --format all.")
+        raise SeqkitError(f"{export_dir}: no {MODEL} here. Export a run with `seqkit export "
+                          f"RUN_DIR --format tflite --out EXPORT_DIR` and pass EXPORT_DIR.")
     try:
         with open(os.path.join(export_dir, METADATA), encoding="utf-8") as f:
             return json.load(f)
@@ -78,9 +87,14 @@ class StreamingModel:
                                            else os.path.join(export_dir, MODEL))
         except ValueError as exc:
             raise SeqkitError(f"{export_dir}: {MODEL} is not a valid TFLite model ({exc}).") from exc
-        self.input_name = metadata["input"]["name"]
-        self.input_dtype = np.dtype(metadata["input"]["dtype"])
-        self.states_layout = [(s["name"], int(s["size"])) for s in metadata["state_layout"]]
+        try:
+            self.input_name = metadata["input"]["name"]
+            self.input_dtype = np.dtype(metadata["input"]["dtype"])
+            self.states_layout = [(s["name"], int(s["size"])) for s in metadata["state_layout"]]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SeqkitError(f"{export_dir or 'this export'}: {METADATA} lacks or garbles "
+                              f"{exc} (input / state_layout); it was not written by this seqkit "
+                              f"or was edited. Export the run again.") from exc
         self._bind_step()
         self.reset()
 
@@ -161,7 +175,7 @@ class StreamingModel:
                 nxt = int(np.argmax(z))
             else:
                 z = z / temperature
-                if top_k:
+                if 0 < top_k < len(z):
                     z[z < np.sort(z)[-top_k]] = -np.inf
                 p = np.exp(z - z.max())
                 nxt = int(rng.choice(len(p), p=p / p.sum()))
