@@ -26,12 +26,15 @@ SUITES = ("train", "stream", "decode", "data", "scale")
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m bench",
+        description="seqkit benchmarks (measurements, not tests): train, stream, decode, data, scale. "
+                    "Run from the repository root; reports go to bench/results/SUITE.json and .md.")
     ap.add_argument("--suite", action="append", choices=SUITES + ("all",), required=True,
                     help="suite to run (repeatable; 'all' = every suite)")
     ap.add_argument("--repeats", type=int, default=5, help="measured repeats per contender [5]")
     ap.add_argument("--quick", action="store_true", help="fewer steps and sizes (a smoke run)")
-    ap.add_argument("--out", default=os.path.join("bench", "results"), help="report directory")
+    ap.add_argument("--out", default=os.path.join("bench", "results"), help="report directory [bench/results]")
     ap.add_argument("--threads", type=int, default=None,
                     help="intra-op threads for TF and PyTorch [default: the libraries' own]")
     args = ap.parse_args(argv)
@@ -43,6 +46,8 @@ def main(argv=None) -> int:
         mod = importlib.import_module(f"bench.suite_{name}")
         print(f"== suite {name}", flush=True)
         rows, extra = mod.run(args)
+        if args.quick:
+            extra = {"run": "--quick smoke run: fewer steps and repeats, not for comparison", **extra}
         js, md = write_report(name, rows, extra, args.out)
         print(open(md, encoding="utf-8").read(), flush=True)
         print(f"written: {js}, {md}", flush=True)
