@@ -448,7 +448,9 @@ def stream(export_dir, prompt, max_length, temperature, top_k, greedy, beam_widt
     from seqkit.data.vocab import START_ID, UNK_ID, Vocabulary, tokenize
     from seqkit.runtime.streaming import StreamingModel
 
-    if _export_meta(export_dir).get("head") == "seq2seq":
+    exported = _export_meta(export_dir)
+    head = exported.get("head")
+    if head == "seq2seq":
         if prompt:
             raise SeqkitError("--prompt is for language-model exports; give a seq2seq export its "
                               "sources with --input FILE (one per line) or on stdin.")
@@ -457,7 +459,6 @@ def stream(export_dir, prompt, max_length, temperature, top_k, greedy, beam_widt
         return
     if beam_width is not None:
         raise SeqkitError("--beam-width is for seq2seq exports; this export streams one step model.")
-    head = _export_meta(export_dir).get("head")
     if head in ("acceptor", "tagger") and prompt:
         raise SeqkitError(f"--prompt is for language-model exports; this {head} export reads its "
                           f"sequences from --input FILE or stdin.")
@@ -465,7 +466,7 @@ def stream(export_dir, prompt, max_length, temperature, top_k, greedy, beam_widt
         raise SeqkitError("--input is for acceptor, tagger and seq2seq exports; a language model "
                           "continues --prompt TEXT.")
     max_length = max_length or 80
-    if _export_meta(export_dir).get("artefact") == "full_sequence":  # bidirectional: whole sequences at once
+    if exported.get("artefact") == "full_sequence":  # bidirectional: whole sequences at once
         from seqkit.runtime.full_sequence import FullSequenceModel
 
         _stream_sequences(FullSequenceModel(export_dir), input_path or "-")
