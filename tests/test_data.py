@@ -42,13 +42,19 @@ def test_whitespace_tokenizer_and_lowercase():
     assert tokenize("The  cat\tsat", "whitespace", lowercase=True) == ["the", "cat", "sat"]
 
 
+def lm_pairs(ids):
+    """The language model's training view of a ragged batch (what its head passes)."""
+    from seqkit.data.markers import add_markers
+    from seqkit.heads.language_model import teacher_forcing_pair
+
+    return teacher_forcing_pair(add_markers(ids, end=3))
+
+
 def test_pipeline_pads_per_batch_and_matches_python_encoding(tf):
     from seqkit.data.pipeline import make_dataset
-    from seqkit.heads.language_model import LanguageModelHead
 
     v = Vocabulary.build([list("abcde")])
-    to_pair = lambda ids: LanguageModelHead.to_pair(None, ids)  # noqa: E731
-    ds = make_dataset(["ab", "abcde", "e"], v, to_pair, tokenizer="char", lowercase=False,
+    ds = make_dataset(["ab", "abcde", "e"], v, lm_pairs, tokenizer="char", lowercase=False,
                       batch_size=8, max_length=16, shuffle=False, seed=0, bucket=False)
     (x, y), = list(ds)
     ids = v.encode(list("abcde"))
@@ -60,11 +66,10 @@ def test_pipeline_pads_per_batch_and_matches_python_encoding(tf):
 
 def test_bucketing_groups_similar_lengths(tf):
     from seqkit.data.pipeline import make_dataset
-    from seqkit.heads.language_model import LanguageModelHead
 
     lines = ["a" * n for n in [3, 40, 4, 41, 5, 42, 3, 44]]
     v = Vocabulary.build([["a"]])
-    ds = make_dataset(lines, v, lambda ids: LanguageModelHead.to_pair(None, ids), tokenizer="char",
+    ds = make_dataset(lines, v, lm_pairs, tokenizer="char",
                       lowercase=False, batch_size=4, max_length=64, shuffle=False, seed=0, bucket=True)
     widths = sorted(int(x.shape[1]) for x, _ in ds)
     assert widths == [6, 45]  # short lines padded only to 6, long ones to 45
@@ -108,17 +113,61 @@ def test_chunk_long_counts_and_splits():
     assert (out, n) == (["a b c", "d", "e"], 1)
 
 
-def test_epoch_shuffle_advances_only_on_full_passes(tf):
-    from seqkit.data.shuffle import epoch_shuffled
+def test_epoch_batches_advance_only_on_full_passes(tf):
+    from seqkit.data.shuffle import epoch_batches
 
-    xs = [f"x{i}" for i in range(50)]
-    ds = epoch_shuffled(xs, seed=3)
-    read = lambda d: [v.decode() for v in d.as_numpy_iterator()]  # noqa: E731
+    ds = epoch_batches([1] * 50, 4, shuffle=True, seed=3)
+    read = lambda d: [int(i) for b in d.as_numpy_iterator() for i in b]  # noqa: E731
     next(iter(ds))  # a partial pass (what Keras's symbolic build under a strategy does)
     e0, e1 = read(ds), read(ds)
-    assert sorted(e0) == sorted(xs) and e0 != e1 and e0 != xs
-    assert read(epoch_shuffled(xs, seed=3)) == e0  # same seed, same first epoch
-    assert read(epoch_shuffled(xs, seed=3, first_epoch=1)) == e1  # a resumed run sees epoch 1's order
+    assert sorted(e0) == list(range(50)) and e0 != e1 and e0 != sorted(e0)
+    assert read(epoch_batches([1] * 50, 4, shuffle=True, seed=3)) == e0  # same seed, same first epoch
+    # a resumed run sees epoch 1's order
+    assert read(epoch_batches([1] * 50, 4, shuffle=True, seed=3, first_epoch=1)) == e1
+    assert [len(b) for b in ds.as_numpy_iterator()] == [4] * 12 + [2]
+
+
+@pytest.mark.parametrize("batch_size", [1, 3, 8])
+def test_batch_plan_equals_tf_data_bucket_by_sequence_length(tf, batch_size):
+    """The numpy plan yields the very batches ``Dataset.bucket_by_sequence_length`` yields from
+    the same order: same members, same order inside, same order of batches (full ones as they
+    fill, partial ones at the end by bucket)."""
+    from seqkit.data.pipeline import bucket_boundaries
+    from seqkit.data.shuffle import batch_plan
+
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(1, 61, size=203)
+    order = rng.permutation(203)
+    bounds = bucket_boundaries(60)
+    flat, splits = batch_plan(order, lengths, batch_size, bounds)
+    ours = [flat[a:b].tolist() for a, b in zip(splits[:-1], splits[1:])]
+    ref = tf.data.Dataset.from_tensor_slices(order).bucket_by_sequence_length(
+        element_length_func=lambda i: tf.gather(tf.constant(lengths, tf.int32), i), bucket_boundaries=bounds,
+        bucket_batch_sizes=[batch_size] * (len(bounds) + 1))
+    assert ours == [b.tolist() for b in ref.as_numpy_iterator()]
+    if batch_size > 1:  # the end-of-pass partial batches (several buckets) are exercised too
+        assert sum(len(b) < batch_size for b in ours) >= 3
+
+
+def test_lm_to_pairs_vectorized_equals_to_pair_per_line(tf):
+    """The head's batched training view equals its per-line one, for the stock head and for a
+    subclass that overrides only ``to_pair`` (mapped over the lines)."""
+    from seqkit.heads.language_model import LanguageModelHead
+
+    class Reverse(LanguageModelHead):
+        def to_pair(self, ids):
+            return super().to_pair(tf.reverse(tf.cast(ids, tf.int32), [0]))
+
+    lines = [[4, 8, 9], [], [5]]
+    rt = tf.ragged.constant(lines, dtype=tf.int32)
+    stock, rev = object.__new__(LanguageModelHead), object.__new__(Reverse)  # to_pair needs no recipe
+    for head in (stock, rev):
+        x, y = head.to_pairs(rt)
+        for i, line in enumerate(lines):
+            px, py = head.to_pair(tf.constant(line, tf.int32))
+            assert x[i].numpy().tolist() == px.numpy().tolist() and y[i].numpy().tolist() == py.numpy().tolist()
+    assert rev.to_pairs(rt)[0][0].numpy().tolist() == [2, 9, 8, 4]
+    assert stock.to_pairs(rt)[1][1].numpy().tolist() == [3]  # an empty line: </s>
 
 
 def test_pair_dataset_teacher_forcing_batches_by_hand(tf):

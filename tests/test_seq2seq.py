@@ -49,6 +49,9 @@ def test_teacher_forcing_pair_adds_start_and_end_markers(tf):
     (src, dec_in), tgt = seq2seq_pair(tf.constant([5, 6, 7]), tf.constant([8, 4]))
     assert src.numpy().tolist() == [5, 6, 7]
     assert dec_in.numpy().tolist() == [START_ID, 8, 4] and tgt.numpy().tolist() == [8, 4, END_ID]
+    # a ragged batch gets the same markers row by row (how the training pipeline calls it)
+    (_, dec_in), tgt = seq2seq_pair(tf.ragged.constant([[5], [6]]), tf.ragged.constant([[8, 4], []]))
+    assert dec_in.to_list() == [[START_ID, 8, 4], [START_ID]] and tgt.to_list() == [[8, 4, END_ID], [END_ID]]
 
 
 @pytest.mark.parametrize("name", list(CONFIGS))

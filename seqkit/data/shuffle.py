@@ -1,11 +1,22 @@
-"""Epoch-seeded shuffling that does not depend on how often a dataset is iterated.
+"""Epoch-seeded batch plans: which examples go into which batch, pass by pass.
 
-``tf.data``'s ``shuffle(reshuffle_each_iteration=True)`` draws a new order on
-every new iterator, and Keras opens an extra iterator (one batch, for a
-symbolic build) when a model is compiled under a ``tf.distribute`` strategy.
-The same recipe would then see different data on one device and on several.
-Here epoch ``e`` always uses the permutation ``default_rng([seed, e])``, and
-the epoch counter advances only when a full pass has been read.
+Each pass (epoch) is planned whole in numpy -- a seeded order, then batches
+of similar length -- and the plan reaches ``tf.data`` as one element per pass,
+so the pipeline does per-batch work only (no per-example Python or per-example
+``tf.data`` element).
+
+Order. ``tf.data``'s ``shuffle(reshuffle_each_iteration=True)`` draws a new
+order on every new iterator, and Keras opens an extra iterator (one batch, for
+a symbolic build) when a model is compiled under a ``tf.distribute`` strategy;
+the same recipe would then see different data on one device and on several.
+Here pass ``k`` always uses the permutation ``default_rng([seed, k])``, and
+the pass counter advances only once a whole pass has been read.
+
+Batches. With length boundaries, a plan is exactly what
+``Dataset.bucket_by_sequence_length`` (``group_by_window``) yields from the same
+order: an example joins the open batch of its length bucket, a batch is
+emitted when it fills, and the partial batches left at the end of the pass
+follow in ascending bucket order.
 """
 
 from __future__ import annotations
@@ -13,42 +24,81 @@ from __future__ import annotations
 import numpy as np
 
 
-def epoch_order(n: int, seed: int, first_epoch: int = 0):
-    """A ``tf.data.Dataset`` of the indices ``0..n-1`` (int64), in a seeded new order each full pass.
+def epoch_permutation(n: int, seed: int, epoch: int) -> np.ndarray:
+    """Pass ``epoch``'s order of ``n`` examples: ``int64 [n]``, ``default_rng([seed, epoch]).permutation(n)``."""
+    return np.random.default_rng([seed, epoch]).permutation(n)
+
+
+def batch_plan(order, lengths, batch_size: int, bounds=None) -> tuple[np.ndarray, np.ndarray]:
+    """Split ``order`` into batches, bucketing by length as ``bucket_by_sequence_length`` does.
 
     Args:
-        n: number of examples.
-        seed: the recipe seed.
-        first_epoch: the epoch the first pass belongs to (a resumed run passes
-            its next epoch, so it sees the order an uninterrupted run would).
+        order: example indices in reading order, int ``[n]``.
+        lengths: every example's bucketing length, int ``[N]`` (indexed by ``order``).
+        batch_size: examples per batch (the last batch of a bucket may be smaller).
+        bounds: increasing bucket boundaries; bucket ``i`` holds lengths
+            ``bounds[i-1] <= L < bounds[i]``. ``None``: consecutive batches, no bucketing.
 
     Returns:
-        A dataset of scalar ``tf.int64`` indices; pass ``k`` (from ``first_epoch``)
-        is ``numpy.random.default_rng([seed, k]).permutation(n)``.
+        ``(flat int64 [n], splits int64 [nb + 1])``: batch ``j`` is
+        ``flat[splits[j]:splits[j + 1]]``.
     """
-    return _permutations(n, seed, first_epoch).unbatch()
+    order = np.asarray(order, np.int64)
+    n = len(order)
+    if bounds is None:
+        return order, np.append(np.arange(0, n, batch_size), n).astype(np.int64)
+    keys = np.searchsorted(np.asarray(bounds), np.asarray(lengths)[order], side="right")
+    batches = []  # (position in the pass at which the batch is emitted, members)
+    for k in np.unique(keys):
+        at = np.flatnonzero(keys == k)
+        members = order[at]
+        for j in range(0, len(at), batch_size):
+            full = j + batch_size <= len(at)
+            batches.append((at[j + batch_size - 1] if full else n + k, members[j:j + batch_size]))
+    batches.sort(key=lambda b: b[0])
+    sizes = [len(m) for _, m in batches]
+    flat = np.concatenate([m for _, m in batches]) if batches else np.zeros(0, np.int64)
+    return flat, np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
 
 
-def _permutations(n: int, seed: int, first_epoch: int):
-    """A dataset whose element ``k`` is pass ``k``'s whole permutation (``[n]`` int64)."""
+def epoch_batches(lengths, batch_size: int, *, bounds=None, shuffle: bool = False, seed: int = 0,
+                  first_epoch: int = 0):
+    """A ``tf.data.Dataset`` of batches of example indices, one pass per iterator.
+
+    Args:
+        lengths: each example's bucketing length, int ``[N]``.
+        batch_size: examples per batch.
+        bounds: bucket boundaries (see :func:`batch_plan`); ``None`` keeps the
+            order in consecutive batches.
+        shuffle: read pass ``k`` in :func:`epoch_permutation` order (``k``
+            counts whole passes from ``first_epoch``); otherwise ``0..N-1``.
+        seed: the recipe seed.
+        first_epoch: the pass the first iterator reads (a resumed run passes its
+            next epoch, so it sees the order an uninterrupted run would).
+
+    Returns:
+        A dataset of ``int64 [b]`` index vectors (``b <= batch_size``).
+    """
     import tensorflow as tf
 
+    lengths = np.asarray(lengths, np.int64)
+    n = len(lengths)
     state = {"epoch": first_epoch}
 
-    def gen():
-        # one whole permutation per pass: a Python generator yielding index by index cost
-        # ~0.4 ms an example and was the slowest stage of the input pipeline
-        yield np.random.default_rng([seed, state["epoch"]]).permutation(n)
-        state["epoch"] += 1  # reached only once the pass's last element has been taken
+    def plan(part):
+        # part 0 is the pass's plan; part 1 (empty) is asked for only once flat_map has taken the
+        # pass's last batch, so the pass counter advances on whole passes only
+        if part == 0:
+            order = epoch_permutation(n, seed, state["epoch"]) if shuffle else np.arange(n)
+            return batch_plan(order, lengths, batch_size, bounds)
+        if shuffle:
+            state["epoch"] += 1
+        return np.zeros(0, np.int64), np.zeros(1, np.int64)
 
-    return tf.data.Dataset.from_generator(gen, output_signature=tf.TensorSpec([n], tf.int64))
+    @tf.autograph.experimental.do_not_convert
+    def planned(part):  # one Python call per pass (a generator dataset cost ~20 ms to start)
+        flat, splits = tf.numpy_function(plan, [part], (tf.int64, tf.int64), stateful=True)
+        return tf.RaggedTensor.from_row_splits(tf.ensure_shape(flat, [None]), tf.ensure_shape(splits, [None]),
+                                               validate=False)
 
-
-def epoch_shuffled(examples: list, seed: int, first_epoch: int = 0):
-    """``examples`` (strings) in the order of :func:`epoch_order`: a dataset of scalar ``tf.string``."""
-    import tensorflow as tf
-
-    table = tf.constant(list(examples), dtype=tf.string)
-    # per index, not per whole permutation: tf.data may run a map ahead of its consumer, and a
-    # map over permutations would pull the next pass (and advance the epoch) on a partial read
-    return epoch_order(len(examples), seed, first_epoch).map(lambda i: tf.gather(table, i))
+    return tf.data.Dataset.range(2).map(planned).flat_map(tf.data.Dataset.from_tensor_slices)

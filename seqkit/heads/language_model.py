@@ -13,6 +13,7 @@ import math
 
 from pydantic import BaseModel, ConfigDict
 
+from seqkit.data.markers import add_markers, drop_last
 from seqkit.data.vocab import END_ID, START_ID
 from seqkit.heads.base import Head
 from seqkit.layers.stack import apply_stack, make_plugin, recurrent_layers
@@ -44,16 +45,22 @@ class LanguageModelOptions(BaseModel):
 
 
 def teacher_forcing_pair(ids, start_id: int = START_ID):
-    """Teacher forcing: recorded ``ids [T]`` -> ``(inputs [T], targets [T])``.
+    """Teacher forcing: recorded ``ids`` -> ``(inputs, targets)`` of the same shape.
 
     ``inputs = [start] + ids[:-1]``, ``targets = ids``: recorded ``[4, 8, 9]``
     gives inputs ``[start, 4, 8]`` and targets ``[4, 8, 9]``, so the logits
     produced after reading 4 are scored against 8.
+
+    Args:
+        ids: one sequence ``[T]`` or a ragged batch ``tf.RaggedTensor [N, (T)]``; int.
+
+    Returns:
+        int32 ``(inputs, targets)``, each shaped like ``ids``.
     """
     import tensorflow as tf
 
     ids = tf.cast(ids, tf.int32)
-    return tf.concat([[start_id], ids[:-1]], axis=0), ids
+    return add_markers(drop_last(ids), start=start_id), ids
 
 
 @register_head("language_model")
@@ -108,16 +115,39 @@ class LanguageModelHead(Head):
         from seqkit.data.pipeline import make_dataset
 
         r = self.recipe
-        return make_dataset([x.text for x in records], self.vocab, self.to_pair,
+        return make_dataset([x.text for x in records], self.vocab, self.to_pairs,
                             tokenizer=r.data.tokenizer, lowercase=r.data.lowercase,
                             batch_size=r.training.batch_size, max_length=r.data.max_length,
                             shuffle=training, seed=r.seed, bucket=r.data.bucket, first_epoch=first_epoch)
 
     def to_pair(self, ids):
-        """A line's token ids plus the end marker are the recorded sequence."""
+        """A line's token ids plus the end marker are the recorded sequence.
+
+        Args:
+            ids: one line's token ids ``[T]`` int.
+
+        Returns:
+            int32 ``(inputs [T + 1], targets [T + 1])`` (:func:`teacher_forcing_pair`).
+        """
+        return teacher_forcing_pair(add_markers(ids, end=END_ID))
+
+    def to_pairs(self, ids):
+        """Every line's training pair at once: ragged ``ids [N, (T)]`` -> ``(inputs, targets)``
+        ragged ``[N, (T + 1)]`` int32, what :meth:`to_pair` gives line by line.
+
+        Vectorized when :meth:`to_pair` is this class's; a subclass that overrides
+        :meth:`to_pair` gets it mapped over the lines (``tf.map_fn``, about 20 µs a
+        line when the dataset is built) unless it also overrides this method.
+        """
         import tensorflow as tf
 
-        return teacher_forcing_pair(tf.concat([tf.cast(ids, tf.int32), [END_ID]], axis=0))
+        if type(self).to_pair is LanguageModelHead.to_pair:
+            return teacher_forcing_pair(add_markers(ids, end=END_ID))
+        spec = tf.RaggedTensorSpec([None], tf.int32, ragged_rank=0)
+        run = tf.function(lambda rt: tf.map_fn(
+            lambda row: tuple(tf.cast(t, tf.int32) for t in self.to_pair(row)), rt,
+            fn_output_signature=(spec, spec)))
+        return run(tf.cast(ids, tf.int32))
 
     def build_model(self):
         import keras

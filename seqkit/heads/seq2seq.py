@@ -39,6 +39,7 @@ from typing import Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field
 
 from seqkit import log
+from seqkit.data.markers import add_markers
 from seqkit.data.vocab import END_ID, START_ID, UNK_ID, Vocabulary, tokenize
 from seqkit.errors import DataError, RecipeError
 from seqkit.heads.base import Head
@@ -65,13 +66,20 @@ TARGET_VOCAB = "target_vocab.json"
 
 
 def seq2seq_pair(source_ids, target_ids):
-    """Teacher forcing for one pair: ``(source [S], target [T])`` int32 ->
-    ``((source, [<s>] + target), target + [</s>])``."""
+    """Teacher forcing for a pair: ``(source, target)`` ->
+    ``((source, [<s>] + target), target + [</s>])``, all int32.
+
+    Args:
+        source_ids, target_ids: one pair (``[S]``, ``[U]``) or ragged batches
+            (``tf.RaggedTensor [N, (S)]``, ``[N, (U)]``); int.
+
+    Returns:
+        ``((source, decoder_inputs [U + 1]), targets [U + 1])`` (per row for batches).
+    """
     import tensorflow as tf
 
-    target_ids = tf.cast(target_ids, tf.int32)
-    return ((tf.cast(source_ids, tf.int32), tf.concat([[START_ID], target_ids], 0)),
-            tf.concat([target_ids, [END_ID]], 0))
+    return ((tf.cast(source_ids, tf.int32), add_markers(target_ids, start=START_ID)),
+            add_markers(target_ids, end=END_ID))
 
 
 @register_head("seq2seq")
