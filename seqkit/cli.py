@@ -211,7 +211,7 @@ def generate(run_dir, prompt, max_length, temperature, top_k, top_p, greedy, bea
     if greedy and beam_asked:
         raise SeqkitError("--greedy and beam-search options (--beam-width, --length-penalty, "
                           "--n-best, --min-length) exclude each other; drop --greedy for beam search "
-                          "(--beam-width 1 is greedy).")
+                          "(--beam-width 1 with length penalty 0 is greedy).")
     if beam_width is not None and n_best is not None:  # fail before loading the run
         check_beam_args(beam_width, n_best, length_penalty or 0.0, 0, 1)
     from seqkit.generate import generate_beam, generate_text
@@ -521,7 +521,7 @@ def _stream_seq2seq(export_dir: str, input_path: str, *, greedy: bool, beam_widt
     from seqkit.runtime.seq2seq_stream import Seq2SeqModel, read_sources
 
     if greedy and beam_width is not None:
-        raise SeqkitError("--greedy and --beam-width exclude each other (--beam-width 1 is greedy).")
+        raise SeqkitError("--greedy and --beam-width exclude each other (--beam-width 1 with length penalty 0 is greedy).")
     rt = Seq2SeqModel(export_dir)
     name, text = _read_input(input_path)
     for _, ids in read_sources(text, name, rt):

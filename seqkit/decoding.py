@@ -188,7 +188,7 @@ def check_beam_args(beam_width, n_best, length_penalty, min_length, max_length):
     """
     if not isinstance(beam_width, int) or beam_width < 1:
         raise SeqkitError(f"beam width must be a positive integer, got {beam_width!r} "
-                          f"(--beam-width / decoding.beam_width; 1 is greedy decoding).")
+                          f"(--beam-width / decoding.beam_width; 1 with length penalty 0 is greedy decoding).")
     if not isinstance(n_best, int) or n_best < 1:
         raise SeqkitError(f"n-best must be a positive integer, got {n_best!r} (--n-best / "
                           f"decoding.n_best).")
@@ -221,7 +221,9 @@ def beam_search(step_fn, states, prompt, *, beam_width: int, max_length, length_
     :func:`length_penalty_factor`, each hypothesis with its own ``|Y|``) and
     merged into the row's ``K`` best finished hypotheses; the best ``K``
     candidates that did not stop live on. (Finishing only first-``K`` stop
-    candidates, as fairseq does, makes ``beam_width=1`` exactly greedy.) A row is
+    candidates, as fairseq does, makes ``beam_width=1`` with ``length_penalty=0`` exactly
+    greedy; with a length penalty, width 1 may go on past greedy's stop and return a longer
+    output the penalty ranks higher.) A row is
     done when its ``n_best``-th finished score is at least the best that any live
     hypothesis could still reach, ``log P_alive / lp(max_length)`` (``log P``
     only falls and ``lp`` only grows, for ``length_penalty >= 0``); the loop

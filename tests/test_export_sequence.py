@@ -203,6 +203,9 @@ def test_cli_stream_acceptor_and_tagger(runs, tmp_path):
     recs = read_records("the dog sleeps\na cat runs fast\n", "-", "text", prep)
     want = [" ".join(f"{w}/{t}" for w, t in zip(p["tokens"], p["tags"])) for p in predict(prep, model, recs)]
     assert res.output.splitlines() == want
+    res = r.invoke(main, ["stream", tag], input="the qqqxz dog\n")  # an unknown word: warned, once
+    assert res.exit_code == 0, res.output
+    assert "1 of 3 input tokens are not in the export's vocabulary" in res.stderr and "'qqqxz'" in res.stderr
     res = r.invoke(main, ["inspect", acc])
     assert res.exit_code == 0 and "pool_sum" in res.output and "input frame" in res.output
 
@@ -239,6 +242,9 @@ def test_cli_stream_of_full_sequence_exports_equals_predict(runs, tmp_path):
     want = [" ".join(f"{w}/{t}" for w, t in zip(p["tokens"], p["tags"]))
             for p in predict(prep, model, read_records(text, "-", "text", prep))]
     assert res.output.splitlines() == want
+    pinned = json.load(open(os.path.join(tag, "metadata.json")))["full_sequence"]["length"]
+    res = r.invoke(main, ["stream", tag], input="the cat\n" + "the " * (pinned + 1) + "\n")
+    assert res.exit_code != 0 and f":2: a sequence of {pinned + 1} steps is longer" in res.output
 
 
 def test_bidirectional_run_exports_a_saved_model_predict_without_full_sequence(runs, tmp_path):

@@ -58,13 +58,24 @@ def read_stream_input(text: str, name: str, metadata: dict) -> list[StreamInput]
                 raise SeqkitError(f"{r.where}: {r.frames.shape[1]} channels; this export reads {width}.")
             out.append(StreamInput(r.where, None, np.asarray(r.frames, np.float32)))
     else:
+        from seqkit import log
+        from seqkit.data.vocab import UNK_ID
+
         vocab = Vocabulary(metadata["vocab"])
-        out = []
+        out, unknown, first = [], 0, None
         for n, line in enumerate(text.splitlines(), start=1):
             words = tokenize(line, metadata["token_mode"])
             if words:
                 ids = vocab.encode([w.lower() for w in words] if metadata["lowercase"] else words)
+                miss = [w for w, i in zip(words, ids) if i == UNK_ID]
+                if miss and first is None:
+                    first = f"{name}:{n} {miss[0]!r}"
+                unknown += len(miss)
                 out.append(StreamInput(f"{name}:{n}", words, np.asarray(ids, np.int32)))
+        if unknown:
+            total = sum(len(x.steps) for x in out)
+            log.warn(f"{unknown} of {total} input tokens are not in the export's vocabulary and were "
+                     f"read as [UNK] (first: {first}).")
     if not out:
         raise SeqkitError(f"{name}: no input sequences (empty input).")
     return out
@@ -83,6 +94,11 @@ def full_sequence_answers(model, inputs: list[StreamInput]):
     (:class:`~seqkit.runtime.full_sequence.FullSequenceModel`): a tagger's tag at every step,
     an acceptor's answer at the last step only."""
     labels = model.metadata["labels"]
+    long = next((seq for seq in inputs if len(seq.steps) > model.length), None)
+    if long is not None:
+        raise SeqkitError(f"{long.where}: a sequence of {len(long.steps)} steps is longer than this "
+                          f"export's pinned length {model.length}; cut it, or export again with a "
+                          f"larger --length.")
     outs = model.predict([seq.steps for seq in inputs])
     for i, (seq, z) in enumerate(zip(inputs, outs)):
         if z.ndim == 1:
