@@ -364,8 +364,20 @@ def load_model(path: str):
     try:
         return keras.saving.load_model(path, safe_mode=True)
     except Exception as exc:
+        import zipfile
+
         from seqkit.plugins import keras_classes_needed
 
+        try:  # a .keras file is a zip archive: a cut-off or overwritten one fails here
+            with zipfile.ZipFile(path) as z:
+                damaged = z.testzip()
+        except (zipfile.BadZipFile, OSError, EOFError) as zexc:
+            damaged = str(zexc)
+        if damaged:
+            sibling = "last.keras" if os.path.basename(path) != "last.keras" else "model.keras"
+            raise RunDirError(f"{path}: not a complete .keras archive ({damaged}); the file was cut "
+                              f"off (a full disk, an interrupted copy) or overwritten. Copy the run's "
+                              f"{sibling} over it if that model will do, or train again.") from exc
         needed = keras_classes_needed(path)
         raise RunDirError(f"{path}: cannot load the model ({type(exc).__name__}: {exc}). If the run "
                           f"used a plugin cell or head, install it or pass --plugin"

@@ -53,6 +53,24 @@ def test_run_directory_contents(trained):
     assert state["best"] == min(h["val_cross_entropy"] for h in hist) and state["monitor"] == "val_cross_entropy"
 
 
+def test_cut_off_model_file_says_so_and_names_the_way_back(trained, tmp_path):
+    import shutil
+
+    from seqkit.errors import RunDirError
+    from seqkit.train import load_model, load_run
+
+    run = str(tmp_path / "copy")
+    shutil.copytree(trained[0], run)
+    best = os.path.join(run, "model.keras")
+    data = open(best, "rb").read()
+    open(best, "wb").write(data[: len(data) // 2])  # what a full disk or an interrupted copy leaves
+    with pytest.raises(RunDirError, match=r"model.keras: not a complete .keras archive .*Copy the run's "
+                                          r"last.keras over it"):
+        load_run(run)
+    shutil.copy(os.path.join(run, "last.keras"), best)  # the way back the message names works
+    assert load_model(best).count_params() > 0
+
+
 def test_same_seed_same_metrics(tmp_path, keras):
     from seqkit.train import train
 
