@@ -24,6 +24,9 @@ Contenders (one process, interleaved repeat by repeat):
   by ``tf.data`` from the same token arrays.
 * ``keras (no mask)``: the same without ``mask_zero``.
 * ``keras (XLA)``, ``seqkit (XLA)``: ``jit_compile=True`` (the recipe key ``training.jit_compile``).
+* ``seqkit GRU``, ``keras GRU``: the same two paths with a GRU of 256
+  (``reset_after``, Keras's default) instead of the LSTM; seqkit's is
+  :class:`seqkit.layers.fused_gru.FusedGRU`. Their ratio is to ``keras GRU``.
 * ``torch``: ``nn.Embedding``, ``nn.LSTM(batch_first)``, ``nn.Linear``,
   ``cross_entropy``, ``clip_grad_norm_``, ``Adam`` (if torch is installed), in a
   child process driven step block by step block: in one process with
@@ -52,15 +55,15 @@ def corpus(path: str, lines: int, seed: int = 0) -> list[list[int]]:
     return ids.tolist()
 
 
-def recipe(path: str):
-    """The LM-shape recipe over the generated corpus."""
+def recipe(path: str, cell: str = "lstm"):
+    """The LM-shape recipe over the generated corpus (``cell``: ``lstm`` or ``gru``)."""
     from seqkit.recipe import recipe_from_dict
 
     return recipe_from_dict({
         "name": "bench-lm", "seed": 1,
         "data": {"source": "text_lines", "path": path, "tokenizer": "whitespace", "max_length": T,
                  "split": {"valid": 0.0, "test": 0.0}},
-        "model": {"cell": "lstm", "units": H, "embedding_dim": E, "layers": 1},
+        "model": {"cell": cell, "units": H, "embedding_dim": E, "layers": 1},
         "head": {"type": "language_model"},
         "training": {"batch_size": B, "learning_rate": 1e-3, "clipnorm": 1.0, "epochs": 1},
     })
@@ -79,10 +82,10 @@ def keras_stepper(model, dataset):
     return step
 
 
-def seqkit_contender(path: str, fused: bool = True, jit: bool = False):
+def seqkit_contender(path: str, fused: bool = True, jit: bool = False, cell: str = "lstm"):
     from seqkit.train import compile_model, make_split_dataset, prepare, seed_everything
 
-    r = recipe(path)
+    r = recipe(path, cell)
     if jit:
         r.training.jit_compile = True
     seed_everything(r.seed, r.training.deterministic)  # as `seqkit train` does (op determinism on)
@@ -104,7 +107,7 @@ def seqkit_contender(path: str, fused: bool = True, jit: bool = False):
     return keras_stepper(model, make_split_dataset(prep, "train", training=True))
 
 
-def keras_contender(ids, mask: bool = True, jit: bool = False):
+def keras_contender(ids, mask: bool = True, jit: bool = False, cell: str = "LSTM"):
     import keras
     import numpy as np
     import tensorflow as tf
@@ -115,7 +118,7 @@ def keras_contender(ids, mask: bool = True, jit: bool = False):
     model = keras.Sequential([
         keras.Input((None,), dtype="int32"),
         keras.layers.Embedding(V, E, mask_zero=mask),
-        keras.layers.LSTM(H, return_sequences=True),
+        getattr(keras.layers, cell)(H, return_sequences=True),
         keras.layers.Dense(V)])
     model.compile(keras.optimizers.Adam(1e-3, global_clipnorm=1.0),
                   keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=jit)
@@ -218,7 +221,9 @@ def run(args):
               "keras": lambda: keras_contender(ids),
               "keras (no mask)": lambda: keras_contender(ids, mask=False),
               "keras (XLA)": lambda: keras_contender(ids, jit=True),
-              "seqkit (XLA)": lambda: seqkit_contender(path, jit=True)}
+              "seqkit (XLA)": lambda: seqkit_contender(path, jit=True),
+              "seqkit GRU": lambda: seqkit_contender(path, cell="gru"),
+              "keras GRU": lambda: keras_contender(ids, cell="GRU")}
     import importlib.util
 
     has_torch = importlib.util.find_spec("torch") is not None
@@ -246,12 +251,14 @@ def run(args):
     rows = []
     for name, vals in res.items():
         row = {"contender": name, "metric": "tokens/s", **summarize(vals),
-               "ratio": base[name] / base["keras"],
+               "ratio": base[name] / base["keras GRU" if "GRU" in name else "keras"],
                "notes": f"first step {build_s[name]:.1f} s"}
         rows.append(row)
     extra = {"shape": f"V {V}, E {E}, LSTM {H}, B {B}, T {T}, Adam, global clipnorm 1.0",
              "steps_per_measurement": steps, "repeats": repeats,
-             "ratio": "median tokens/s over the hand-written Keras model's (with mask_zero)",
+             "ratio": "median tokens/s over the hand-written Keras model's (with mask_zero); GRU rows "
+                      "over the hand-written Keras GRU model's",
+             "seqkit_gru_vs_keras_gru": base["seqkit GRU"] / base["keras GRU"],
              "seqkit_vs_torch": (base["seqkit"] / base["torch"]) if "torch" in base else None,
              "seqkit_vs_keras": base["seqkit"] / base["keras"]}
     return rows, extra

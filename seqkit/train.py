@@ -354,6 +354,7 @@ def load_model(path: str):
 
     import seqkit.layers.decoder  # noqa: F401  (registers custom objects)
     import seqkit.layers.frame_mask  # noqa: F401
+    import seqkit.layers.fused_gru  # noqa: F401
     import seqkit.layers.fused_lstm  # noqa: F401
     import seqkit.layers.pooling  # noqa: F401
     import seqkit.losses  # noqa: F401

@@ -3,31 +3,13 @@
 import numpy as np
 import pytest
 
+from tests.fusedhelp import outputs_and_grads, padded_batch, pair
+
 
 def _pair(keras, rng, units=4, width=5, **kw):
     from seqkit.layers.fused_lstm import FusedLSTM
 
-    ref, fused = keras.layers.LSTM(units, **kw), FusedLSTM(units, **kw)
-    ref.build((None, None, width))
-    fused.build((None, None, width))
-    fused.set_weights([w + rng.normal(size=w.shape).astype("float32") * 0.5 for w in ref.get_weights()])
-    ref.set_weights(fused.get_weights())
-    return ref, fused
-
-
-def _outputs_and_grads(tf, layer, x, mask, state):
-    xt, s0 = tf.constant(x), [tf.constant(s) for s in state] if state is not None else None
-    with tf.GradientTape() as tape:
-        tape.watch(xt)
-        if s0 is not None:
-            tape.watch(s0)
-        out = layer(xt, mask=None if mask is None else tf.constant(mask), initial_state=s0)
-        out = out if isinstance(out, (list, tuple)) else [out]
-        # a loss that weighs every output element differently, so no gradient hides behind a sum
-        loss = sum(tf.reduce_sum(o * tf.reshape(tf.cos(tf.range(tf.size(o), dtype=tf.float32)), o.shape))
-                   for o in out)
-    grads = tape.gradient(loss, [xt] + (s0 or []) + layer.trainable_weights)
-    return [o.numpy() for o in out], [g.numpy() for g in grads]
+    return pair(keras.layers.LSTM, FusedLSTM, rng, units, width, **kw)
 
 
 @pytest.mark.parametrize("go_backwards", [False, True])
@@ -36,14 +18,9 @@ def test_outputs_states_and_gradients_equal_keras_lstm_with_padding(tf, keras, g
     rng = np.random.default_rng(0)
     ref, fused = _pair(keras, rng, return_sequences=return_sequences, return_state=True,
                        go_backwards=go_backwards)
-    x = rng.normal(size=(4, 7, 5)).astype("float32")
-    mask = np.ones((4, 7), bool)
-    mask[1, 5:] = False          # trailing padding
-    mask[2, :2] = False          # leading padding (outputs are zeros there, states stay h0)
-    mask[2, 6] = False
-    mask[3, :] = False           # an all-padding row keeps its initial state
+    x, mask = padded_batch(rng)
     state = [rng.normal(size=(4, 4)).astype("float32") for _ in range(2)]
-    (o1, g1), (o2, g2) = (_outputs_and_grads(tf, L, x, mask, state) for L in (ref, fused))
+    (o1, g1), (o2, g2) = (outputs_and_grads(tf, L, x, mask, state) for L in (ref, fused))
     for a, b in zip(o1, o2):
         np.testing.assert_allclose(b, a, atol=1e-6)
     for a, b in zip(g1, g2):

@@ -1,7 +1,9 @@
 """GRU cell plugin (Cho et al. 2014), ``reset_after`` variant by default as cuDNN.
 
-State layout: ``h [B, H]``. Uses ``keras.layers.GRU`` so a GPU takes the cuDNN
-kernel; with ``reset_after`` parameters ``3 * (H * (D + H) + 2 * H)``.
+State layout: ``h [B, H]``. Uses :class:`seqkit.layers.fused_gru.FusedGRU`
+(``keras.layers.GRU`` with a fused CPU kernel for ``reset_after``), so a GPU
+takes the cuDNN kernel and a CPU seqkit's; with ``reset_after`` parameters
+``3 * (H * (D + H) + 2 * H)``.
 """
 
 from __future__ import annotations
@@ -39,6 +41,12 @@ class GRUPlugin(KerasCellPlugin):
                     recurrent_activation=o.recurrent_activation, use_bias=o.use_bias,
                     reset_after=o.reset_after, dropout=self.spec.dropout,
                     recurrent_dropout=self.spec.recurrent_dropout)
+
+    def layer_class(self):
+        """:class:`seqkit.layers.fused_gru.FusedGRU`: ``keras.layers.GRU`` with a fused CPU kernel."""
+        from seqkit.layers.fused_gru import FusedGRU
+
+        return FusedGRU
 
     def fast_path_issues(self):
         o = self.options

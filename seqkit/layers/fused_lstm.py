@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import keras
 
+from seqkit.layers.fused_rnn import fast_path_ok, keras_outputs, project_inputs
+
 
 def lstm_scan(zx, mask, h0, c0, recurrent_kernel):
     """Run the LSTM recurrence over precomputed input projections, with a fused BPTT gradient.
@@ -107,18 +109,6 @@ def lstm_scan(zx, mask, h0, c0, recurrent_kernel):
     return scan(zx, h0, c0, recurrent_kernel)
 
 
-def fast_path_ok(layer) -> bool:
-    """Whether :class:`FusedLSTM` can run its CPU kernel for ``layer``'s configuration."""
-    import tensorflow as tf
-
-    cell = layer.cell
-    return (keras.backend.backend() == "tensorflow" and not tf.config.list_logical_devices("GPU")
-            and not cell.recurrent_dropout and cell.use_bias and not layer.unroll
-            and not layer.stateful and cell.activation is keras.activations.tanh
-            and cell.recurrent_activation is keras.activations.sigmoid
-            and layer.compute_dtype == "float32")
-
-
 @keras.saving.register_keras_serializable(package="seqkit")
 class FusedLSTM(keras.layers.LSTM):
     """``keras.layers.LSTM`` with a faster CPU kernel (see the module docstring).
@@ -134,28 +124,8 @@ class FusedLSTM(keras.layers.LSTM):
 
         if not fast_path_ok(self):
             return super().inner_loop(sequences, initial_state, mask, training=training)
-        if isinstance(mask, (list, tuple)):
-            mask = mask[0]
-        cell = self.cell
-        x = sequences
-        if training and cell.dropout:  # one dropout mask per sequence, as Keras's cuDNN path
-            x = x * tf.expand_dims(cell.get_dropout_mask(sequences[:, 0, :]), 1)
-        zx = tf.tensordot(x, cell.kernel, axes=[[2], [0]]) + cell.bias  # [B, T, 4H]
-        zx = tf.transpose(zx, [1, 0, 2])
-        if mask is None:
-            m = tf.ones(tf.shape(zx)[:2], tf.float32)
-        else:
-            m = tf.transpose(tf.cast(mask, tf.float32), [1, 0])
-        if self.go_backwards:
-            zx, m = tf.reverse(zx, [0]), tf.reverse(m, [0])
+        zx, m = project_inputs(self, sequences, mask, self.cell.bias, training)  # [T, B, 4H]
         h0, c0 = (tf.convert_to_tensor(s, tf.float32) for s in initial_state)
-        h_seq, c_last = lstm_scan(zx, m[:, :, None], h0, c0, tf.convert_to_tensor(cell.recurrent_kernel))
-        # Keras's output at a padded step repeats the previous output, which is zero before
-        # the first valid step even when h0 is not: scale by "a valid step was seen"; with
-        # zero_output_for_mask (forced by Bidirectional) it is zero.
-        seen = m if self.zero_output_for_mask else tf.cast(tf.cumsum(m, axis=0) > 0, tf.float32)
-        seen = seen[:, :, None]
-        outputs = tf.transpose(h_seq * seen, [1, 0, 2])
-        h_last = h_seq[-1]
-        last_output = h_last * seen[-1]
-        return last_output, outputs, [h_last, c_last]
+        h_seq, c_last = lstm_scan(zx, m[:, :, None], h0, c0, tf.convert_to_tensor(self.cell.recurrent_kernel))
+        last_output, outputs = keras_outputs(self, h_seq, m)
+        return last_output, outputs, [h_seq[-1], c_last]

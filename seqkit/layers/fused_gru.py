@@ -1,0 +1,117 @@
+"""A CPU-fast GRU layer: the input projection for all steps in one matmul, a hand-written BPTT.
+
+Like :mod:`seqkit.layers.fused_lstm`, for ``keras.layers.GRU`` with
+``reset_after=True`` (Keras's default and cuDNN's variant; Cho et al. 2014 with
+the reset gate applied after the recurrent matmul). Keras gate order ``z, r, h``;
+the bias is ``[2, 3H]``: input bias (row 0) and recurrent bias (row 1).
+
+* forward: ``Z_x = X W + b_in`` for all ``T`` steps in one matmul; the loop
+  adds ``h_{t-1} U + b_rec`` and applies the gates;
+* backward (:func:`gru_scan`'s custom gradient): the loop carries only ``dh``
+  and writes the pre-activation gradients; ``dU = H_prev^T dR`` and
+  ``dW = X^T dZ_x`` are one large matmul each after the loop (BPTT).
+
+Masking and fallbacks as :class:`~seqkit.layers.fused_lstm.FusedLSTM`
+(:func:`seqkit.layers.fused_rnn.fast_path_ok`), plus ``reset_after=False`` falls
+back to Keras.
+"""
+
+from __future__ import annotations
+
+import keras
+
+from seqkit.layers.fused_rnn import fast_path_ok, keras_outputs, project_inputs
+
+
+def gru_scan(zx, mask, h0, recurrent_kernel, recurrent_bias):
+    """Run the GRU recurrence over precomputed input projections, with a fused BPTT gradient.
+
+    Args:
+        zx: ``[T, B, 3H]`` float32, time-major ``x_t W + b_in`` (gates ``z, r, h``).
+        mask: ``[T, B, 1]`` float32, 1 at valid steps and 0 at padded ones.
+        h0: ``[B, H]`` float32 initial hidden state.
+        recurrent_kernel: ``[H, 3H]`` float32 ``U``.
+        recurrent_bias: ``[3H]`` float32 ``b_rec``.
+
+    Returns:
+        ``h_seq [T, B, H]``: the hidden state after every step (a padded step
+        repeats the previous one). The gradient with respect to every argument
+        except ``mask`` is exact.
+
+    Equations (per step, ``m`` the mask; Keras ``GRUCell`` with ``reset_after``)::
+
+        a = h_{t-1} U + b_rec;  z = sigmoid(zx_z + a_z);  r = sigmoid(zx_r + a_r)
+        n = tanh(zx_h + r * a_h);  h~ = z h_{t-1} + (1 - z) n
+        h_t = m h~ + (1 - m) h_{t-1}
+    """
+    import tensorflow as tf
+
+    @tf.custom_gradient
+    def scan(zx, h0, u, b):
+        steps = tf.shape(zx)[0]
+        h_ta = tf.TensorArray(tf.float32, size=steps, element_shape=h0.shape)
+        a_ta = tf.TensorArray(tf.float32, size=steps)
+
+        def body(t, h, h_ta, a_ta):
+            az, ar, ah = tf.split(tf.matmul(h, u) + b, 3, axis=-1)
+            xz, xr, xh = tf.split(zx[t], 3, axis=-1)
+            z, r = tf.sigmoid(xz + az), tf.sigmoid(xr + ar)
+            n = tf.tanh(xh + r * ah)
+            h_new = tf.where(mask[t] > 0, z * h + (1.0 - z) * n, h)
+            return t + 1, h_new, h_ta.write(t, h_new), a_ta.write(t, tf.concat([z, r, n, ah], axis=-1))
+
+        _, _, h_ta, a_ta = tf.while_loop(lambda t, *_: t < steps, body, (tf.constant(0), h0, h_ta, a_ta))
+        h_seq, acts = h_ta.stack(), a_ta.stack()
+
+        def grad(dh_seq):
+            h_prev = tf.concat([h0[None], h_seq[:-1]], axis=0)
+            ut = tf.transpose(u)
+            dx_ta = tf.TensorArray(tf.float32, size=steps)
+            da_ta = tf.TensorArray(tf.float32, size=steps)
+
+            def back(t, dh, dx_ta, da_ta):
+                dh = dh + dh_seq[t]
+                z, r, n, ah = tf.split(acts[t], 4, axis=-1)
+                dh_new = mask[t] * dh  # zero at a padded step: every gradient below is zero
+                dz = dh_new * (h_prev[t] - n) * z * (1.0 - z)
+                dn = dh_new * (1.0 - z) * (1.0 - n * n)
+                dr = dn * ah * r * (1.0 - r)
+                da = tf.concat([dz, dr, dn * r], axis=-1)
+                dh_prev = dh - dh_new + dh_new * z + tf.matmul(da, ut)
+                return t - 1, dh_prev, dx_ta.write(t, tf.concat([dz, dr, dn], axis=-1)), da_ta.write(t, da)
+
+            _, dh0, dx_ta, da_ta = tf.while_loop(lambda t, *_: t >= 0, back,
+                                                  (steps - 1, tf.zeros_like(h0), dx_ta, da_ta))
+            dx, da = dx_ta.stack(), da_ta.stack()
+            width = tf.shape(u)[0]
+            da_flat = tf.reshape(da, [-1, 3 * width])
+            du = tf.matmul(tf.reshape(h_prev, [-1, width]), da_flat, transpose_a=True)
+            return dx, dh0, du, tf.reduce_sum(da_flat, axis=0)
+
+        return h_seq, grad
+
+    return scan(zx, h0, recurrent_kernel, recurrent_bias)
+
+
+@keras.saving.register_keras_serializable(package="seqkit")
+class FusedGRU(keras.layers.GRU):
+    """``keras.layers.GRU`` with a faster CPU kernel (see the module docstring).
+
+    Same arguments, weights, masking and outputs as ``keras.layers.GRU``:
+    ``[B, T, D] -> [B, T, H]`` (``return_sequences``) or ``[B, H]``, plus
+    ``h [B, H]`` with ``return_state``. Results equal Keras's to float32
+    rounding.
+    """
+
+    def inner_loop(self, sequences, initial_state, mask, training=False):
+        import tensorflow as tf
+
+        if not (fast_path_ok(self) and self.cell.reset_after):
+            return super().inner_loop(sequences, initial_state, mask, training=training)
+        bias = tf.convert_to_tensor(self.cell.bias)  # [2, 3H]: input and recurrent bias
+        zx, m = project_inputs(self, sequences, mask, bias[0], training)  # [T, B, 3H]
+        h0 = initial_state[0] if isinstance(initial_state, (list, tuple)) else initial_state
+        h_seq = gru_scan(zx, m[:, :, None], tf.convert_to_tensor(h0, tf.float32),
+                         tf.convert_to_tensor(self.cell.recurrent_kernel), bias[1])
+        last_output, outputs = keras_outputs(self, h_seq, m)
+        return last_output, outputs, [h_seq[-1]]
