@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from tests.fusedhelp import outputs_and_grads, padded_batch, pair
+from tests.fusedhelp import assert_equal_to_keras, pair
 
 
 def _pair(keras, rng, units=4, width=5, **kw):
@@ -15,17 +15,11 @@ def _pair(keras, rng, units=4, width=5, **kw):
 @pytest.mark.parametrize("go_backwards", [False, True])
 @pytest.mark.parametrize("return_sequences", [True, False])
 def test_outputs_states_and_gradients_equal_keras_lstm_with_padding(tf, keras, go_backwards, return_sequences):
-    rng = np.random.default_rng(0)
-    ref, fused = _pair(keras, rng, return_sequences=return_sequences, return_state=True,
-                       go_backwards=go_backwards)
-    x, mask = padded_batch(rng)
-    state = [rng.normal(size=(4, 4)).astype("float32") for _ in range(2)]
-    (o1, g1), (o2, g2) = (outputs_and_grads(tf, L, x, mask, state) for L in (ref, fused))
-    for a, b in zip(o1, o2):
-        np.testing.assert_allclose(b, a, atol=1e-6)
-    for a, b in zip(g1, g2):
-        np.testing.assert_allclose(b, a, atol=2e-6)
-    np.testing.assert_array_equal(o2[-2][3], state[0][3])  # all-padding row: h is h0
+    from seqkit.layers.fused_lstm import FusedLSTM
+
+    out, state = assert_equal_to_keras(tf, keras.layers.LSTM, FusedLSTM, 2, go_backwards=go_backwards,
+                                       return_sequences=return_sequences)
+    np.testing.assert_array_equal(out[-2][3], state[0][3])  # all-padding row: h is h0
 
 
 def test_no_mask_and_zero_initial_state_inside_a_compiled_function(tf, keras):
