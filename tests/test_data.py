@@ -127,6 +127,33 @@ def test_epoch_batches_advance_only_on_full_passes(tf):
     assert [len(b) for b in ds.as_numpy_iterator()] == [4] * 12 + [2]
 
 
+def test_a_partial_read_leaves_the_pass_unread_however_far_the_pipeline_reads_ahead(tf):
+    """Keras reads one batch to build a model under a strategy. The gather + pad map runs ahead of
+    its consumer (up to one call per core), and a pass shorter than that read-ahead was counted as
+    read: the run then skipped epoch 0's order (the 16-thread pool is what a 16-core machine has)."""
+    import time
+
+    from seqkit.data.pipeline import make_array_dataset
+
+    def make():  # 6 batches of 4 a pass
+        ds = make_array_dataset([np.full(3, i + 1, np.int32) for i in range(24)], list(range(24)), batch_size=4,
+                                shuffle=True, seed=3, bucket=True, max_length=16)
+        opts = tf.data.Options()
+        opts.threading.private_threadpool_size = 16
+        return ds.with_options(opts)
+
+    read = lambda d: [int(v) for _, y in d for v in y.numpy()]  # noqa: E731
+    ref = make()
+    e0, e1 = read(ref), read(ref)
+    assert sorted(e0) == list(range(24)) and e0 != e1
+    ds = make()
+    it = iter(ds)
+    assert next(it)[1].numpy().tolist() == e0[:4]
+    time.sleep(0.3)  # the read-ahead runs to the end of the pass meanwhile
+    del it
+    assert read(ds) == e0 and read(ds) == e1
+
+
 @pytest.mark.parametrize("batch_size", [1, 3, 8])
 def test_batch_plan_equals_tf_data_bucket_by_sequence_length(tf, batch_size):
     """The numpy plan yields the very batches ``Dataset.bucket_by_sequence_length`` yields from

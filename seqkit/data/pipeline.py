@@ -62,8 +62,6 @@ def padded_batches(columns, pads, lengths, *, batch_size: int, shuffle: bool, se
     from seqkit.data.shuffle import epoch_batches
 
     bounds = bucket_boundaries(max_length) if bucket else None
-    plan = epoch_batches(lengths, batch_size, bounds=bounds, shuffle=shuffle, seed=seed,
-                         first_epoch=first_epoch)
     pack = pack or tuple
 
     def take(idx):
@@ -74,7 +72,9 @@ def padded_batches(columns, pads, lengths, *, batch_size: int, shuffle: bool, se
                        if isinstance(rows, tf.RaggedTensor) else rows)
         return pack(out)
 
-    return plan.map(take, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).prefetch(tf.data.AUTOTUNE)
+    return epoch_batches(lengths, batch_size, bounds=bounds, shuffle=shuffle, seed=seed, first_epoch=first_epoch,
+                         batches=lambda plan: plan.map(take, num_parallel_calls=tf.data.AUTOTUNE,
+                                                       deterministic=True).prefetch(tf.data.AUTOTUNE))
 
 
 def make_dataset(examples: list[str], vocab: Vocabulary, to_pairs, *, tokenizer: str,
