@@ -64,6 +64,26 @@ def test_pipeline_pads_per_batch_and_matches_python_encoding(tf):
     assert y.numpy().tolist()[0] == ids[:2] + [3, 0, 0, 0]
 
 
+def test_whitespace_tokens_in_the_pipeline_are_str_split_ones(tf):
+    """The vocabulary, the n-gram baselines and generate's prompt split with ``str.split()``; the
+    training pipeline split on ASCII whitespace only, so "a<no-break space>b" was one unknown token
+    in training and two known ones everywhere else."""
+    import sys
+
+    from seqkit.data.pipeline import make_dataset
+
+    spaces = [chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace()]
+    lines = [f"x{s}y{s}{s}z" for s in spaces] + ["x\u00a0\u3000y\u2009z x"]
+    v = Vocabulary.build([tokenize(ln, "whitespace") for ln in lines])
+    assert len(v) == 4 + 3
+    ds = make_dataset(lines, v, lm_pairs, tokenizer="whitespace", lowercase=False, batch_size=len(lines),
+                      max_length=16, shuffle=False, seed=0, bucket=False)
+    (_, y), = list(ds)
+    for row, ln in zip(y.numpy().tolist(), lines):
+        ids = v.encode(tokenize(ln, "whitespace")) + [3]
+        assert row[:len(ids)] == ids and not any(row[len(ids):])
+
+
 def test_bucketing_groups_similar_lengths(tf):
     from seqkit.data.pipeline import make_dataset
 
