@@ -64,6 +64,26 @@ def test_pipeline_pads_per_batch_and_matches_python_encoding(tf):
     assert y.numpy().tolist()[0] == ids[:2] + [3, 0, 0, 0]
 
 
+def test_whitespace_tokens_in_the_pipeline_are_str_split_ones(tf):
+    """The vocabulary, the n-gram baselines and generate's prompt split with ``str.split()``; the
+    training pipeline split on ASCII whitespace only, so "a<no-break space>b" was one unknown token
+    in training and two known ones everywhere else."""
+    import sys
+
+    from seqkit.data.pipeline import make_dataset
+
+    spaces = [chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace()]
+    lines = [f"x{s}y{s}{s}z" for s in spaces] + ["x\u00a0\u3000y\u2009z x"]
+    v = Vocabulary.build([tokenize(ln, "whitespace") for ln in lines])
+    assert len(v) == 4 + 3
+    ds = make_dataset(lines, v, lm_pairs, tokenizer="whitespace", lowercase=False, batch_size=len(lines),
+                      max_length=16, shuffle=False, seed=0, bucket=False)
+    (_, y), = list(ds)
+    for row, ln in zip(y.numpy().tolist(), lines):
+        ids = v.encode(tokenize(ln, "whitespace")) + [3]
+        assert row[:len(ids)] == ids and not any(row[len(ids):])
+
+
 def test_bucketing_groups_similar_lengths(tf):
     from seqkit.data.pipeline import make_dataset
 
@@ -125,6 +145,33 @@ def test_epoch_batches_advance_only_on_full_passes(tf):
     # a resumed run sees epoch 1's order
     assert read(epoch_batches([1] * 50, 4, shuffle=True, seed=3, first_epoch=1)) == e1
     assert [len(b) for b in ds.as_numpy_iterator()] == [4] * 12 + [2]
+
+
+def test_a_partial_read_leaves_the_pass_unread_however_far_the_pipeline_reads_ahead(tf):
+    """Keras reads one batch to build a model under a strategy. The gather + pad map runs ahead of
+    its consumer (up to one call per core), and a pass shorter than that read-ahead was counted as
+    read: the run then skipped epoch 0's order (the 16-thread pool is what a 16-core machine has)."""
+    import time
+
+    from seqkit.data.pipeline import make_array_dataset
+
+    def make():  # 6 batches of 4 a pass
+        ds = make_array_dataset([np.full(3, i + 1, np.int32) for i in range(24)], list(range(24)), batch_size=4,
+                                shuffle=True, seed=3, bucket=True, max_length=16)
+        opts = tf.data.Options()
+        opts.threading.private_threadpool_size = 16
+        return ds.with_options(opts)
+
+    read = lambda d: [int(v) for _, y in d for v in y.numpy()]  # noqa: E731
+    ref = make()
+    e0, e1 = read(ref), read(ref)
+    assert sorted(e0) == list(range(24)) and e0 != e1
+    ds = make()
+    it = iter(ds)
+    assert next(it)[1].numpy().tolist() == e0[:4]
+    time.sleep(0.3)  # the read-ahead runs to the end of the pass meanwhile
+    del it
+    assert read(ds) == e0 and read(ds) == e1
 
 
 @pytest.mark.parametrize("batch_size", [1, 3, 8])

@@ -17,6 +17,13 @@ import numpy as np
 from seqkit.data.vocab import Vocabulary
 
 
+#: What Python's ``str.split()`` splits on besides ASCII whitespace (``tf.strings.split`` splits on
+#: ASCII whitespace only), as an RE2 class: the vocabulary and every Python-side reader
+#: (:func:`seqkit.data.vocab.tokenize`) use ``str.split()``.
+UNICODE_SPACE = (r"[\x{1c}-\x{1f}\x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}"
+                 r"\x{205f}\x{3000}]")
+
+
 def bucket_boundaries(max_length: int, n: int = 8) -> list[int]:
     """Geometric length boundaries up to ``max_length`` (a bounded set of batch shapes)."""
     b = np.unique(np.geomspace(8, max(9, max_length), num=n).astype(int))
@@ -62,8 +69,6 @@ def padded_batches(columns, pads, lengths, *, batch_size: int, shuffle: bool, se
     from seqkit.data.shuffle import epoch_batches
 
     bounds = bucket_boundaries(max_length) if bucket else None
-    plan = epoch_batches(lengths, batch_size, bounds=bounds, shuffle=shuffle, seed=seed,
-                         first_epoch=first_epoch)
     pack = pack or tuple
 
     def take(idx):
@@ -74,7 +79,9 @@ def padded_batches(columns, pads, lengths, *, batch_size: int, shuffle: bool, se
                        if isinstance(rows, tf.RaggedTensor) else rows)
         return pack(out)
 
-    return plan.map(take, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).prefetch(tf.data.AUTOTUNE)
+    return epoch_batches(lengths, batch_size, bounds=bounds, shuffle=shuffle, seed=seed, first_epoch=first_epoch,
+                         batches=lambda plan: plan.map(take, num_parallel_calls=tf.data.AUTOTUNE,
+                                                       deterministic=True).prefetch(tf.data.AUTOTUNE))
 
 
 def make_dataset(examples: list[str], vocab: Vocabulary, to_pairs, *, tokenizer: str,
@@ -108,7 +115,10 @@ def make_dataset(examples: list[str], vocab: Vocabulary, to_pairs, *, tokenizer:
     lines = tf.constant(list(examples), dtype=tf.string)
     if lowercase:
         lines = tf.strings.lower(lines, encoding="utf-8")
-    toks = tf.strings.unicode_split(lines, "UTF-8") if tokenizer == "char" else tf.strings.split(lines)
+    if tokenizer == "char":
+        toks = tf.strings.unicode_split(lines, "UTF-8")
+    else:  # as str.split(): a no-break space or an ideographic space separates words too
+        toks = tf.strings.split(tf.strings.regex_replace(lines, UNICODE_SPACE, " "))
     ids = tf.cast(lookup(toks), tf.int32)  # ragged [N, None]
 
     x, y = (tf.cast(t, tf.int32)[:, :max_length] for t in to_pairs(ids))

@@ -10,7 +10,8 @@ order on every new iterator, and Keras opens an extra iterator (one batch, for
 a symbolic build) when a model is compiled under a ``tf.distribute`` strategy;
 the same recipe would then see different data on one device and on several.
 Here pass ``k`` always uses the permutation ``default_rng([seed, k])``, and
-the pass counter advances only once a whole pass has been read.
+the pass counter advances only once the dataset's consumer has read a whole
+pass (however far ahead the pipeline itself reads).
 
 Batches. With length boundaries, a plan is exactly what
 ``Dataset.bucket_by_sequence_length`` (``group_by_window``) yields from the same
@@ -62,7 +63,7 @@ def batch_plan(order, lengths, batch_size: int, bounds=None) -> tuple[np.ndarray
 
 
 def epoch_batches(lengths, batch_size: int, *, bounds=None, shuffle: bool = False, seed: int = 0,
-                  first_epoch: int = 0):
+                  first_epoch: int = 0, batches=None):
     """A ``tf.data.Dataset`` of batches of example indices, one pass per iterator.
 
     Args:
@@ -75,9 +76,13 @@ def epoch_batches(lengths, batch_size: int, *, bounds=None, shuffle: bool = Fals
         seed: the recipe seed.
         first_epoch: the pass the first iterator reads (a resumed run passes its
             next epoch, so it sees the order an uninterrupted run would).
+        batches: ``dataset of index vectors -> dataset``, the per-batch work (e.g.
+            gather, pad, prefetch); it may read ahead as far as it likes: the pass
+            counter advances only when the consumer of the returned dataset asks past
+            its last element. Default: the index vectors themselves.
 
     Returns:
-        A dataset of ``int64 [b]`` index vectors (``b <= batch_size``).
+        A dataset of ``batches``' elements (default ``int64 [b]`` index vectors, ``b <= batch_size``).
     """
     import tensorflow as tf
 
@@ -85,20 +90,43 @@ def epoch_batches(lengths, batch_size: int, *, bounds=None, shuffle: bool = Fals
     n = len(lengths)
     state = {"epoch": first_epoch}
 
-    def plan(part):
-        # part 0 is the pass's plan; part 1 (empty) is asked for only once flat_map has taken the
-        # pass's last batch, so the pass counter advances on whole passes only
-        if part == 0:
-            order = epoch_permutation(n, seed, state["epoch"]) if shuffle else np.arange(n)
-            return batch_plan(order, lengths, batch_size, bounds)
+    def plan():
+        order = epoch_permutation(n, seed, state["epoch"]) if shuffle else np.arange(n)
+        return batch_plan(order, lengths, batch_size, bounds)
+
+    def passed():
         if shuffle:
             state["epoch"] += 1
-        return np.zeros(0, np.int64), np.zeros(1, np.int64)
+        return np.False_
 
     @tf.autograph.experimental.do_not_convert
-    def planned(part):  # one Python call per pass (a generator dataset cost ~20 ms to start)
-        flat, splits = tf.numpy_function(plan, [part], (tf.int64, tf.int64), stateful=True)
+    def planned(_):  # one Python call per pass (a generator dataset cost ~20 ms to start)
+        flat, splits = tf.numpy_function(plan, [], (tf.int64, tf.int64), stateful=True)
         return tf.RaggedTensor.from_row_splits(tf.ensure_shape(flat, [None]), tf.ensure_shape(splits, [None]),
                                                validate=False)
 
-    return tf.data.Dataset.range(2).map(planned).flat_map(tf.data.Dataset.from_tensor_slices)
+    @tf.autograph.experimental.do_not_convert
+    def rows(rt):  # a pass's batches as int64 [b] tensors (slices of a ragged tensor are ragged specs)
+        return tf.data.Dataset.from_tensor_slices(rt).map(tf.identity)
+
+    ds = tf.data.Dataset.range(1).map(planned).flat_map(rows)
+    ds = batches(ds) if batches is not None else ds
+    spec = ds.element_spec
+
+    @tf.autograph.experimental.do_not_convert
+    def end_of_pass(_):
+        return tf.ensure_shape(tf.numpy_function(passed, [], tf.bool, stateful=True), [])
+
+    @tf.autograph.experimental.do_not_convert
+    def never(_):  # filtered out above: only gives the marker the batches' structure
+        return tf.nest.map_structure(lambda s: tf.zeros([d or 0 for d in s.shape], s.dtype), spec)
+
+    # The counter must not move when only part of a pass is read (Keras reads one batch to build a
+    # model under a strategy), yet ``batches`` runs ahead of its consumer (a parallel map starts up
+    # to one call per core at once): a pass of fewer batches than that was counted as read. So the
+    # counter moves in an empty dataset concatenated after ``batches``, whose iterator is made
+    # only once the consumer has drained the pass, and no prefetch may be injected after it.
+    ds = ds.concatenate(tf.data.Dataset.range(1).filter(end_of_pass).map(never))
+    opts = tf.data.Options()
+    opts.experimental_optimization.inject_prefetch = False
+    return ds.with_options(opts)
