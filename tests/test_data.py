@@ -174,6 +174,24 @@ def test_a_partial_read_leaves_the_pass_unread_however_far_the_pipeline_reads_ah
     assert read(ds) == e0 and read(ds) == e1
 
 
+def test_steps_per_epoch_reads_passes_back_to_back_and_resumes_in_place(tf):
+    """With ``steps_per_epoch`` the batches are passes 0, 1, 2, ... end to end (each pass its
+    epoch's permutation), and epoch ``e`` starts ``e * steps_per_epoch`` batches into that stream."""
+    from itertools import islice
+
+    from seqkit.data.shuffle import epoch_batches
+
+    lengths = [1] * 10  # 3 batches a pass: 4 + 4 + 2
+    passes = [[int(i) for b in epoch_batches(lengths, 4, shuffle=True, seed=5, first_epoch=k).as_numpy_iterator()
+               for i in b] for k in range(3)]
+    stream = lambda e: [b.tolist() for b in islice(  # noqa: E731
+        epoch_batches(lengths, 4, shuffle=True, seed=5, first_epoch=e, steps_per_epoch=2).as_numpy_iterator(), 4)]
+    flat = [i for b in stream(0) for i in b] + [i for b in stream(2) for i in b]
+    assert flat[:10] == passes[0] and flat[10:20] == passes[1]  # epochs 0-1, then 2-3 on resume
+    assert stream(1) == stream(0)[2:] + stream(2)[:2]  # an epoch boundary inside a pass
+    assert [len(b) for b in stream(0)] == [4, 4, 2, 4]
+
+
 @pytest.mark.parametrize("batch_size", [1, 3, 8])
 def test_batch_plan_equals_tf_data_bucket_by_sequence_length(tf, batch_size):
     """The numpy plan yields the very batches ``Dataset.bucket_by_sequence_length`` yields from

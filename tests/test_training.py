@@ -95,6 +95,24 @@ def test_resume_continues_from_last_epoch(tmp_path, keras):
         train(small(data={"limit": 120}), run, verbose=0)
 
 
+def test_resume_with_steps_per_epoch_equals_training_straight_through(tmp_path, keras):
+    """Epochs of 2 batches over passes of ~3: a resumed run reads on where the straight run was
+    (found by a breaker pass: it used to restart at the epoch number's pass)."""
+    from seqkit.train import train
+
+    r = lambda n: small(data={"limit": 120}, training={"epochs": n, "steps_per_epoch": 2})  # noqa: E731
+    straight = train(r(4), str(tmp_path / "s"), verbose=0)
+    run = str(tmp_path / "r")
+    train(r(2), run, verbose=0)
+    again = train(r(4), run, resume=True, verbose=0)
+    hist = [json.load(open(os.path.join(d, "history.json"))) for d in (str(tmp_path / "s"), run)]
+    assert [h["epoch"] for h in hist[1]] == [1, 2, 3, 4]
+    for a, b in zip(*hist):
+        assert a["loss"] == pytest.approx(b["loss"], rel=1e-6) and a["val_cross_entropy"] == pytest.approx(
+            b["val_cross_entropy"], rel=1e-6)
+    assert straight["test"]["perplexity"] == pytest.approx(again["test"]["perplexity"], rel=1e-6)
+
+
 def test_bad_data_leaves_no_run_directory(tmp_path, keras):
     from seqkit.errors import DataError
     from seqkit.train import train

@@ -49,7 +49,7 @@ def flat_column(seqs: list, dtype: str):
 
 
 def padded_batches(columns, pads, lengths, *, batch_size: int, shuffle: bool, seed: int, bucket: bool,
-                   max_length: int, first_epoch: int = 0, pack=None):
+                   max_length: int, first_epoch: int = 0, pack=None, steps_per_epoch: int | None = None):
     """Padded batches of rows of ``columns``, planned per pass by :func:`seqkit.data.shuffle.epoch_batches`.
 
     Args:
@@ -57,7 +57,8 @@ def padded_batches(columns, pads, lengths, *, batch_size: int, shuffle: bool, se
             row with its entry of ``pads``) or dense tensors ``[N, ...]`` (gathered).
         pads: one padding value per column (ignored for dense columns).
         lengths: bucketing length of each example, int ``[N]``.
-        batch_size, shuffle, seed, first_epoch: see :func:`~seqkit.data.shuffle.epoch_batches`.
+        batch_size, shuffle, seed, first_epoch, steps_per_epoch: see
+            :func:`~seqkit.data.shuffle.epoch_batches`.
         bucket: bucket by length with :func:`bucket_boundaries` of ``max_length``.
         pack: ``list of batch tensors -> dataset element`` (default: a tuple).
 
@@ -80,13 +81,14 @@ def padded_batches(columns, pads, lengths, *, batch_size: int, shuffle: bool, se
         return pack(out)
 
     return epoch_batches(lengths, batch_size, bounds=bounds, shuffle=shuffle, seed=seed, first_epoch=first_epoch,
+                         steps_per_epoch=steps_per_epoch,
                          batches=lambda plan: plan.map(take, num_parallel_calls=tf.data.AUTOTUNE,
                                                        deterministic=True).prefetch(tf.data.AUTOTUNE))
 
 
 def make_dataset(examples: list[str], vocab: Vocabulary, to_pairs, *, tokenizer: str,
                  lowercase: bool, batch_size: int, max_length: int, shuffle: bool, seed: int,
-                 bucket: bool = True, first_epoch: int = 0):
+                 bucket: bool = True, first_epoch: int = 0, steps_per_epoch: int | None = None):
     """Build a ``tf.data.Dataset`` of padded ``(inputs [B, T], targets [B, T])`` int32 batches.
 
     Args:
@@ -103,6 +105,8 @@ def make_dataset(examples: list[str], vocab: Vocabulary, to_pairs, *, tokenizer:
         bucket: batch examples of similar length together (less padding).
         first_epoch: with ``shuffle``, the epoch of the first pass (see
             :func:`seqkit.data.shuffle.epoch_batches`).
+        steps_per_epoch: epochs of this many batches over an endless stream of passes
+            (``training.steps_per_epoch``; see :func:`seqkit.data.shuffle.epoch_batches`).
 
     Returns:
         A dataset; padding id is 0 in inputs and targets.
@@ -124,11 +128,11 @@ def make_dataset(examples: list[str], vocab: Vocabulary, to_pairs, *, tokenizer:
     x, y = (tf.cast(t, tf.int32)[:, :max_length] for t in to_pairs(ids))
     return padded_batches([x, y], [0, 0], x.row_lengths().numpy(), batch_size=batch_size,
                           shuffle=shuffle, seed=seed, bucket=bucket, max_length=max_length,
-                          first_epoch=first_epoch)
+                          first_epoch=first_epoch, steps_per_epoch=steps_per_epoch)
 
 
 def make_array_dataset(inputs: list, targets: list, *, batch_size: int, shuffle: bool, seed: int,
-                       bucket: bool, max_length: int, first_epoch: int = 0):
+                       bucket: bool, max_length: int, first_epoch: int = 0, steps_per_epoch: int | None = None):
     """A ``tf.data.Dataset`` of padded batches from already-encoded examples.
 
     Args:
@@ -143,6 +147,7 @@ def make_array_dataset(inputs: list, targets: list, *, batch_size: int, shuffle:
         max_length: the longest ``T`` (sets the bucket boundaries).
         first_epoch: with ``shuffle``, the epoch of the first pass (see
             :func:`seqkit.data.shuffle.epoch_batches`).
+        steps_per_epoch: as :func:`make_dataset`.
 
     Returns:
         Batches ``(inputs [B, T] int32 | [B, T, D] float32, targets [B] | [B, T] int32)``.
@@ -155,17 +160,17 @@ def make_array_dataset(inputs: list, targets: list, *, batch_size: int, shuffle:
     y = flat_column(targets, "int32") if per_step else tf.constant(np.asarray(targets, "int32"))
     return padded_batches([x, y], [np.nan if frames else 0, 0], [len(v) for v in inputs],
                           batch_size=batch_size, shuffle=shuffle, seed=seed, bucket=bucket,
-                          max_length=max_length, first_epoch=first_epoch)
+                          max_length=max_length, first_epoch=first_epoch, steps_per_epoch=steps_per_epoch)
 
 
 def make_pair_dataset(sources: list, targets: list, *, batch_size: int, shuffle: bool, seed: int,
-                      bucket: bool, max_length: int, first_epoch: int = 0):
+                      bucket: bool, max_length: int, first_epoch: int = 0, steps_per_epoch: int | None = None):
     """Teacher-forced encoder-decoder batches from already-encoded ``(source, target)`` pairs.
 
     Args:
         sources: per example the source ids ``[S] int32`` (no padding inside; may be empty).
         targets: per example the target ids ``[U] int32`` without markers.
-        batch_size, shuffle, seed, bucket, max_length, first_epoch: as
+        batch_size, shuffle, seed, bucket, max_length, first_epoch, steps_per_epoch: as
             :func:`make_array_dataset` (buckets follow the source length).
 
     Returns:
@@ -179,4 +184,5 @@ def make_pair_dataset(sources: list, targets: list, *, batch_size: int, shuffle:
     (src, dec_in), tgt = seq2seq_pair(src, tgt)
     return padded_batches([src, dec_in, tgt], [0, 0, 0], [len(s) for s in sources], batch_size=batch_size,
                           shuffle=shuffle, seed=seed, bucket=bucket, max_length=max_length,
-                          first_epoch=first_epoch, pack=lambda c: ((c[0], c[1]), c[2]))
+                          first_epoch=first_epoch, steps_per_epoch=steps_per_epoch,
+                          pack=lambda c: ((c[0], c[1]), c[2]))

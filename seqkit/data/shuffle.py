@@ -63,8 +63,8 @@ def batch_plan(order, lengths, batch_size: int, bounds=None) -> tuple[np.ndarray
 
 
 def epoch_batches(lengths, batch_size: int, *, bounds=None, shuffle: bool = False, seed: int = 0,
-                  first_epoch: int = 0, batches=None):
-    """A ``tf.data.Dataset`` of batches of example indices, one pass per iterator.
+                  first_epoch: int = 0, batches=None, steps_per_epoch: int | None = None):
+    """A ``tf.data.Dataset`` of batches of example indices, one pass per iterator (or endless).
 
     Args:
         lengths: each example's bucketing length, int ``[N]``.
@@ -80,6 +80,10 @@ def epoch_batches(lengths, batch_size: int, *, bounds=None, shuffle: bool = Fals
             gather, pad, prefetch); it may read ahead as far as it likes: the pass
             counter advances only when the consumer of the returned dataset asks past
             its last element. Default: the index vectors themselves.
+        steps_per_epoch: an epoch of this many batches, not one pass (Keras then keeps one
+            iterator across epochs): the dataset is endless, passes ``k = 0, 1, ...`` back to
+            back, and starts ``first_epoch * steps_per_epoch`` batches into that stream (a
+            resumed run reads on where an uninterrupted one would). No pass counter.
 
     Returns:
         A dataset of ``batches``' elements (default ``int64 [b]`` index vectors, ``b <= batch_size``).
@@ -88,6 +92,8 @@ def epoch_batches(lengths, batch_size: int, *, bounds=None, shuffle: bool = Fals
 
     lengths = np.asarray(lengths, np.int64)
     n = len(lengths)
+    if steps_per_epoch:
+        return _endless(lengths, batch_size, bounds, shuffle, seed, first_epoch * steps_per_epoch, batches)
     state = {"epoch": first_epoch}
 
     def plan():
@@ -105,11 +111,7 @@ def epoch_batches(lengths, batch_size: int, *, bounds=None, shuffle: bool = Fals
         return tf.RaggedTensor.from_row_splits(tf.ensure_shape(flat, [None]), tf.ensure_shape(splits, [None]),
                                                validate=False)
 
-    @tf.autograph.experimental.do_not_convert
-    def rows(rt):  # a pass's batches as int64 [b] tensors (slices of a ragged tensor are ragged specs)
-        return tf.data.Dataset.from_tensor_slices(rt).map(tf.identity)
-
-    ds = tf.data.Dataset.range(1).map(planned).flat_map(rows)
+    ds = tf.data.Dataset.range(1).map(planned).flat_map(_rows)
     ds = batches(ds) if batches is not None else ds
     spec = ds.element_spec
 
@@ -130,3 +132,34 @@ def epoch_batches(lengths, batch_size: int, *, bounds=None, shuffle: bool = Fals
     opts = tf.data.Options()
     opts.experimental_optimization.inject_prefetch = False
     return ds.with_options(opts)
+
+
+def _rows(rt):
+    """A pass's batches as ``int64 [b]`` tensors (slices of a ragged tensor have ragged specs)."""
+    import tensorflow as tf
+
+    return tf.data.Dataset.from_tensor_slices(rt).map(tf.identity)
+
+
+def _endless(lengths, batch_size, bounds, shuffle, seed, start, batches):
+    """Passes ``0, 1, ...`` back to back from batch ``start`` of that stream (see :func:`epoch_batches`)."""
+    import tensorflow as tf
+
+    n = len(lengths)
+    per_pass = len(batch_plan(np.arange(n), lengths, batch_size, bounds)[1]) - 1  # same for every order
+    if per_pass == 0:
+        raise ValueError("no examples to make batches of")
+    first_pass, skip = divmod(start, per_pass)
+
+    def plan(k):
+        order = epoch_permutation(n, seed, int(k)) if shuffle else np.arange(n)
+        return batch_plan(order, lengths, batch_size, bounds)
+
+    @tf.autograph.experimental.do_not_convert
+    def planned(k):
+        flat, splits = tf.numpy_function(plan, [k], (tf.int64, tf.int64), stateful=False)
+        return tf.RaggedTensor.from_row_splits(tf.ensure_shape(flat, [None]), tf.ensure_shape(splits, [None]),
+                                               validate=False)
+
+    ds = tf.data.Dataset.range(first_pass, 2 ** 62).map(planned).flat_map(_rows).skip(skip)
+    return batches(ds) if batches is not None else ds

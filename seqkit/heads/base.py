@@ -81,7 +81,9 @@ class Head(abc.ABC):
     @abc.abstractmethod
     def dataset(self, records: list, *, training: bool, first_epoch: int = 0):
         """A batched ``tf.data.Dataset`` of ``(inputs, targets)``; when ``training``, shuffled
-        per epoch with :func:`seqkit.data.shuffle.epoch_batches` starting at ``first_epoch``."""
+        per epoch with :func:`seqkit.data.shuffle.epoch_batches` starting at ``first_epoch``
+        (with ``training.steps_per_epoch``, an endless stream of passes that starts
+        ``first_epoch * steps_per_epoch`` batches in)."""
 
     # ---------------------------------------------------------------- model
     @abc.abstractmethod

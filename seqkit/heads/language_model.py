@@ -118,7 +118,8 @@ class LanguageModelHead(Head):
         return make_dataset([x.text for x in records], self.vocab, self.to_pairs,
                             tokenizer=r.data.tokenizer, lowercase=r.data.lowercase,
                             batch_size=r.training.batch_size, max_length=r.data.max_length,
-                            shuffle=training, seed=r.seed, bucket=r.data.bucket, first_epoch=first_epoch)
+                            shuffle=training, seed=r.seed, bucket=r.data.bucket, first_epoch=first_epoch,
+                            steps_per_epoch=r.training.steps_per_epoch if training else None)
 
     def to_pair(self, ids):
         """A line's token ids plus the end marker are the recorded sequence.

@@ -168,7 +168,8 @@ class Seq2SeqHead(Head):
         tgt = [self.target_vocab.encode(x.target) for x in records]
         return make_pair_dataset(src, tgt, batch_size=r.training.batch_size, shuffle=training,
                                  seed=r.seed, bucket=training and r.data.bucket,
-                                 max_length=r.data.max_length, first_epoch=first_epoch)
+                                 max_length=r.data.max_length, first_epoch=first_epoch,
+                                 steps_per_epoch=r.training.steps_per_epoch if training else None)
 
     # ---------------------------------------------------------------- figures
     def decode_texts(self, model, texts: list, *, beam_width: int | None = None, n_best: int = 1,

@@ -98,7 +98,8 @@ class SequenceHead(Head):
         ys = [self.encode_target(x) for x in records]
         return make_array_dataset(xs, ys, batch_size=r.training.batch_size, shuffle=training,
                                   seed=r.seed, bucket=training and r.data.bucket,
-                                  max_length=r.data.max_length, first_epoch=first_epoch)
+                                  max_length=r.data.max_length, first_epoch=first_epoch,
+                                  steps_per_epoch=r.training.steps_per_epoch if training else None)
 
     def predict_proba(self, model, records: list, batch_size: int | None = None) -> list:
         """Class probabilities per record, in input order: ``[C]`` (acceptor) or ``[T, C]`` (tagger).
