@@ -24,7 +24,7 @@ Contenders (one process, interleaved repeat by repeat):
   by ``tf.data`` from the same token arrays.
 * ``keras (no mask)``: the same without ``mask_zero``.
 * ``keras (XLA)``, ``seqkit (XLA)``: ``jit_compile=True`` (the recipe key ``training.jit_compile``).
-* ``seqkit GRU``, ``keras GRU``: the same two paths with a GRU of 256
+* ``seqkit GRU``, ``keras GRU``, ``torch GRU``: the same three with a GRU of 256
   (``reset_after``, Keras's default) instead of the LSTM; seqkit's is
   :class:`seqkit.layers.fused_gru.FusedGRU`. Their ratio is to ``keras GRU``.
 * ``torch``: ``nn.Embedding``, ``nn.LSTM(batch_first)``, ``nn.Linear``,
@@ -126,7 +126,7 @@ def keras_contender(ids, mask: bool = True, jit: bool = False, cell: str = "LSTM
     return keras_stepper(model, ds.prefetch(tf.data.AUTOTUNE))
 
 
-def torch_contender(ids):
+def torch_contender(ids, cell: str = "LSTM"):
     import numpy as np
     import torch
 
@@ -139,7 +139,7 @@ def torch_contender(ids):
         def __init__(self):
             super().__init__()
             self.emb = torch.nn.Embedding(V, E)
-            self.rnn = torch.nn.LSTM(E, H, batch_first=True)
+            self.rnn = getattr(torch.nn, cell)(E, H, batch_first=True)
             self.out = torch.nn.Linear(H, V)
 
         def forward(self, tokens):
@@ -164,13 +164,13 @@ def torch_contender(ids):
     return step
 
 
-def _torch_worker(conn, ids, steps, threads):
+def _torch_worker(conn, ids, steps, threads, cell):
     """Child process: build the PyTorch contender, answer each request with one measurement."""
     import torch
 
     if threads:
         torch.set_num_threads(threads)
-    one = torch_contender(ids)
+    one = torch_contender(ids, cell)
     t0 = time.perf_counter()
     one()
     conn.send(time.perf_counter() - t0)
@@ -184,12 +184,12 @@ def _torch_worker(conn, ids, steps, threads):
 class TorchInChild:
     """The ``torch`` contender in a spawned child process (see the module docstring)."""
 
-    def __init__(self, ids, steps, threads):
+    def __init__(self, ids, steps, threads, cell: str = "LSTM"):
         import multiprocessing as mp
 
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_torch_worker, args=(child, ids, steps, threads), daemon=True)
+        self.proc = ctx.Process(target=_torch_worker, args=(child, ids, steps, threads, cell), daemon=True)
         self.proc.start()
         self.first_step = self.conn.recv()
 
@@ -228,9 +228,12 @@ def run(args):
 
     has_torch = importlib.util.find_spec("torch") is not None
     contenders, build_s = {}, {}
+    children = []
     if has_torch:
-        child = TorchInChild(ids, steps, args.threads)
-        contenders["torch"], build_s["torch"] = child, child.first_step
+        for name, cell in (("torch", "LSTM"), ("torch GRU", "GRU")):
+            child = TorchInChild(ids, steps, args.threads, cell)
+            contenders[name], build_s[name] = child, child.first_step
+            children.append(child)
     for name, make in makers.items():
         t0 = time.perf_counter()
         one = make()
@@ -245,7 +248,7 @@ def run(args):
 
         contenders[name] = measure
     res = interleaved(contenders, repeats=repeats, warmup=1)
-    if has_torch:
+    for child in children:
         child.close()
     base = {k: summarize(v)["median"] for k, v in res.items()}
     rows = []
@@ -259,6 +262,7 @@ def run(args):
              "ratio": "median tokens/s over the hand-written Keras model's (with mask_zero); GRU rows "
                       "over the hand-written Keras GRU model's",
              "seqkit_gru_vs_keras_gru": base["seqkit GRU"] / base["keras GRU"],
+             "seqkit_gru_vs_torch_gru": (base["seqkit GRU"] / base["torch GRU"]) if "torch GRU" in base else None,
              "seqkit_vs_torch": (base["seqkit"] / base["torch"]) if "torch" in base else None,
              "seqkit_vs_keras": base["seqkit"] / base["keras"]}
     return rows, extra
