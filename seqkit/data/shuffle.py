@@ -96,7 +96,7 @@ def epoch_batches(lengths, batch_size: int, *, bounds=None, shuffle: bool = Fals
         return _endless(lengths, batch_size, bounds, shuffle, seed, first_epoch * steps_per_epoch, batches)
     state = {"epoch": first_epoch}
 
-    def plan():
+    def plan(_):  # one Python call per pass (a generator dataset cost ~20 ms to start)
         order = epoch_permutation(n, seed, state["epoch"]) if shuffle else np.arange(n)
         return batch_plan(order, lengths, batch_size, bounds)
 
@@ -105,13 +105,7 @@ def epoch_batches(lengths, batch_size: int, *, bounds=None, shuffle: bool = Fals
             state["epoch"] += 1
         return np.False_
 
-    @tf.autograph.experimental.do_not_convert
-    def planned(_):  # one Python call per pass (a generator dataset cost ~20 ms to start)
-        flat, splits = tf.numpy_function(plan, [], (tf.int64, tf.int64), stateful=True)
-        return tf.RaggedTensor.from_row_splits(tf.ensure_shape(flat, [None]), tf.ensure_shape(splits, [None]),
-                                               validate=False)
-
-    ds = tf.data.Dataset.range(1).map(planned).flat_map(_rows)
+    ds = _planned(tf.data.Dataset.range(1), plan, stateful=True)
     ds = batches(ds) if batches is not None else ds
     spec = ds.element_spec
 
@@ -134,11 +128,22 @@ def epoch_batches(lengths, batch_size: int, *, bounds=None, shuffle: bool = Fals
     return ds.with_options(opts)
 
 
-def _rows(rt):
-    """A pass's batches as ``int64 [b]`` tensors (slices of a ragged tensor have ragged specs)."""
+def _planned(passes, plan, stateful: bool):
+    """``passes`` (int64 pass numbers) -> the batches of each pass, ``plan(k) -> (flat, splits)``
+    (:func:`batch_plan`) called once per pass, as ``int64 [b]`` index vectors."""
     import tensorflow as tf
 
-    return tf.data.Dataset.from_tensor_slices(rt).map(tf.identity)
+    @tf.autograph.experimental.do_not_convert
+    def planned(k):
+        flat, splits = tf.numpy_function(plan, [k], (tf.int64, tf.int64), stateful=stateful)
+        return tf.RaggedTensor.from_row_splits(tf.ensure_shape(flat, [None]), tf.ensure_shape(splits, [None]),
+                                               validate=False)
+
+    @tf.autograph.experimental.do_not_convert
+    def rows(rt):  # slices of a ragged tensor have ragged specs: make them plain tensors
+        return tf.data.Dataset.from_tensor_slices(rt).map(tf.identity)
+
+    return passes.map(planned).flat_map(rows)
 
 
 def _endless(lengths, batch_size, bounds, shuffle, seed, start, batches):
@@ -155,11 +160,5 @@ def _endless(lengths, batch_size, bounds, shuffle, seed, start, batches):
         order = epoch_permutation(n, seed, int(k)) if shuffle else np.arange(n)
         return batch_plan(order, lengths, batch_size, bounds)
 
-    @tf.autograph.experimental.do_not_convert
-    def planned(k):
-        flat, splits = tf.numpy_function(plan, [k], (tf.int64, tf.int64), stateful=False)
-        return tf.RaggedTensor.from_row_splits(tf.ensure_shape(flat, [None]), tf.ensure_shape(splits, [None]),
-                                               validate=False)
-
-    ds = tf.data.Dataset.range(first_pass, 2 ** 62).map(planned).flat_map(_rows).skip(skip)
+    ds = _planned(tf.data.Dataset.range(first_pass, 2 ** 62), plan, stateful=False).skip(skip)
     return batches(ds) if batches is not None else ds
