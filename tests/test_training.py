@@ -3,6 +3,7 @@
 import json
 import os
 
+import numpy as np
 import pytest
 
 from seqkit.recipe import recipe_from_dict
@@ -111,6 +112,33 @@ def test_resume_with_steps_per_epoch_equals_training_straight_through(tmp_path, 
         assert a["loss"] == pytest.approx(b["loss"], rel=1e-6) and a["val_cross_entropy"] == pytest.approx(
             b["val_cross_entropy"], rel=1e-6)
     assert straight["test"]["perplexity"] == pytest.approx(again["test"]["perplexity"], rel=1e-6)
+
+
+def test_keras_fit_reads_pass_k_in_epoch_k(tf, keras):
+    """The pass counter moves when the consumer asks past a pass's last batch. Keras's fit learns
+    the number of batches in epoch 1 and then stops at it: each epoch must still see its own
+    pass (a regression here would repeat one order every epoch, silently)."""
+    from seqkit.data.pipeline import make_array_dataset
+
+    def data():
+        return make_array_dataset([np.full(3, i + 1, np.int32) for i in range(40)], list(range(40)),
+                                  batch_size=8, shuffle=True, seed=3, bucket=True, max_length=16)
+
+    seen = []
+
+    class Recorder(keras.Model):
+        def train_step(self, batch):
+            tf.py_function(lambda y: seen.append(y.numpy().tolist()) or 0, [batch[1]], tf.int32)
+            return {"n": tf.constant(0.0)}
+
+    inp = keras.Input((None,), dtype="int32")
+    model = Recorder(inp, keras.layers.Dense(2)(keras.layers.Embedding(50, 2)(inp)[:, 0]))
+    model.compile("sgd", lambda y, z: tf.reduce_mean(z) * 0.0)
+    model.fit(data(), epochs=4, verbose=0, shuffle=False)
+    ref = data()
+    passes = [[int(v) for _, y in ref for v in y.numpy()] for _ in range(4)]
+    assert len(seen) == 20 and len({tuple(p) for p in passes}) == 4
+    assert [sum(seen[5 * e:5 * e + 5], []) for e in range(4)] == passes
 
 
 def test_bad_data_leaves_no_run_directory(tmp_path, keras):
