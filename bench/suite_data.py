@@ -1,7 +1,7 @@
 """Input-pipeline throughput: can seqkit's ``tf.data`` pipeline starve the training step?
 
 Measures how many tokens per second each pipeline hands out when nothing else
-consumes them (iterating the dataset alone, one epoch per measurement), beside
+consumes them (iterating the dataset alone, three epochs per measurement), beside
 what the training step eats (``bench --suite train``: ~10-15 thousand tokens/s
 at the LM shape on 2 cores). A pipeline far above the step never starves it
 (``prefetch`` overlaps it with the step).
@@ -29,13 +29,14 @@ import tempfile
 import time
 
 
-def tokens_per_second(ds) -> float:
-    """Iterate one epoch of ``ds`` (batches of ``(x, y)``); tokens = non-padding targets."""
+def tokens_per_second(ds, passes: int = 1) -> float:
+    """Iterate ``passes`` epochs of ``ds`` (batches of ``(x, y)``); tokens = non-padding targets."""
     import numpy as np
 
     t0, n = time.perf_counter(), 0
-    for _, y in ds:
-        n += int(np.count_nonzero(y.numpy()))
+    for _ in range(passes):
+        for _, y in ds:
+            n += int(np.count_nonzero(y.numpy()))
     return n / (time.perf_counter() - t0)
 
 
@@ -79,7 +80,8 @@ def run(args):
                 "tf.data from arrays": arrays}
     if args.quick:
         datasets["seqkit text (pydoc chars)"] = datasets["seqkit text (pydoc chars)"].take(40)
-    res = interleaved({k: (lambda d=d: tokens_per_second(d)) for k, d in datasets.items()},
+    passes = 1 if args.quick else 3  # one pass is 30-70 ms: three make a steadier measurement
+    res = interleaved({k: (lambda d=d: tokens_per_second(d, passes)) for k, d in datasets.items()},
                       repeats=2 if args.quick else args.repeats, warmup=1)
     keras_median = summarize(res["keras TextVectorization"])["median"]
     rows = [{"contender": k, "metric": "tokens/s", **summarize(v),
