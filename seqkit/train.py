@@ -175,6 +175,31 @@ def _callback_class():
     return RunCheckpoint
 
 
+def _early_stopping_class():
+    import keras
+
+    class ResumableEarlyStopping(keras.callbacks.EarlyStopping):
+        """``EarlyStopping`` that starts from the monitored values of the epochs already done
+        (``past``, oldest first; ``None`` where the value is missing), as if it had seen them."""
+
+        def __init__(self, *args, past=(), **kwargs):
+            super().__init__(*args, **kwargs)
+            self.past = list(past)
+
+        def on_train_begin(self, logs=None):
+            super().on_train_begin(logs)
+            if self.monitor_op is None:
+                self._set_monitor_op()
+            for value in self.past:  # on_epoch_end's bookkeeping (no baseline, no restore)
+                if value is None:
+                    continue
+                self.wait += 1
+                if self._is_improvement(value, self.best):
+                    self.best, self.wait = value, 0
+
+    return ResumableEarlyStopping
+
+
 def train(recipe: Recipe, run_path: str, *, resume: bool = False, overwrite: bool = False,
           verbose: int = 1) -> dict:
     """Train a recipe into ``run_path`` (or continue the run there when ``resume``).
@@ -253,9 +278,12 @@ def train(recipe: Recipe, run_path: str, *, resume: bool = False, overwrite: boo
     ckpt = _callback_class()(out, monitor, state.get("best"), history, t0)
     callbacks = [ckpt, keras.callbacks.TensorBoard(out.file(LOGS), profile_batch=0)]
     if t.early_stopping is not None and t.early_stopping.patience > 0:
-        callbacks.append(keras.callbacks.EarlyStopping(
+        # a resumed run starts from the patience count and best value its epochs so far left, so
+        # it stops where the uninterrupted run would (a fresh EarlyStopping forgot both)
+        done = [h.get(monitor) for h in history if h.get("epoch", 0) <= state.get("epoch", 0)]
+        callbacks.append(_early_stopping_class()(
             monitor=monitor, mode="min", patience=t.early_stopping.patience,
-            min_delta=t.early_stopping.min_delta))
+            min_delta=t.early_stopping.min_delta, past=done))
     if t.distribute.backup:
         backup = (run.file("backup") if dist.is_chief else os.path.join(
             tempfile.gettempdir(), f"seqkit-backup-{recipe.name}-{dist.worker.replace(' ', '')}"))

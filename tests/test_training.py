@@ -114,6 +114,26 @@ def test_resume_with_steps_per_epoch_equals_training_straight_through(tmp_path, 
     assert straight["test"]["perplexity"] == pytest.approx(again["test"]["perplexity"], rel=1e-6)
 
 
+def test_resume_stops_early_where_training_straight_through_stops(tmp_path, keras):
+    """Early stopping counts patience across a resume: a run cut after epoch 4 (epoch 4 already
+    worse than epoch 3) stops after epoch 5 as the straight run does. A fresh EarlyStopping
+    took epoch 5 as its first best and ran on past it (found by a breaker pass)."""
+    from seqkit.train import train
+
+    r = lambda n: small(data={"limit": 120}, model={"cell": "gru", "units": 16}, training={  # noqa: E731
+        "epochs": n, "learning_rate": 0.05, "steps_per_epoch": 3, "early_stopping": {"patience": 2}})
+    train(r(8), str(tmp_path / "s"), verbose=0)
+    run = str(tmp_path / "r")
+    train(r(4), run, verbose=0)
+    train(r(8), run, resume=True, verbose=0)
+    hist = [json.load(open(os.path.join(d, "history.json"))) for d in (str(tmp_path / "s"), run)]
+    val = [[h["val_cross_entropy"] for h in x] for x in hist]
+    # the straight run: best at epoch 3, two epochs without improvement, stopped after epoch 5
+    assert len(val[0]) == 5 and min(val[0]) == val[0][2] and min(val[0][3:]) > val[0][2]
+    assert [h["epoch"] for h in hist[1]] == [1, 2, 3, 4, 5]
+    assert val[1] == pytest.approx(val[0], rel=1e-6)
+
+
 def test_keras_fit_reads_pass_k_in_epoch_k(tf, keras):
     """The pass counter moves when the consumer asks past a pass's last batch. Keras's fit learns
     the number of batches in epoch 1 and then stops at it: each epoch must still see its own
