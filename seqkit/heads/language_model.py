@@ -125,7 +125,7 @@ class LanguageModelHead(Head):
         """A line's token ids plus the end marker are the recorded sequence.
 
         Args:
-            ids: one line's token ids ``[T]`` int.
+            ids: one line's token ids ``[T]`` int (this class's also takes a ragged ``[N, (T)]``).
 
         Returns:
             int32 ``(inputs [T + 1], targets [T + 1])`` (:func:`teacher_forcing_pair`).
@@ -142,8 +142,8 @@ class LanguageModelHead(Head):
         """
         import tensorflow as tf
 
-        if type(self).to_pair is LanguageModelHead.to_pair:
-            return teacher_forcing_pair(add_markers(ids, end=END_ID))
+        if type(self).to_pair is LanguageModelHead.to_pair:  # it works on ragged batches as they are
+            return self.to_pair(ids)
         spec = tf.RaggedTensorSpec([None], tf.int32, ragged_rank=0)
         run = tf.function(lambda rt: tf.map_fn(
             lambda row: tuple(tf.cast(t, tf.int32) for t in self.to_pair(row)), rt,
