@@ -44,3 +44,32 @@ def test_perplexity_counts_end_tokens():
     pe = p4  # </s> also seen once
     assert total == pytest.approx(-(2 * math.log(p4) + math.log(pe)))
     assert END_ID == 3
+
+
+def test_compressor_marginal_bits_are_the_size_difference():
+    import bz2
+    import lzma
+
+    from seqkit.baselines import COMPRESSORS, marginal_compressed_bits
+
+    train = "def f(x):\n    return x + 1\n" * 50 + "class A:\n    pass\n" * 30
+    test = "def g(y):\n    return y * 2\n" * 5
+    want = 8 * (len(lzma.compress((train + test).encode(), preset=9 | lzma.PRESET_EXTREME))
+                - len(lzma.compress(train.encode(), preset=9 | lzma.PRESET_EXTREME)))
+    assert marginal_compressed_bits(train, test, COMPRESSORS["xz -9e"]) == want
+    want_bz = 8 * (len(bz2.compress((train + test).encode(), 9)) - len(bz2.compress(train.encode(), 9)))
+    assert marginal_compressed_bits(train, test, COMPRESSORS["bzip2 -9"]) == want_bz
+    # a text that repeats what was read costs far less than the same text read cold
+    cold = 8 * len(lzma.compress(test.encode(), preset=9 | lzma.PRESET_EXTREME))
+    assert marginal_compressed_bits(train, train[:len(test)], COMPRESSORS["xz -9e"]) < cold / 4
+
+
+def test_compression_perplexity_by_hand(monkeypatch):
+    import seqkit.baselines as b
+
+    # the identity "compressor" spends 8 bits a byte: 2 ** 8 = 256 per character of "ab\n"
+    monkeypatch.setattr(b, "COMPRESSORS", {"none": lambda data: data})
+    got = b.compression_perplexities(["xyz"], {"test": ["ab"]}, {"test": 3})
+    assert got == {"none": {"test": 256.0}}
+    # the same 24 bits over 2 tokens: 2 ** 12
+    assert b.compression_perplexities(["xyz"], {"test": ["ab"]}, {"test": 2})["none"]["test"] == 4096.0

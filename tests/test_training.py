@@ -37,6 +37,9 @@ def test_held_out_loss_drops_and_beats_unigram(trained, keras):
     assert untrained["cross_entropy"] > 4.0  # ~ log(V): a fresh model knows nothing
     assert after["cross_entropy"] < untrained["cross_entropy"] - 1.0
     assert after["perplexity"] < metrics["baselines"]["1-gram"]["test"]
+    # the compressors' per-token perplexities sit beside the n-grams (zlib is the weakest of them)
+    comp = {k: metrics["baselines"][k]["test"] for k in ("xz -9e", "bzip2 -9", "zlib -9")}
+    assert 1.0 < comp["xz -9e"] <= comp["zlib -9"] and comp["bzip2 -9"] > 1.0
     # evaluate on the saved best model gives the figures recorded in metrics.json
     assert evaluate_model(prep, model, "test")["perplexity"] == pytest.approx(after["perplexity"], rel=1e-5)
 

@@ -183,9 +183,11 @@ class LanguageModelHead(Head):
         return out
 
     def baselines(self, prep):
-        """Perplexity of interpolated absolute-discounting n-gram models (n = 1, 3, 5) on the
-        valid and test splits, trained on the train split with the same vocabulary."""
-        from seqkit.baselines import NGramLM
+        """Per-token perplexity of interpolated absolute-discounting n-gram models (n = 1, 3, 5),
+        trained on the train split with the same vocabulary, and of the compressors ``xz -9e``,
+        ``bzip2 -9`` and ``zlib -9`` (marginal code length of each held-out split after the
+        training text; :func:`seqkit.baselines.compression_perplexities`), on valid and test."""
+        from seqkit.baselines import NGramLM, compression_perplexities
         from seqkit.data.vocab import tokenize
 
         d = self.recipe.data
@@ -197,6 +199,12 @@ class LanguageModelHead(Head):
             lm = NGramLM(order, vocab_size=len(self.vocab) - 2).fit(train)
             out[f"{order}-gram"] = {s: round(lm.perplexity(enc(texts[s])), 4)
                                     for s in ("valid", "test") if prep.splits[s]}
+        held = {s: texts[s] for s in ("valid", "test") if prep.splits[s]}
+        if held:  # general-purpose compressors, as per-token perplexities (compression_perplexities)
+            lower = (lambda xs: [x.lower() for x in xs]) if d.lowercase else (lambda xs: xs)  # noqa: E731
+            counts = {s: sum(len(ids) + 1 for ids in enc(texts[s])) for s in held}
+            out.update(compression_perplexities(lower(texts["train"]),
+                                                {s: lower(v) for s, v in held.items()}, counts))
         return out
 
 
