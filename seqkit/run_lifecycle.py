@@ -76,6 +76,7 @@ class RunLock:
         self.run_path = run_path
         self.path = lock_path(run_path)
         self.fd = None
+        self.made = []
 
     def acquire(self) -> "RunLock":
         """Take the lock (creating the parent folder), or fail at once.
@@ -84,8 +85,17 @@ class RunLock:
             RunDirError: another live process holds it (the message names the directory,
                 the holder's PID and host).
         """
-        import fcntl
-
+        try:
+            import fcntl
+        except ImportError:  # not a POSIX system: no lock (and no second-writer check)
+            log.warn(f"{self.run_path}: this system has no fcntl; a second training into the same "
+                     f"run directory is not prevented.")
+            return self
+        parent = os.path.dirname(self.path)
+        self.made = []  # folders this lock created (removed again on release when left empty)
+        while not os.path.isdir(parent) and parent != os.path.dirname(parent):
+            self.made.append(parent)
+            parent = os.path.dirname(parent)
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
         while True:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -124,6 +134,12 @@ class RunLock:
             pass
         os.close(self.fd)
         self.fd = None
+        for folder in self.made:  # deepest first; a folder that holds something stays
+            try:
+                os.rmdir(folder)
+            except OSError:
+                break
+        self.made = []
 
     def __enter__(self):
         return self.acquire()
@@ -198,6 +214,9 @@ def check_target(run_path: str, recipe, overwrite: bool) -> str:
             directory, or holds the recipe, a data file, a plugin file or the current folder; is a
             folder that is not a seqkit run; or is a run and ``overwrite`` is false.
     """
+    if STAGED.match(os.path.basename(os.path.abspath(run_path))):
+        raise RunDirError(f"{run_path}: names like .NAME.staging-PID and .NAME.old-PID are seqkit's own "
+                          f"staging folders (removed once their process has ended); pass another --run-dir.")
     if not os.path.lexists(run_path):
         return "absent"
     why = None

@@ -254,6 +254,8 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
     # only the chief writes the run directory; other workers write to a scratch copy
     out = run if dist.is_chief else RunDir(tempfile.mkdtemp(prefix="seqkit-worker-"))
     state, history = {"epoch": 0, "best": None}, []
+    if dist.is_chief:
+        remove_stale(*split_run_path(run_path))  # staging folders of trainings that died
     if resume:
         run.check(need_model=False)
         if not os.path.isfile(run.file(LAST)):
@@ -267,7 +269,6 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
         prep = prepare(recipe, run_dir=run_path)
     else:
         if dist.is_chief:
-            remove_stale(*split_run_path(run_path))  # staging folders of trainings that died
             replaces = check_target(run_path, recipe, overwrite)
             stage = Staging(run_path)
             run.path = stage.path  # until the first epoch is saved (``out`` is ``run``)

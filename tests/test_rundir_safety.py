@@ -20,7 +20,7 @@ import yaml
 from click.testing import CliRunner
 
 from seqkit.cli import main
-from seqkit.errors import RecipeError, RunDirError
+from seqkit.errors import DataError, RecipeError, RunDirError
 from tests.conftest import make_recipe
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -228,6 +228,12 @@ def test_a_failing_overwrite_leaves_the_previous_run_byte_identical(tmp_path, ru
     with pytest.raises(RuntimeError, match="broken cell"):
         train(bad, str(runs / "new"), verbose=0)
     assert digest(runs) == before
+    # one that fails before training (a data error) into a folder that did not exist leaves nothing
+    (tmp_path / "blank.txt").write_text("\n")
+    with pytest.raises(DataError):
+        train(recipe(data={"source": "text_lines", "path": str(tmp_path / "blank.txt")}),
+              str(tmp_path / "new" / "deeper" / "run"), verbose=0)
+    assert not os.path.exists(tmp_path / "new")
 
 
 def test_a_successful_overwrite_replaces_the_run_and_tensorboard_writes_into_it(tmp_path, run_copy):
@@ -379,3 +385,6 @@ def test_run_dir_errors_are_run_dir_errors(tmp_path):
     (tmp_path / "f").write_text("x")
     with pytest.raises(RunDirError, match="is a file"):
         check_target(str(tmp_path / "f"), None, True)
+    with pytest.raises(RunDirError, match="seqkit's own staging folders"):
+        check_target(str(tmp_path / ".x.staging-12"), None, True)
+    assert check_target(str(tmp_path / "new"), None, False) == "absent"
