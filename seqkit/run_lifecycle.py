@@ -158,7 +158,10 @@ def _read_holder(fd: int) -> dict:
 
 def _lock_is_held(path: str) -> bool:
     """True when some process holds the flock on ``path`` (False when there is no such file)."""
-    import fcntl
+    try:
+        import fcntl
+    except ImportError:
+        return False
 
     try:
         fd = os.open(path, os.O_RDONLY)
@@ -268,7 +271,11 @@ class Staging:
         self.promoted = False
 
     def create(self) -> str:
-        """Make the (fresh) staging folder; returns its path."""
+        """Make the (fresh) staging folder; returns its path.
+
+        Raises:
+            OSError: the parent folder is not writable.
+        """
         shutil.rmtree(self.path, ignore_errors=True)
         os.makedirs(self.path)
         return self.path
@@ -284,6 +291,7 @@ class Staging:
         Raises:
             RunDirError: the target changed meanwhile into something that is not a seqkit
                 run or an empty folder (it is left alone).
+            OSError: a rename failed (the previous run is renamed back first).
         """
         if os.path.lexists(self.target):
             empty = (os.path.isdir(self.target) and not os.path.islink(self.target)
@@ -345,7 +353,7 @@ def remove_stale(parent: str, own_name: str | None = None) -> list[str]:
     two renames) is renamed back to ``NAME`` instead of being removed.
 
     Returns:
-        The paths removed or restored.
+        The paths removed or restored (a folder that cannot be removed is warned about, not raised).
     """
     done = []
     try:
@@ -363,12 +371,16 @@ def remove_stale(parent: str, own_name: str | None = None) -> list[str]:
         if not _only(path, is_run_name):
             continue
         target = os.path.join(parent, name)
-        if m["kind"] == "old" and not os.path.lexists(target):
-            os.rename(path, target)
-            log.warn(f"{target}: put back (a replacement by process {m['pid']} was cut off).")
-        else:
-            shutil.rmtree(path, ignore_errors=True)
-            log.info(f"removed {path}, left by process {m['pid']} that has ended.")
+        try:
+            if m["kind"] == "old" and not os.path.lexists(target):
+                os.rename(path, target)
+                log.warn(f"{target}: put back (a replacement by process {m['pid']} was cut off).")
+            else:
+                shutil.rmtree(path)
+                log.info(f"removed {path}, left by process {m['pid']} that has ended.")
+        except OSError as exc:  # a clean-up that fails does not stop the training
+            log.warn(f"{path}: could not tidy up ({exc}).")
+            continue
         done.append(path)
     return done
 

@@ -329,7 +329,7 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
         if stage is not None and not stage.promoted:
             stage.promote(callbacks, run)
     except KeyboardInterrupt:
-        if ckpt.epochs_done == 0 and not resume or stage is not None and not stage.promoted:
+        if (ckpt.epochs_done == 0 and not resume) or (stage is not None and not stage.promoted):
             if stage is not None:
                 stage.discard()
             raise SeqkitError("interrupted before the first epoch finished; nothing was kept"
