@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -20,7 +21,7 @@ import yaml
 from click.testing import CliRunner
 
 from seqkit.cli import main
-from seqkit.errors import DataError, RecipeError, RunDirError
+from seqkit.errors import DataError, RecipeError, RunDirError, SeqkitError
 from tests.conftest import make_recipe
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -227,6 +228,15 @@ def test_a_failing_overwrite_leaves_the_previous_run_byte_identical(tmp_path, ru
     # a brand-new run that fails in its first epoch leaves nothing
     with pytest.raises(RuntimeError, match="broken cell"):
         train(bad, str(runs / "new"), verbose=0)
+    assert digest(runs) == before
+    # Ctrl-C in the first epoch: the same, with the interrupted message
+    ctrl_c = tmp_path / "ctrl_c.py"
+    ctrl_c.write_text(FAILING_CELL.replace("RUNS", repr(str(runs))).replace("RuntimeError", "KeyboardInterrupt")
+                      .replace("broken_for_test", "interrupted_for_test"))
+    with pytest.raises(SeqkitError, match=r"interrupted before the first epoch finished; nothing was kept \("
+                                          + re.escape(prev) + " is as it was"):
+        train(recipe(plugins=[str(ctrl_c)], model={"cell": "interrupted_for_test", "units": 8, "embedding_dim": 8}),
+              prev, overwrite=True, verbose=0)
     assert digest(runs) == before
     # one that fails before training (a data error) into a folder that did not exist leaves nothing
     (tmp_path / "blank.txt").write_text("\n")
