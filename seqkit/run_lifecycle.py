@@ -264,7 +264,7 @@ class Staging:
     """
 
     def __init__(self, run_path: str):
-        parent, name = split_run_path(run_path)
+        name = split_run_path(run_path)[1]
         self.target = os.path.normpath(run_path)
         self.path = os.path.join(os.path.dirname(self.target), f".{name}.staging-{os.getpid()}")
         self.aside = os.path.join(os.path.dirname(self.target), f".{name}.old-{os.getpid()}")
