@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from seqkit.errors import RecipeError, RegistryError, did_you_mean
 
@@ -128,6 +128,16 @@ class RecipeModel(BaseModel):
     head: HeadConfig = HeadConfig()
     training: TrainingConfig = TrainingConfig()
     decoding: DecodingConfig = DecodingConfig()
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_one_folder(cls, v: str) -> str:
+        # the name is the folder runs/NAME and exports/NAME: it must stay inside its parent, and a
+        # leading '.' is kept for seqkit's own staging and lock files (.NAME.staging-PID, .NAME.lock)
+        if v.startswith("."):
+            raise ValueError(f"{v!r} is not a usable folder name: a run's name may not be '.' or '..' "
+                             f"or start with '.'; use letters, digits, '_', '-' (and '.' inside).")
+        return v
 
 
 @dataclass
@@ -279,6 +289,9 @@ class _Errors:
                 known = list(extra_allowed) + (list(parent.model_fields) if parent else [])
                 self.add(path, f"unknown key.{did_you_mean(loc[-1], known)} Known keys here: "
                                f"{', '.join(sorted(set(known)))}.")
+                continue
+            if err["type"] == "value_error":  # a field validator's own message
+                self.add(path, str(err["msg"]).removeprefix("Value error, "))
                 continue
             if err["type"] == "missing":
                 ann, info, _ = _field_at(model_cls, loc)

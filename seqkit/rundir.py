@@ -13,6 +13,13 @@ Layout::
     RUN/metrics.json    final metrics (valid, test, baselines, parameters, timings)
     RUN/history.json    per-epoch metrics
     RUN/logs/           TensorBoard event files
+    RUN/plugins.json    the plugins the run needs (only when the recipe uses some)
+    RUN/target_vocab.json  the output token list, for seq2seq runs
+    RUN/backup/         BackupAndRestore's state (training.distribute.backup), while training
+
+A directory is a seqkit run (one that ``train --overwrite`` may replace) when it
+holds ``recipe.yaml`` and ``state.json`` and nothing but the names above (and
+their ``*.tmp`` / ``*.tmp.keras`` temporaries): see :func:`not_a_run_because`.
 
 Every file is written to a temporary name and renamed into place, so an
 interrupted run never leaves a half-written file.
@@ -30,6 +37,40 @@ RECIPE, VOCAB, BEST, LAST, STATE, METRICS, HISTORY, LOGS = (
     "recipe.yaml", "vocab.json", "model.keras", "last.keras", "state.json", "metrics.json",
     "history.json", "logs")
 LABELS, NORMALIZER, INPUTS = "labels.json", "normalizer.json", "inputs.json"
+PLUGINS, TARGET_VOCAB, BACKUP = "plugins.json", "target_vocab.json", "backup"
+# every name a run directory can hold (seqkit.plugins.PLUGINS and seqkit.heads.seq2seq.TARGET_VOCAB
+# are the same strings; tests/test_rundir_safety.py checks)
+RUN_NAMES = frozenset((RECIPE, VOCAB, BEST, LAST, STATE, METRICS, HISTORY, LOGS, LABELS, NORMALIZER,
+                       INPUTS, PLUGINS, TARGET_VOCAB, BACKUP))
+
+
+def is_run_name(name: str) -> bool:
+    """True for a name seqkit writes into a run directory, or one of their temporaries
+    (``state.json.tmp`` from :func:`atomic_write_text`, ``last.tmp.keras`` from
+    :func:`atomic_save_model`)."""
+    if name in RUN_NAMES:
+        return True
+    if name.endswith(".tmp") and name[: -len(".tmp")] in RUN_NAMES:
+        return True
+    return name.endswith(".tmp.keras") and name[: -len(".tmp.keras")] + ".keras" in RUN_NAMES
+
+
+def not_a_run_because(path: str) -> str | None:
+    """``None`` when ``path`` is a seqkit run directory (``recipe.yaml`` and ``state.json``,
+    nothing but the names a run holds), else why not, in words (for messages)."""
+    if os.path.islink(path):
+        return "it is a symbolic link"
+    if not os.path.isdir(path):
+        return "it is not a folder"
+    names = sorted(os.listdir(path))
+    other = [n for n in names if not is_run_name(n)]
+    if other:
+        shown = ", ".join(other[:5]) + (f" and {len(other) - 5} more" if len(other) > 5 else "")
+        return f"it holds files seqkit does not write ({shown})"
+    missing = [n for n in (RECIPE, STATE) if n not in names]
+    if missing:
+        return f"it lacks {' and '.join(missing)}"
+    return None
 
 
 def atomic_write_text(path: str, text: str) -> None:

@@ -157,6 +157,7 @@ def _callback_class():
             super().__init__()
             self.run, self.monitor, self.best, self.history, self.t0 = run, monitor, best, history, t0
             self.epochs_done = 0
+            self.on_first_checkpoint = None  # called once the first epoch is saved (staging -> run)
 
         def on_epoch_end(self, epoch, logs=None):
             logs = {k: float(v) for k, v in (logs or {}).items()}
@@ -171,6 +172,8 @@ def _callback_class():
             atomic_write_json(self.run.file(STATE), {"epoch": epoch + 1, "best": self.best,
                                                      "monitor": self.monitor, "status": "running"})
             self.epochs_done += 1
+            if self.epochs_done == 1 and self.on_first_checkpoint is not None:
+                self.on_first_checkpoint()
 
     return RunCheckpoint
 
@@ -204,31 +207,55 @@ def train(recipe: Recipe, run_path: str, *, resume: bool = False, overwrite: boo
           verbose: int = 1) -> dict:
     """Train a recipe into ``run_path`` (or continue the run there when ``resume``).
 
+    The process that writes the run (the chief) holds the run directory's lock
+    (:class:`seqkit.run_lifecycle.RunLock`, ``PARENT/.NAME.lock``) throughout. A new run
+    trains in ``PARENT/.NAME.staging-PID`` and takes the name ``run_path`` when its first
+    epoch is saved, replacing the previous run only then; if it fails before, the staging
+    folder is removed and ``run_path`` is as it was. ``resume`` writes in place.
+
     Args:
         recipe: the validated recipe (for ``resume``, the run's own recipe).
         run_path: the run directory.
         resume: continue from ``last.keras`` and ``state.json``.
-        overwrite: replace an existing run directory.
+        overwrite: replace an existing run directory (only a seqkit run: see
+            :func:`seqkit.run_lifecycle.check_target`).
         verbose: Keras ``fit`` verbosity (1 = progress bar).
 
     Returns:
         The final metrics (also written to ``metrics.json``).
 
     Raises:
-        RunDirError: the run exists (without ``overwrite``/``resume``) or is not resumable.
-        SeqkitError: bad data or recipe.
+        RunDirError: another training holds the run directory; the run exists (without
+            ``overwrite``/``resume``); ``run_path`` is not something seqkit may replace (a folder
+            that is not a seqkit run, the current folder, a home directory, a folder holding the
+            recipe or data); or the run is not resumable.
+        SeqkitError: bad data or recipe; interrupted.
     """
-    import keras
-
     from seqkit.distribute import make_distribution
+    from seqkit.run_lifecycle import RunLock
 
     t = recipe.training
     dist = make_distribution(t.distribute)  # before anything else touches TF's devices
     seed_everything(recipe.seed, t.deterministic)
-    run = RunDir(run_path)
+    if not dist.is_chief:  # only the chief writes (and locks) the run directory
+        return _train(recipe, run_path, dist, resume, overwrite, verbose)
+    with RunLock(run_path):
+        return _train(recipe, run_path, dist, resume, overwrite, verbose)
+
+
+def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, verbose: int) -> dict:
+    """The body of :func:`train` (under the run directory's lock in the chief)."""
+    import keras
+
+    from seqkit.run_lifecycle import Staging, check_target, remove_stale, split_run_path
+
+    t = recipe.training
+    run, stage, replaces = RunDir(run_path), None, None
     # only the chief writes the run directory; other workers write to a scratch copy
     out = run if dist.is_chief else RunDir(tempfile.mkdtemp(prefix="seqkit-worker-"))
     state, history = {"epoch": 0, "best": None}, []
+    if dist.is_chief:
+        remove_stale(*split_run_path(run_path))  # staging folders of trainings that died
     if resume:
         run.check(need_model=False)
         if not os.path.isfile(run.file(LAST)):
@@ -241,9 +268,10 @@ def train(recipe: Recipe, run_path: str, *, resume: bool = False, overwrite: boo
                               f"--set training.epochs=N.")
         prep = prepare(recipe, run_dir=run_path)
     else:
-        if dist.is_chief and run.exists() and os.listdir(run_path) and not overwrite:
-            raise RunDirError(f"{run_path}: the run directory exists already. Pass --overwrite to "
-                              f"replace it, --resume to continue it, or --run-dir for a new one.")
+        if dist.is_chief:
+            replaces = check_target(run_path, recipe, overwrite)
+            stage = Staging(run_path)
+            run.path = stage.path  # until the first epoch is saved (``out`` is ``run``)
         prep = prepare(recipe)  # all data errors surface before anything is written
 
     with dist.strategy.scope():
@@ -253,15 +281,6 @@ def train(recipe: Recipe, run_path: str, *, resume: bool = False, overwrite: boo
         model = load_model(run.file(LAST)) if resume else compile_model(prep)
     exact = "cross_entropy" if any(m.name == "cross_entropy" for m in prep.head.metrics()) else "loss"
     monitor = f"val_{exact}" if has_valid else exact
-    if not resume:
-        if out.exists():
-            out.remove()
-        os.makedirs(out.path)
-        atomic_write_text(out.file(RECIPE), recipe.to_yaml())
-        prep.head.save_assets(out.path)
-        from seqkit.plugins import write_provenance
-
-        write_provenance(out.path, recipe)  # plugins.json: what a reload needs, named
     params = count_parameters(model)
     log.info(f"data: {prep.source}; {', '.join(f'{k} {len(v)}' for k, v in prep.splits.items())} "
              f"examples; {prep.head.describe_assets()}")
@@ -290,22 +309,39 @@ def train(recipe: Recipe, run_path: str, *, resume: bool = False, overwrite: boo
         callbacks.append(keras.callbacks.BackupAndRestore(backup))
     if t.distribute.strategy != "none":
         _build_from_local_batch(model, train_ds, dist.strategy)
+    if stage is not None:
+        ckpt.on_first_checkpoint = lambda: stage.promote(callbacks, run)
+        if replaces == "run":
+            log.info(f"{run_path} is replaced once the new run's first epoch is saved (until then it "
+                     f"trains in {stage.path}).")
     try:
+        if not resume:
+            if stage is not None:
+                stage.create()
+            atomic_write_text(out.file(RECIPE), recipe.to_yaml())
+            prep.head.save_assets(out.path)
+            from seqkit.plugins import write_provenance
+
+            write_provenance(out.path, recipe)  # plugins.json: what a reload needs, named
         model.fit(train_ds, validation_data=valid_ds, epochs=t.epochs, initial_epoch=state.get("epoch", 0),
                   steps_per_epoch=t.steps_per_epoch, callbacks=callbacks, verbose=verbose,
                   shuffle=False)
+        if stage is not None and not stage.promoted:
+            stage.promote(callbacks, run)
     except KeyboardInterrupt:
-        if ckpt.epochs_done == 0 and not resume:
-            out.remove()
-            raise SeqkitError("interrupted before the first epoch finished; nothing was kept.")
+        if (ckpt.epochs_done == 0 and not resume) or (stage is not None and not stage.promoted):
+            if stage is not None:
+                stage.discard()
+            raise SeqkitError("interrupted before the first epoch finished; nothing was kept"
+                              + (f" ({run_path} is as it was)." if replaces == "run" else "."))
         st = out.state()
         st["status"] = "interrupted"
         atomic_write_json(out.file(STATE), st)
         raise SeqkitError(f"interrupted; {st['epoch']} epochs are saved. Continue with "
                           f"`seqkit train --resume {run_path}`.")
     except BaseException as exc:
-        if ckpt.epochs_done == 0 and not resume:
-            out.remove()
+        if stage is not None:
+            stage.discard()  # nothing once promoted: the run keeps its saved epochs
         if dist.replicas > 1 and _is_peer_failure(exc):
             raise SeqkitError(f"distributed training stopped: a worker or device stopped answering "
                               f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]}). Restart every "

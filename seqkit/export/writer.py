@@ -35,8 +35,12 @@ DEFAULT_AGREEMENT = {"none": 0.999, "float16": 0.99, "dynamic-range": 0.99}
 def staged_dir(out: str):
     """Yield a fresh ``OUT.partial-PID`` directory; when the block ends without an exception,
     replace ``out`` with it (an existing ``out`` is removed first: the caller checked
-    ``--overwrite``). Whatever happens, no ``.partial`` directory is left behind."""
+    ``--overwrite``). Whatever happens, no ``.partial`` directory is left behind, and those of
+    exports whose process died (killed mid-export) are removed first."""
+    from seqkit.run_lifecycle import remove_stale_exports
+
     tmp = f"{out.rstrip(os.sep)}.partial-{os.getpid()}"
+    remove_stale_exports(os.path.dirname(os.path.abspath(tmp)))
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
     try:
