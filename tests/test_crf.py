@@ -3,6 +3,7 @@ gradients against finite differences, masking (padded == unpadded, all-padding r
 batched == one-by-one decoding, and a tiny CRF tagger trained, reloaded and predicted."""
 
 import itertools
+import os
 
 import numpy as np
 import pytest
@@ -188,3 +189,63 @@ def test_crf_tagger_trains_reloads_and_predicts_viterbi(crf_run, tf):
     ev = prep.head.evaluate(model, recs)
     hits = sum(t == p for r, o in zip(recs, res) for t, p in zip(r.tags, o["tags"]))
     assert ev["accuracy"] == pytest.approx(hits / sum(len(r) for r in recs))
+
+
+def _keras_tags(model, x):
+    crf = model.get_layer("crf")
+    return crf.decode(model(x, training=False), x != 0).numpy()
+
+
+def test_full_sequence_export_decodes_viterbi_in_graph_same_as_keras(crf_run, tmp_path, tf):
+    """Keras vs SavedModel predict vs pinned-shape TFLite: the same Viterbi paths on held-out data."""
+    from seqkit.export.parity import sequence_inputs
+    from seqkit.export.tflite import op_names
+    from seqkit.export.writer import export_run
+    from seqkit.runtime.full_sequence import FullSequenceModel
+    from seqkit.runtime.sequence_stream import full_sequence_answers, read_stream_input
+    from seqkit.train import load_run
+
+    run, _ = crf_run
+    out = str(tmp_path / "fs")
+    report = export_run(run, out, fmt="all", full_sequence=True, batch=2, length=8, parity_examples=16)
+    assert report["saved_model_predict"]["viterbi_agreement"] == 1.0
+    assert report["tflite"]["viterbi_paths_equal"] == 1.0
+    ops = op_names(os.path.join(out, "model.tflite"))
+    assert not any(o.startswith("Flex") or o in ("CUSTOM", "DELEGATE") for o in ops)
+    prep, model = load_run(run, with_data=True)
+    held = prep.splits["test"] + prep.splits["valid"]
+    x, lengths = sequence_inputs(prep, held, 8)
+    want = _keras_tags(model, x)
+    sm = tf.saved_model.load(os.path.join(out, "saved_model"))
+    got_sm = sm.signatures["predict"](tokens=tf.constant(x))["tags"].numpy()
+    got_tfl = FullSequenceModel(out).predict_tags([x[i, :n] for i, n in enumerate(lengths)])
+    for i, n in enumerate(lengths):
+        np.testing.assert_array_equal(got_sm[i, :n], want[i, :n])
+        np.testing.assert_array_equal(got_tfl[i], want[i, :n])
+    text = "\n".join(" ".join(r.tokens) for r in held[:3]) + "\n"
+    rt = FullSequenceModel(out)
+    ans = list(full_sequence_answers(rt, read_stream_input(text, "in", rt.metadata)))
+    assert [a.name for a in ans[:lengths[0]]] == [prep.head.labels.names[k] for k in want[0, :lengths[0]]]
+
+
+def test_step_export_streams_emissions_and_decodes_at_the_end(crf_run, tmp_path):
+    from seqkit.export.parity import sequence_inputs
+    from seqkit.export.writer import export_run
+    from seqkit.runtime.sequence_stream import read_stream_input, stream_answers
+    from seqkit.runtime.streaming import StreamingModel
+    from seqkit.train import load_run
+
+    run, _ = crf_run
+    out = str(tmp_path / "step")
+    report = export_run(run, out, fmt="all", parity_examples=16)
+    assert report["tflite"]["viterbi_agreement"] == 1.0 and report["saved_model"]["viterbi_agreement"] == 1.0
+    prep, model = load_run(run, with_data=True)
+    held = prep.splits["test"][:3]
+    x, lengths = sequence_inputs(prep, held)
+    want = _keras_tags(model, x)
+    rt = StreamingModel(out)
+    assert "crf" in rt.metadata
+    ans = list(stream_answers(rt, read_stream_input("\n".join(" ".join(r.tokens) for r in held), "in",
+                                                    rt.metadata)))
+    for i, n in enumerate(lengths):
+        assert [a.name for a in ans if a.index == i] == [prep.head.labels.names[k] for k in want[i, :n]]

@@ -43,3 +43,30 @@ def viterbi(emissions, transitions, start, end) -> np.ndarray:
     for bp in reversed(back):
         best.append(int(bp[best[-1]]))
     return np.asarray(best[::-1], np.int32)
+
+
+def marginals(emissions, transitions, start, end) -> np.ndarray:
+    """Per-step tag marginals ``p(y_t = j | x)`` ``[T, C]`` float64 of one sequence.
+
+    Forward-backward in log space (Rabiner 1989, eqs. 20, 24-27; Sutton & McCallum 2012,
+    sec. 4.1): ``p(y_t = j | x) = exp(alpha_t(j) + beta_t(j) - log Z)``; arguments as
+    :func:`viterbi`.
+    """
+    e = np.asarray(emissions, np.float64)
+    a = np.asarray(transitions, np.float64)
+    T = len(e)
+
+    def lse(x, axis):
+        m = x.max(axis=axis, keepdims=True)
+        return np.squeeze(m, axis) + np.log(np.exp(x - m).sum(axis=axis))
+
+    alpha = np.zeros_like(e)
+    beta = np.zeros_like(e)
+    alpha[0] = np.asarray(start, np.float64) + e[0]
+    for t in range(1, T):
+        alpha[t] = lse(alpha[t - 1][:, None] + a, 0) + e[t]
+    beta[-1] = np.asarray(end, np.float64)
+    for t in range(T - 2, -1, -1):
+        beta[t] = lse(a + (e[t + 1] + beta[t + 1])[None, :], 1)
+    log_z = lse(alpha[-1] + beta[-1], 0)
+    return np.exp(alpha + beta - log_z)
