@@ -249,3 +249,54 @@ def test_step_export_streams_emissions_and_decodes_at_the_end(crf_run, tmp_path)
                                                     rt.metadata)))
     for i, n in enumerate(lengths):
         assert [a.name for a in ans if a.index == i] == [prep.head.labels.names[k] for k in want[i, :n]]
+
+
+@pytest.mark.parametrize("cell,bi", [("lstm", False), ("gru", True), ("simple_rnn", False)])
+def test_crf_tagger_loss_and_gradients_unchanged_by_padding_for_every_cell(tf, keras, cell, bi):
+    """CRF on top of any encoder: extra padding and an all-padding row change neither the
+    per-token NLL nor its gradients (transitions included)."""
+    from tests.seqhelp import fitted_head, seq_recipe, token_records
+
+    keras.utils.set_random_seed(2)
+    rows, tags = [list("abcde"), list("edcba"), list("aabb")], [list("NVDPN"), list("NPDVN"), list("NNVV")]
+    head = fitted_head(seq_recipe("tagger", cell=cell, bi=bi, head_opts={"crf": True}),
+                       token_records(rows, tags=tags))
+    model = head.build_model()
+    model.get_layer("crf").transitions.assign(np.random.default_rng(0).normal(size=(4, 4)))
+    x = np.array([[4, 5, 6, 7], [5, 6, 0, 0]], "int32")
+    y = np.array([[1, 2, 3, 4], [2, 1, 0, 0]], "int32")
+
+    def run(x, y):
+        with tf.GradientTape() as tape:
+            loss = model.compute_loss(x, y, model(x))
+        grads = tape.gradient(loss, model.trainable_weights)
+        return float(loss), [tf.convert_to_tensor(g).numpy() for g in grads]
+
+    l1, g1 = run(x, y)
+    x2 = np.concatenate([np.pad(x, ((0, 0), (0, 5))), np.zeros((1, 9), "int32")])
+    y2 = np.concatenate([np.pad(y, ((0, 0), (0, 5))), np.zeros((1, 9), "int32")])
+    l2, g2 = run(x2, y2)
+    assert np.isfinite(l1) and l1 == pytest.approx(l2, abs=1e-6)
+    assert any(n.endswith("transitions") for n in [w.path for w in model.trainable_weights])
+    for a, b in zip(g1, g2):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+def test_crf_frame_tagger_decodes_padded_like_alone(keras):
+    from seqkit.data.records import Record
+
+    from tests.seqhelp import fitted_head, seq_recipe
+
+    keras.utils.set_random_seed(4)
+    rng = np.random.default_rng(1)
+    recs = [Record(frames=rng.normal(size=(n, 3)).astype("float32"),
+                   tags=(["s", "v"] * n)[:n], where=f"row {i}") for i, n in enumerate((4, 7, 2))]
+    head = fitted_head(seq_recipe("tagger", head_opts={"crf": True}), recs)
+    model = head.build_model()
+    model.get_layer("crf").transitions.assign([[2.0, -1.0], [0.5, 0.3]])
+    together = head.decode(model, recs)
+    for r, (ids, p) in zip(recs, together):
+        alone_ids, alone_p = head.decode(model, [r])[0]
+        np.testing.assert_array_equal(ids, alone_ids)
+        np.testing.assert_allclose(p, alone_p, atol=1e-5)
+        np.testing.assert_allclose(p.sum(-1), 1.0, atol=1e-5)
