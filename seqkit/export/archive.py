@@ -63,8 +63,10 @@ def crf_layer(model):
 def predict_fn(prep, model, unroll: bool = False):
     """``predict`` of the export: raw inputs in (frames normalised in-graph, NaN kept as padding),
     ``{"logits": ...}`` out; a CRF tagger adds ``"tags" [B, T] int32``, its Viterbi paths
-    (0 at padding), decoded in the graph -- with ``unroll`` (a pinned length) as straight-line
-    builtin ops, else a ``tf.scan`` loop (:func:`seqkit.layers.crf.crf_viterbi`)."""
+    (0 at padding), decoded in the graph by a ``tf.scan`` loop, or with ``unroll`` (a pinned
+    length) as straight-line ops (:func:`seqkit.layers.crf.crf_viterbi`). With the shape pinned
+    the loop converts to TFLite builtins (a WHILE), so the full-sequence export keeps it: the
+    model's size does not grow with ``--length``."""
     import tensorflow as tf
 
     inputs = getattr(prep.head, "inputs", None)
@@ -89,7 +91,7 @@ def build_full_sequence_archive(prep, model, batch: int, length: int):
 
     archive = keras.export.ExportArchive()
     archive.track(model)
-    archive.add_endpoint("predict", predict_fn(prep, model, unroll=True),
+    archive.add_endpoint("predict", predict_fn(prep, model),
                          input_signature=[predict_input_spec(prep, batch, length)])
     return archive
 

@@ -140,9 +140,11 @@ def crf_viterbi(emissions, mask, transitions, start, end, unroll: bool = False):
     Args:
         emissions: ``[B, T, C]`` float; mask: ``[B, T]`` bool; transitions ``[C, C]``;
             start, end ``[C]``.
-        unroll: loop over time in Python (needs a static ``T``): the graph holds only
-            builtin TFLite ops (ADD, MAX/ARG_MAX, SELECT, ONE_HOT, SUM ...) and no WHILE
-            loop, for the pinned-shape export. Otherwise ``tf.scan`` (any ``T``).
+        unroll: loop over time in Python (needs a static ``T``): straight-line ops, ``T``
+            copies of them. Otherwise ``tf.scan`` (any ``T``). Both convert to TFLite builtin
+            ops when the shape is pinned (ADD, REDUCE_MAX, ARG_MAX, SELECT_V2, ONE_HOT, SUM,
+            and WHILE for the scan; checked with TF 2.21); the scan with a dynamic batch or
+            length does not (TensorList ops), like the recurrent layers.
 
     Returns:
         ``(tags [B, T] int32, best_score [B])``: tags are 0 at masked steps; a row with no
