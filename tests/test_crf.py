@@ -300,3 +300,25 @@ def test_crf_frame_tagger_decodes_padded_like_alone(keras):
         np.testing.assert_array_equal(ids, alone_ids)
         np.testing.assert_allclose(p, alone_p, atol=1e-5)
         np.testing.assert_allclose(p.sum(-1), 1.0, atol=1e-5)
+
+
+def test_cli_stream_of_a_crf_step_export_prints_viterbi_paths_with_a_note(crf_run, tmp_path):
+    from click.testing import CliRunner
+
+    from seqkit.cli import main
+    from seqkit.predict import predict, read_records
+    from seqkit.train import load_run
+
+    run, _ = crf_run
+    out = str(tmp_path / "e")
+    r = CliRunner()
+    res = r.invoke(main, ["export", run, "--out", out, "--parity-examples", "4"])
+    assert res.exit_code == 0, res.output
+    text = "the dog runs\na cat sleeps fast\ndog runs\n"
+    res = r.invoke(main, ["stream", out], input=text)
+    assert res.exit_code == 0, res.output
+    assert "can change until its sequence ends" in res.stderr
+    prep, model = load_run(run)
+    want = [" ".join(f"{w}/{t}" for w, t in zip(p["tokens"], p["tags"]))
+            for p in predict(prep, model, read_records(text, "-", "text", prep))]
+    assert res.stdout.splitlines() == want
