@@ -61,7 +61,7 @@ class FullSequenceModel:
         Raises:
             SeqkitError: a row longer than the pinned length.
         """
-        return [o["logits"] for o in self._run(rows)]
+        return [o["logits"] for o in self.outputs(rows)]
 
     def predict_tags(self, rows: list) -> list[np.ndarray]:
         """A CRF tagger's Viterbi paths, decoded inside the model: ``[T_i]`` int32 tag ids per row.
@@ -73,9 +73,15 @@ class FullSequenceModel:
         if "tags" not in self.runner.get_output_details():
             raise SeqkitError("this export has no 'tags' output: it is not a CRF tagger "
                               "(head.crf: true); use predict() and take the arg-max.")
-        return [o["tags"] for o in self._run(rows)]
+        return [o["tags"] for o in self.outputs(rows)]
 
-    def _run(self, rows: list) -> list[dict]:
+    def outputs(self, rows: list) -> list[dict]:
+        """Every output per row, trimmed to its length: ``{"logits": [T_i, C] or [C]}`` and, for a
+        CRF tagger, ``"tags": [T_i]`` int32 (one run of the model for both).
+
+        Raises:
+            SeqkitError: a row longer than the pinned length.
+        """
         long = [len(r) for r in rows if len(r) > self.length]
         if long:
             raise SeqkitError(f"a sequence of {long[0]} steps is longer than this export's pinned "

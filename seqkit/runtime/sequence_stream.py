@@ -126,12 +126,12 @@ def full_sequence_answers(model, inputs: list[StreamInput]):
         raise SeqkitError(f"{long.where}: a sequence of {len(long.steps)} steps is longer than this "
                           f"export's pinned length {model.length}; cut it, or export again with a "
                           f"larger --length.")
-    outs = model.predict([seq.steps for seq in inputs])
     crf = crf_weights(model.metadata)
     if crf is not None:  # the model decoded the Viterbi paths itself
-        for i, (z, tags) in enumerate(zip(outs, model.predict_tags([seq.steps for seq in inputs]))):
-            yield from _crf_answers(i, z, labels, crf, tags)
+        for i, o in enumerate(model.outputs([seq.steps for seq in inputs])):
+            yield from _crf_answers(i, o["logits"], labels, crf, o["tags"])
         return
+    outs = model.predict([seq.steps for seq in inputs])
     for i, (seq, z) in enumerate(zip(inputs, outs)):
         if z.ndim == 1:
             yield _answer(i, len(seq.steps) - 1, z, labels)
