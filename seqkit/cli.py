@@ -442,7 +442,8 @@ def stream(export_dir, prompt, max_length, temperature, top_k, greedy, beam_widt
     """Run an exported TFLite step model one input at a time, carrying the state (the on-device loop).
 
     Language model: continue --prompt. Acceptor: print the running answer after every frame/token.
-    Tagger: print each token's tag as it comes. Encoder-decoder (seq2seq): encode each input line,
+    Tagger: print each token's tag as it comes (a CRF tagger: each line once it ends, as the
+    best tag path -- a step's tag can change until the sequence ends). Encoder-decoder (seq2seq): encode each input line,
     then decode it symbol by symbol (beam search, or --greedy) and print the output symbols.
     A full-sequence export (bidirectional encoder) answers each whole input line / utterance."""
     from seqkit.data.vocab import START_ID, UNK_ID, Vocabulary, tokenize
@@ -538,6 +539,10 @@ def _stream_sequences(rt, input_path: str) -> None:
     name, text = _read_input(input_path)
     inputs = read_stream_input(text, name, rt.metadata)
     tagger = rt.metadata["head"] == "tagger"
+    if tagger and rt.metadata.get("crf"):
+        click.echo("seqkit: note: CRF tagger -- tags are the best path of each whole line (Viterbi); "
+                   "a step's tag can change until its sequence ends, so each line prints when it ends.",
+                   err=True)
     answers = full_sequence_answers if rt.metadata.get("artefact") == "full_sequence" else stream_answers
     for ans in answers(rt, inputs):
         seq = inputs[ans.index]

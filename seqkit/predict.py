@@ -76,14 +76,16 @@ def predict(prep, model, records: list[Record]) -> list[dict]:
         One dict per record: acceptor ``{"where", "label", "probability", "probabilities"}``;
         tagger ``{"where", "tokens", "tags", "probability" [T], "probabilities" [T]}``
         plus ``"untagged_steps"`` when ``head.too_long: truncate`` cut the input
-        (``probabilities``: class name -> probability).
+        (``probabilities``: class name -> probability; a CRF tagger's ``tags`` are the Viterbi
+        path and its probabilities the per-step CRF marginals).
     """
     head = prep.head
     names = head.labels.names
     out = []
     if prep.recipe.head.type == "tagger" or hasattr(head, "predict_tags"):
-        for r, p in zip(records, head.predict_tags(model, records)):
-            ids = np.argmax(p, axis=-1)
+        paths = (head.predict_paths(model, records) if hasattr(head, "predict_paths") else
+                 [(np.argmax(p, axis=-1), p) for p in head.predict_tags(model, records)])
+        for r, (ids, p) in zip(records, paths):  # ids: arg-max, or a CRF tagger's Viterbi path
             res = {"where": r.where, "tokens": list(r.tokens)[:len(ids)] if r.tokens is not None else None,
                    "tags": [names[i] for i in ids]}
             if len(ids) < len(r):  # head.too_long: truncate -- say so in every output line

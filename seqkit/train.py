@@ -416,7 +416,8 @@ def load_model(path: str):
     """
     import keras
 
-    import seqkit.layers.decoder  # noqa: F401  (registers custom objects)
+    import seqkit.layers.crf  # noqa: F401  (registers custom objects)
+    import seqkit.layers.decoder  # noqa: F401
     import seqkit.layers.frame_mask  # noqa: F401
     import seqkit.layers.fused_gru  # noqa: F401
     import seqkit.layers.fused_lstm  # noqa: F401

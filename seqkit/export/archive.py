@@ -4,7 +4,10 @@ Acceptor / tagger exports have ``step`` and ``initial_state`` (forward encoders;
 step input ``token [B] int32`` or raw ``frame [B, D] float32``, logits ``[B, C]``,
 see :mod:`seqkit.heads.sequence_stepper`) and ``predict(tokens [B, T] int32 |
 frames [B, T, D] float32) -> {logits [B, C] | [B, T, C]}`` where frames are raw
-(the run's normaliser is applied inside) and padding is id 0 / NaN frames.
+(the run's normaliser is applied inside) and padding is id 0 / NaN frames; a CRF
+tagger's ``predict`` adds ``tags [B, T] int32`` (Viterbi in the graph) and its
+``step`` gives the emissions of one step (the path needs the whole sequence: the
+runtime decodes at its end, :mod:`seqkit.runtime.sequence_stream`).
 A full-sequence archive (:func:`build_full_sequence_archive`) holds ``predict``
 alone for a pinned ``[B, T]``: the shape TFLite needs to convert a recurrent
 layer to builtins (a WHILE loop; the mask survives).
@@ -50,17 +53,36 @@ def predict_input_spec(prep, batch: int | None = None, length: int | None = None
     return tf.TensorSpec([batch, length], tf.int32, name="tokens")
 
 
-def predict_fn(prep, model):
+def crf_layer(model):
+    """The :class:`~seqkit.layers.crf.CRF` layer of a CRF tagger's model, else None."""
+    from seqkit.layers.crf import CRF
+
+    return next((layer for layer in model.layers if isinstance(layer, CRF)), None)
+
+
+def predict_fn(prep, model, unroll: bool = False):
     """``predict`` of the export: raw inputs in (frames normalised in-graph, NaN kept as padding),
-    ``{"logits": ...}`` out."""
+    ``{"logits": ...}`` out; a CRF tagger adds ``"tags" [B, T] int32``, its Viterbi paths
+    (0 at padding), decoded in the graph by a ``tf.scan`` loop, or with ``unroll`` (a pinned
+    length) as straight-line ops (:func:`seqkit.layers.crf.crf_viterbi`). With the shape pinned
+    the loop converts to TFLite builtins (a WHILE), so the full-sequence export keeps it: the
+    model's size does not grow with ``--length``."""
     import tensorflow as tf
 
     inputs = getattr(prep.head, "inputs", None)
+    crf = crf_layer(model)
+
+    def answer(z, mask):
+        if crf is None:
+            return {"logits": z}
+        return {"logits": z, "tags": crf.decode(z, mask, unroll=unroll)}
+
     if inputs is None or inputs.kind != "frames":
-        return lambda tokens: {"logits": model(tokens, training=False)}
+        return lambda tokens: answer(model(tokens, training=False), tf.not_equal(tokens, 0))
     mean = tf.constant(inputs.normalizer.mean, tf.float32)
     std = tf.constant(inputs.normalizer.std, tf.float32)
-    return lambda frames: {"logits": model((frames - mean) / std, training=False)}
+    return lambda frames: answer(model((frames - mean) / std, training=False),
+                                 tf.logical_not(tf.reduce_any(tf.math.is_nan(frames), axis=-1)))
 
 
 def build_full_sequence_archive(prep, model, batch: int, length: int):

@@ -6,7 +6,8 @@ FULLY_CONNECTED, LOGISTIC, TANH, ...); full-sequence recurrent models with a
 dynamic batch do not (TensorList ops), which is why the step model is the
 TFLite artefact; with the input shape pinned (``predict`` of
 :func:`seqkit.export.archive.build_full_sequence_archive`) they do, as a WHILE
-loop that keeps the padding mask -- the artefact for bidirectional encoders.
+loop that keeps the padding mask -- the artefact for bidirectional encoders. A CRF
+tagger's in-graph Viterbi (``tf.scan``) converts the same way, as a second WHILE.
 An encoder-decoder converts to one model with two signatures, ``encode``
 (pinned ``[1, S_max]``) and ``decode_step`` (dynamic batch), see
 :mod:`seqkit.export.seq2seq_archive`.

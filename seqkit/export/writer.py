@@ -13,7 +13,14 @@ half-written model. Layout::
                           quantization, recipe, versions
     OUT/vocab.json        the vocabulary (id = position; token inputs)
     OUT/labels.json       the class / tag names (id = position; acceptor, tagger)
-    OUT/parity.json       the parity report (max |logit diff|, arg-max agreement)
+    OUT/parity.json       the parity report (max |logit diff|, arg-max agreement; a CRF
+                          tagger: also Viterbi tag agreement with the Keras model)
+
+A CRF tagger (``head.crf: true``): ``predict`` (SavedModel, and the
+``--full-sequence`` TFLite model) outputs ``tags [B, T] int32`` decoded by Viterbi in
+the graph besides the emissions ``logits``; the step model outputs emissions, and
+``metadata.json`` carries ``crf`` (``transitions``, ``start``, ``end``) for the runtime's
+Viterbi at the end of each sequence.
 """
 
 from __future__ import annotations
@@ -138,6 +145,41 @@ def metadata_for(prep, stepper, quantize: str, full_sequence: dict | None = None
     return meta
 
 
+def crf_metadata(model) -> dict | None:
+    """``{"transitions", "start", "end", "decoding"}`` of a CRF tagger's model, else None."""
+    from seqkit.export.archive import crf_layer
+
+    crf = crf_layer(model)
+    if crf is None:
+        return None
+    return {"transitions": crf.transitions.numpy().tolist(), "start": crf.start_transitions.numpy().tolist(),
+            "end": crf.end_transitions.numpy().tolist(),
+            "decoding": "Viterbi over the whole sequence: logits are emissions, a step's tag can change "
+                        "until the sequence ends (full-sequence predict: the 'tags' output)"}
+
+
+def _viterbi_rows(z, lengths, crf: dict) -> list:
+    from seqkit.runtime.viterbi import viterbi
+
+    w = [crf[k] for k in ("transitions", "start", "end")]
+    return [viterbi(z[i, :n], *w) for i, n in enumerate(lengths)]
+
+
+def _check_tags(res: dict, what: str, ref: list, got: list, min_agreement: float) -> None:
+    """Add the Viterbi tag agreement of ``got`` with the Keras ``ref`` paths to ``res``; refuse below
+    ``min_agreement``."""
+    import numpy as np
+
+    same = [np.asarray(a) == np.asarray(b)[:len(a)] for a, b in zip(ref, got)]
+    res["viterbi_agreement"] = float(np.mean(np.concatenate(same))) if same else 1.0
+    res["viterbi_paths_equal"] = float(np.mean([s.all() for s in same])) if same else 1.0
+    log.info(f"parity {what}: Viterbi tag agreement {res['viterbi_agreement']:.4f}, whole paths "
+             f"equal {res['viterbi_paths_equal']:.4f}")
+    if res["viterbi_agreement"] < min_agreement:
+        raise SeqkitError(f"parity check failed for the {what} model: Viterbi tag agreement "
+                          f"{res['viterbi_agreement']:.4f} < {min_agreement}; nothing was written.")
+
+
 def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "none",
                tolerance: float | None = None, min_agreement: float | None = None,
                parity_examples: int = 32, overwrite: bool = False, full_sequence: bool = False,
@@ -228,6 +270,18 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
         fs = ({"batch": batch, "length": length, "spec": predict_input_spec(prep, batch, length)}
               if full_sequence else None)
         meta = metadata_for(prep, stepper, quantize, fs)
+        crf = crf_metadata(model)
+        ref_tags = None
+        if crf is not None:
+            from seqkit.export.archive import crf_layer
+
+            meta["crf"] = crf
+            meta["output"] += (" (CRF emissions; predict also gives tags [B, T] int32, the Viterbi "
+                               "paths)" if stepper is None else
+                               " (CRF emissions: run Viterbi over the sequence with metadata crf)")
+            ref_tags = [t[:n] for t, n in zip(
+                crf_layer(model).decode(tf.constant(case.reference), tf.constant(case.valid)).numpy(),
+                case.lengths)]
         report = {"examples": len(held_out[:parity_examples]), "quantize": quantize,
                   "artefact": meta["artefact"], "tolerance": tolerance,
                   "min_argmax_agreement": min_agreement}
@@ -246,12 +300,19 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
                     state.update({n: res[n] for n in names})
                     return res["logits"].numpy()
 
-                report["saved_model"] = case.check_stream(stream_logits(sm_step, sm_reset, case.stream_input()))
+                z = stream_logits(sm_step, sm_reset, case.stream_input())
+                report["saved_model"] = case.check_stream(z)
                 _check(report["saved_model"], "SavedModel step", 1e-4, 0.999)
+                if crf is not None:
+                    _check_tags(report["saved_model"], "SavedModel step + Viterbi", ref_tags,
+                                _viterbi_rows(z, case.lengths, crf), 0.999)
             if hasattr(prep.head, "inputs"):
                 pred = loaded.signatures["predict"](**{predict_input_spec(prep).name: tf.constant(case.x)})
                 report["saved_model_predict"] = case.check_full(pred["logits"].numpy())
                 _check(report["saved_model_predict"], "SavedModel predict", 1e-4, 0.999)
+                if crf is not None:
+                    _check_tags(report["saved_model_predict"], "SavedModel predict", ref_tags,
+                                list(pred["tags"].numpy()), 0.999)
         if fmt in ("tflite", "all"):
             if full_sequence:
                 fs_dir = os.path.join(tmp, "full_sequence_saved_model")
@@ -264,12 +325,20 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
                 for i, o in enumerate(outs):
                     got[i, : len(o)] = o
                 report["tflite"] = case.check_full(got)
+                if crf is not None:
+                    tflite_tags = runner.predict_tags([case.x[i, : n] for i, n in enumerate(case.lengths)])
             else:
                 data = convert_step(sm_dir, quantize)
                 rt = StreamingModel(model_bytes=data, metadata=meta)
-                report["tflite"] = case.check_stream(stream_logits(rt.step, rt.reset, case.stream_input()))
+                z = stream_logits(rt.step, rt.reset, case.stream_input())
+                report["tflite"] = case.check_stream(z)
+                if crf is not None:
+                    tflite_tags = _viterbi_rows(z, case.lengths, crf)
             report["tflite"].update({"ops": op_names(data), "bytes": len(data)})
             _check(report["tflite"], f"TFLite {meta['artefact']} ({quantize})", tolerance, min_agreement)
+            if crf is not None:
+                _check_tags(report["tflite"], f"TFLite {meta['artefact']} ({quantize})", ref_tags,
+                            tflite_tags, min_agreement)
             with open(os.path.join(tmp, "model.tflite"), "wb") as f:
                 f.write(data)
         if fmt == "tflite":

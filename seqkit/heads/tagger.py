@@ -9,6 +9,12 @@ Figures: token accuracy, per-tag precision/recall/F1, macro-F1, entity-level
 F1 (``seqeval``) when the tags follow BIO/BIOES, a confusion matrix on request.
 Baseline: the most frequent tag of each word in training (unknown words: the
 most frequent tag overall).
+
+``head.crf: true`` puts a linear-chain CRF (:mod:`seqkit.layers.crf`) on the
+logits, which become the CRF's emissions: the model still outputs ``[B, T, C]``
+emissions (so step exports stream them), training minimises the CRF negative
+log-likelihood per token, and evaluation / ``seqkit predict`` decode the best
+whole path with Viterbi (per-tag probabilities are the CRF marginals).
 """
 
 from __future__ import annotations
@@ -27,10 +33,15 @@ from seqkit.registry import register_head
 
 
 class TaggerOptions(SequenceHeadOptions):
-    """Recipe keys of the ``tagger`` head (under ``head``); ``too_long`` defaults to ``split``."""
+    """Recipe keys of the ``tagger`` head (under ``head``); ``too_long`` defaults to ``split``.
+
+    crf: a linear-chain CRF output (transition scores between tags; Viterbi decoding)
+    instead of independent per-step softmaxes.
+    """
 
     too_long: Literal["refuse", "truncate", "split"] = "split"
     confusion_matrix: bool = False
+    crf: bool = False
 
 
 class MostFrequentTag:
@@ -86,22 +97,81 @@ class TaggerHead(SequenceHead):
         if self.options.output_dropout > 0:
             x = keras.layers.Dropout(self.options.output_dropout, name="output_dropout")(x)
         logits = keras.layers.Dense(len(self.labels), name="logits")(x)
+        if self.crf:
+            from seqkit.layers.crf import CRF, CRFTaggerModel
+
+            return CRFTaggerModel(inp, CRF(len(self.labels), name="crf")(logits), name="tagger")
         return keras.Model(inp, logits, name="tagger")
+
+    @property
+    def crf(self) -> bool:
+        return bool(getattr(self.options, "crf", False))
+
+    def loss(self):
+        """Softmax tagger: masked token cross-entropy. CRF: None (the model's own
+        ``compute_loss``, :class:`seqkit.layers.crf.CRFTaggerModel`)."""
+        return None if self.crf else super().loss()
+
+    def metrics(self):
+        """CRF: the Viterbi token accuracy only (per-step cross-entropy of the emissions
+        means nothing there; checkpoints and early stopping watch the loss)."""
+        if not self.crf:
+            return super().metrics()
+        from seqkit.losses import MaskedAccuracy
+
+        return [MaskedAccuracy(offset=1)]
+
+    def decode(self, model, records: list, batch_size: int | None = None) -> list:
+        """``(tag ids [T] int, probabilities [T, C])`` per record, in input order.
+
+        Softmax tagger: arg-max of the per-step softmax. CRF: the Viterbi path of the
+        whole record and the CRF marginals ``p(y_t = j | x)``.
+        """
+        if not self.crf:
+            return [(np.argmax(p, axis=-1), p) for p in self.predict_proba(model, records, batch_size)]
+        import tensorflow as tf
+
+        from seqkit.data.pipeline import make_array_dataset
+
+        crf = model.get_layer("crf")
+        xs = [self.inputs.encode(x) for x in records]
+        ds = make_array_dataset(xs, [0] * len(xs), batch_size=batch_size or self.recipe.training.batch_size,
+                                shuffle=False, seed=0, bucket=False, max_length=self.recipe.data.max_length)
+
+        @tf.function(reduce_retracing=True)
+        def run(x):
+            from seqkit.layers.crf import _input_mask
+
+            z = model(x, training=False)
+            mask = _input_mask(x)
+            return crf.decode(z, mask), crf.marginals(z, mask)
+
+        out = []
+        for x, _ in ds:
+            tags, probs = run(x)
+            out.extend(zip(tags.numpy(), probs.numpy()))
+        return [(t[:len(r)], p[:len(r)]) for (t, p), r in zip(out, records)]
 
     def trim(self, probs, length):
         return probs[:length]
 
     def predict_tags(self, model, records: list) -> list:
-        """``[T, C]`` tag probabilities per record; a record longer than the run's
-        ``data.max_length`` follows ``head.too_long`` (``split``: tagged in pieces that
-        are re-joined; ``truncate``: only its first steps are tagged)."""
+        """``[T, C]`` tag probabilities per record (CRF: marginals); see :meth:`predict_paths`."""
+        return [p for _, p in self.predict_paths(model, records)]
+
+    def predict_paths(self, model, records: list) -> list:
+        """``(tag ids [T], probabilities [T, C])`` per record (see :meth:`decode`); a record
+        longer than the run's ``data.max_length`` follows ``head.too_long`` (``split``:
+        tagged in pieces that are re-joined -- a CRF decodes each piece on its own;
+        ``truncate``: only its first steps are tagged)."""
         pieces, owner = apply_too_long(records, self.recipe.data.max_length, self.options.too_long,
                                        what="the run's data.max_length", allow_split=True,
                                        with_owner=True)
         joined = [[] for _ in records]
-        for i, p in zip(owner, self.predict_proba(model, pieces)):
+        for i, p in zip(owner, self.decode(model, pieces)):
             joined[i].append(p)
-        return [np.concatenate(ps, axis=0) for ps in joined]
+        return [(np.concatenate([t for t, _ in ps]), np.concatenate([p for _, p in ps], axis=0))
+                for ps in joined]
 
     def scores(self, true_seqs: list, pred_seqs: list) -> dict:
         """Token accuracy, macro-F1, per-tag figures and (BIO/BIOES) entity F1 of tag sequences."""
@@ -123,8 +193,7 @@ class TaggerHead(SequenceHead):
         return out
 
     def evaluate(self, model, records):
-        probs = self.predict_proba(model, records)
-        pred = [[self.labels.names[i] for i in np.argmax(p, axis=-1)] for p in probs]
+        pred = [[self.labels.names[i] for i in ids] for ids, _ in self.decode(model, records)]
         return self.scores([list(r.tags) for r in records], pred)
 
     def baselines(self, prep):

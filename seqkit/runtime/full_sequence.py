@@ -5,7 +5,8 @@ artefact of a bidirectional encoder) has one signature, ``predict``, whose
 input is pinned to ``[B, T]`` token ids (0 = padding) or ``[B, T, D]`` raw
 frames (NaN = padding; the normaliser is inside the model). This runner pads
 the rows to ``T`` and the row count to a multiple of ``B`` (with all-padding
-rows), runs each block, and returns the logits of the real rows.
+rows), runs each block, and returns the logits of the real rows (a CRF tagger's export
+also answers its Viterbi paths, decoded inside the model: :meth:`FullSequenceModel.predict_tags`).
 """
 
 from __future__ import annotations
@@ -60,6 +61,27 @@ class FullSequenceModel:
         Raises:
             SeqkitError: a row longer than the pinned length.
         """
+        return [o["logits"] for o in self.outputs(rows)]
+
+    def predict_tags(self, rows: list) -> list[np.ndarray]:
+        """A CRF tagger's Viterbi paths, decoded inside the model: ``[T_i]`` int32 tag ids per row.
+
+        Raises:
+            SeqkitError: the export has no ``tags`` output (not a CRF tagger), or a row longer
+                than the pinned length.
+        """
+        if "tags" not in self.runner.get_output_details():
+            raise SeqkitError("this export has no 'tags' output: it is not a CRF tagger "
+                              "(head.crf: true); use predict() and take the arg-max.")
+        return [o["tags"] for o in self.outputs(rows)]
+
+    def outputs(self, rows: list) -> list[dict]:
+        """Every output per row, trimmed to its length: ``{"logits": [T_i, C] or [C]}`` and, for a
+        CRF tagger, ``"tags": [T_i]`` int32 (one run of the model for both).
+
+        Raises:
+            SeqkitError: a row longer than the pinned length.
+        """
         long = [len(r) for r in rows if len(r) > self.length]
         if long:
             raise SeqkitError(f"a sequence of {long[0]} steps is longer than this export's pinned "
@@ -74,7 +96,8 @@ class FullSequenceModel:
                 x = np.zeros((self.batch, self.length), np.int32)
             for j, r in enumerate(block):
                 x[j, : len(r)] = r
-            logits = self.runner(**{self.input_name: x})["logits"]
+            res = self.runner(**{self.input_name: x})
             for j, r in enumerate(block):
-                out.append(logits[j] if logits.ndim == 2 else logits[j, : len(r)])
+                out.append({k: v[j] if v.ndim == 2 and k == "logits" else v[j, : len(r)]
+                            for k, v in res.items()})
         return out

@@ -7,6 +7,14 @@ after every step (the last one is its answer for the whole sequence); a
 tagger yields each step's tag as it comes. A full-sequence export (a
 bidirectional encoder cannot step) answers each whole sequence at once
 (:func:`full_sequence_answers`): every tag, or the acceptor's final answer.
+
+A CRF tagger (``head.crf: true``; ``metadata["crf"]`` holds its transition, start
+and end scores) is different: the best tag *path* depends on the whole sequence,
+so the tag a step would get can change until the sequence ends. Its step model
+gives emissions per step; :func:`stream_answers` collects them and runs Viterbi
+(:func:`seqkit.runtime.viterbi.viterbi`, numpy) when the sequence ends, then
+yields every step's tag (probability: the CRF marginal of that tag). A
+full-sequence CRF export decodes inside the model (its ``tags`` output).
 """
 
 from __future__ import annotations
@@ -81,6 +89,25 @@ def read_stream_input(text: str, name: str, metadata: dict) -> list[StreamInput]
     return out
 
 
+def crf_weights(metadata: dict):
+    """``(transitions [C, C], start [C], end [C])`` float64 of a CRF tagger export, else None."""
+    crf = metadata.get("crf")
+    if not crf:
+        return None
+    return tuple(np.asarray(crf[k], np.float64) for k in ("transitions", "start", "end"))
+
+
+def _crf_answers(i: int, emissions, labels, crf, tags=None):
+    """Every step's answer of one CRF-tagged sequence: the Viterbi path (``tags`` when the
+    model decoded it already) and each chosen tag's marginal probability."""
+    from seqkit.runtime.viterbi import marginals, viterbi
+
+    emissions = np.asarray(emissions, np.float64)
+    tags = viterbi(emissions, *crf) if tags is None else np.asarray(tags)
+    p = marginals(emissions, *crf)
+    return [StepAnswer(i, t, labels[int(k)], float(p[t, int(k)])) for t, k in enumerate(tags)]
+
+
 def _answer(i: int, t: int, z, labels) -> StepAnswer:
     z = np.asarray(z, np.float64)
     p = np.exp(z - z.max())
@@ -99,6 +126,11 @@ def full_sequence_answers(model, inputs: list[StreamInput]):
         raise SeqkitError(f"{long.where}: a sequence of {len(long.steps)} steps is longer than this "
                           f"export's pinned length {model.length}; cut it, or export again with a "
                           f"larger --length.")
+    crf = crf_weights(model.metadata)
+    if crf is not None:  # the model decoded the Viterbi paths itself
+        for i, o in enumerate(model.outputs([seq.steps for seq in inputs])):
+            yield from _crf_answers(i, o["logits"], labels, crf, o["tags"])
+        return
     outs = model.predict([seq.steps for seq in inputs])
     for i, (seq, z) in enumerate(zip(inputs, outs)):
         if z.ndim == 1:
@@ -109,9 +141,18 @@ def full_sequence_answers(model, inputs: list[StreamInput]):
 
 
 def stream_answers(rt, inputs: list[StreamInput]):
-    """Yield a :class:`StepAnswer` after every step of every input, resetting between inputs."""
+    """Yield a :class:`StepAnswer` after every step of every input, resetting between inputs.
+
+    A CRF tagger's answers for a sequence all come after its last step (Viterbi over the
+    collected emissions): until the sequence ends, any step's tag may still change.
+    """
     labels = rt.metadata["labels"]
+    crf = crf_weights(rt.metadata)
     for i, seq in enumerate(inputs):
         rt.reset(1)
+        if crf is not None:
+            z = [rt.step(seq.steps[t:t + 1])[0] for t in range(len(seq.steps))]
+            yield from _crf_answers(i, np.stack(z), labels, crf)
+            continue
         for t in range(len(seq.steps)):
             yield _answer(i, t, rt.step(seq.steps[t:t + 1])[0], labels)
