@@ -108,7 +108,11 @@ def train(recipe, overrides, run_dir, resume_dir, overwrite, quiet):
         source = recipe or os.path.join(resume_dir, RECIPE)
         if not os.path.isfile(source):
             raise SeqkitError(f"{resume_dir}: not a run directory (no {RECIPE}).")
-        rec = load_recipe(source, list(overrides))
+        from seqkit.rundir import RunDir
+
+        RunDir(resume_dir).check(need_model=False)  # names a missing plugin; imports nothing
+        # the run's own recipe is data: its plugins: are not imported (a RECIPE the user names is)
+        rec = load_recipe(source, list(overrides), load_plugins=None if recipe else False)
         path = resume_dir
     else:
         if not recipe:
@@ -405,7 +409,7 @@ def export(run_dir, fmt, out, quantize, tolerance, min_agreement, parity_example
     from seqkit.rundir import RECIPE, RunDir
 
     RunDir(run_dir).check()
-    out = out or os.path.join("exports", load_recipe(os.path.join(run_dir, RECIPE)).name)
+    out = out or os.path.join("exports", load_recipe(os.path.join(run_dir, RECIPE), load_plugins=False).name)
     report = export_run(run_dir, out, fmt=fmt, quantize=quantize, tolerance=tolerance,
                         min_agreement=min_agreement, parity_examples=parity_examples, overwrite=overwrite,
                         full_sequence=full_sequence, batch=batch, length=length)

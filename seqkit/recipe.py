@@ -364,12 +364,26 @@ def read_yaml(path: str) -> tuple[dict, dict]:
     return data, _key_lines(node)
 
 
-def load_recipe(path: str, overrides: list[str] | None = None) -> Recipe:
+_RUN_MARKERS = ("model.keras", "last.keras", "state.json", "plugins.json", "history.json")
+
+
+def in_run_dir(path: str) -> bool:
+    """True when ``path`` is the ``recipe.yaml`` of a run directory (files training writes beside it)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    return any(os.path.exists(os.path.join(folder, m)) for m in _RUN_MARKERS)
+
+
+def load_recipe(path: str, overrides: list[str] | None = None, *,
+                load_plugins: bool | None = None) -> Recipe:
     """Load, override and validate a recipe file.
 
     Args:
         path: the YAML file.
         overrides: ``["a.b=c", ...]`` applied before validation.
+        load_plugins: import the recipe's ``plugins:`` entries (files, modules) first. ``None``
+            (default): yes for a recipe the user wrote, no for the ``recipe.yaml`` of a run
+            directory (:func:`in_run_dir`). A run directory is data, never code: its plugins come
+            from installed entry points or ``--plugin`` / :func:`seqkit.load_plugin`.
 
     Returns:
         A :class:`Recipe`.
@@ -378,13 +392,17 @@ def load_recipe(path: str, overrides: list[str] | None = None) -> Recipe:
         RecipeError: any problem, all of them listed with file:line and key path.
     """
     raw, lines = read_yaml(path)
+    if load_plugins is None:
+        load_plugins = not in_run_dir(path)
     return recipe_from_dict(raw, source=path, lines=lines, overrides=overrides,
-                            base_dir=os.path.dirname(os.path.abspath(path)))
+                            base_dir=os.path.dirname(os.path.abspath(path)), load_plugins=load_plugins)
 
 
 def recipe_from_dict(raw: dict, *, source: str = "<recipe>", lines: dict | None = None,
-                     overrides: list[str] | None = None, base_dir: str = ".") -> Recipe:
-    """Validate a recipe given as a dict (see :func:`load_recipe`)."""
+                     overrides: list[str] | None = None, base_dir: str = ".",
+                     load_plugins: bool = True) -> Recipe:
+    """Validate a recipe given as a dict (see :func:`load_recipe`; ``load_plugins=False`` keeps
+    the ``plugins:`` entries as a record and imports none of them)."""
     from seqkit.registry import CELLS, DATA, HEADS, load_plugin
 
     raw = copy.deepcopy(raw)
@@ -395,7 +413,7 @@ def recipe_from_dict(raw: dict, *, source: str = "<recipe>", lines: dict | None 
         raw["plugins"] = [os.path.normpath(os.path.join(base_dir, p))
                           if isinstance(p, str) and not os.path.isabs(p) and p.endswith(".py") else p
                           for p in raw["plugins"]]
-        for spec in raw["plugins"]:
+        for spec in raw["plugins"] if load_plugins else ():
             if isinstance(spec, str):
                 load_plugin(spec)
     plugin_keys = {}

@@ -428,7 +428,7 @@ def load_run(run_path: str, with_data: bool = False):
         RunDirError: not a run directory, or unreadable files.
     """
     run = RunDir(run_path).check()
-    recipe = load_recipe(run.file(RECIPE))
+    recipe = load_recipe(run.file(RECIPE), load_plugins=False)  # a run directory is data, never code
     prep = prepare(recipe, run_dir=run_path, read_data=with_data)
     model = load_model(run.file(BEST))
     compile_model(prep, model)
