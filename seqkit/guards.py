@@ -135,20 +135,34 @@ def _shapes(value) -> str:
     return "[" + ", ".join("None" if s is None else str(s) for s in tuple(shape)) + "]"
 
 
-def _plugin_frame(exc: BaseException, entry):
-    """The innermost traceback frame of ``exc`` in the plugin's own source file (or ``None``)."""
+def _plugin_sources(entry) -> tuple[str, ...]:
+    """The plugin's source file, or its top-level package folder (all of its modules)."""
     import inspect
+    import sys
 
+    top = (getattr(entry.obj, "__module__", "") or "").split(".")[0]
+    package = sys.modules.get(top)
+    folders = [os.path.realpath(p) + os.sep for p in getattr(package, "__path__", None) or []]
+    if folders:
+        return tuple(folders)
     try:
-        source = os.path.realpath(inspect.getsourcefile(entry.obj) or "")
+        return (os.path.realpath(inspect.getsourcefile(entry.obj) or ""),)
     except TypeError:
+        return ()
+
+
+def _plugin_frame(exc: BaseException, entry):
+    """The innermost traceback frame of ``exc`` in the plugin's own code (or ``None``)."""
+    sources = _plugin_sources(entry)
+    if not sources:
         return None
     found, seen = None, set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
         tb = exc.__traceback__
         while tb is not None:
-            if os.path.realpath(tb.tb_frame.f_code.co_filename) == source:
+            name = os.path.realpath(tb.tb_frame.f_code.co_filename)
+            if any(name == s or (s.endswith(os.sep) and name.startswith(s)) for s in sources):
                 found = tb.tb_frame
             tb = tb.tb_next
         if found is not None:
@@ -267,20 +281,24 @@ def check_model_matches(prep, model, path: str) -> None:
         f"run's own {os.path.basename(path)} back, or train again.")
 
 
-def write_error(exc: OSError, command: str = "") -> SeqkitError | None:
-    """A message for a permission error / read-only file system on a path (else ``None``)."""
+def write_error(exc: OSError, command: str = "", target: str | None = None) -> SeqkitError | None:
+    """A message for a permission error / read-only file system on a path (else ``None``).
+
+    ``target``: the path the command was asked to write, when ``exc`` concerns a folder above it.
+    """
     if not (isinstance(exc, PermissionError) or exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS)):
         return None
     path = exc.filename or "a file"
+    folder = path if os.path.isdir(path) else os.path.dirname(path) or "."
     elsewhere = {"train": "or write the run elsewhere with --run-dir DIR",
                  "export": "or write the export elsewhere with --out DIR",
                  "attention": "or write the picture elsewhere with --out FILE",
                  "resume": "or copy the run to a writable folder and resume that copy"}.get(
         command, "or choose another path")
+    where = f"{target}: cannot write it: {path}" if target and target != path else f"{path}"
     return SeqkitError(
-        f"{path}: permission denied ({exc.strerror or exc}): seqkit cannot write (or read) it. "
-        f"Make it and its folder writable by you (e.g. chmod -R u+rwX on the folder; a read-only "
-        f"file system cannot be), {elsewhere}.")
+        f"{where}: permission denied ({exc.strerror or exc}). Make {folder} writable by you "
+        f"(e.g. chmod u+rwx {folder}; a read-only file system has to be remounted), {elsewhere}.")
 
 
 def check_writable(path: str, command: str) -> None:
@@ -300,9 +318,8 @@ def check_writable(path: str, command: str) -> None:
     try:
         os.rmdir(tempfile.mkdtemp(prefix=".seqkit-write-check-", dir=folder))
     except OSError as exc:
-        if exc.filename is None or not os.path.exists(path):
-            exc.filename = path if os.path.exists(path) else folder
-        err = write_error(exc, command)
+        exc.filename = folder
+        err = write_error(exc, command, target=path)
         if err is None:
             raise
         raise err from exc
