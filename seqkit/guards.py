@@ -265,15 +265,24 @@ def check_model_matches(prep, model, path: str) -> None:
         expected = prep.head.build_model()
     except Exception:  # the recipe does not build here: leave the loaded model as it is
         return
-    want = [(w.path, tuple(int(s) for s in w.shape)) for w in expected.weights]
-    found = [(w.path, tuple(int(s) for s in w.shape)) for w in model.weights]
+    from collections import Counter
+
+    want = Counter(tuple(int(d) for d in w.shape) for w in expected.weights)
+    found = [(w.path, tuple(int(d) for d in w.shape)) for w in model.weights]
     del expected
-    if [s for _, s in want] == [s for _, s in found]:
+    if want == Counter(shape for _, shape in found):  # order and auto-names may differ: shapes only
         return
-    diffs = [f"{fw} has shape {list(fs)}, this run's recipe and vocabularies make {list(ws)}"
-             for (_, ws), (fw, fs) in zip(want, found) if ws != fs][:2]
-    if not diffs:
-        diffs = [f"it has {len(found)} weight tensors, this run's recipe makes {len(want)}"]
+    left, odd = Counter(want), []
+    for name, shape in found:
+        if left[shape] > 0:
+            left[shape] -= 1
+        else:
+            odd.append(f"{name} {list(shape)}")
+    missing = [list(shape) for shape, k in left.items() for _ in range(k)]
+    more = lambda items: " and more" if len(items) > 3 else ""  # noqa: E731
+    diffs = [f"its weights {', '.join(odd[:3]) + more(odd) if odd else '(all of them)'} do not fit; "
+             f"this run's recipe and vocabularies need weights of shapes "
+             f"{', '.join(str(m) for m in missing[:3]) + more(missing) if missing else '(fewer)'}"]
     run = os.path.dirname(path) or "."
     raise RunDirError(
         f"{path}: this model does not belong to the run in {run}: {'; '.join(diffs)}. It was "
