@@ -59,11 +59,21 @@ def _common(f):
         except Exception as exc:  # an unexpected failure: say so plainly
             if debug:
                 raise
-            click.echo(f"internal error: {type(exc).__name__}: {exc}\n(run again with --debug for "
-                       f"the traceback, and please report it)", err=True)
-            sys.exit(1)
+            from seqkit.guards import user_error
+
+            err = user_error(exc, f.__name__)  # a read-only folder, a failing plugin cell
+            if err is None:
+                _internal(exc)
+            click.echo(f"error: {err}", err=True)
+            sys.exit(2)
 
     return wrapper
+
+
+def _internal(exc: BaseException):
+    click.echo(f"internal error: {type(exc).__name__}: {exc}\n(run again with --debug for "
+               f"the traceback, and please report it)", err=True)
+    sys.exit(1)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -108,13 +118,23 @@ def train(recipe, overrides, run_dir, resume_dir, overwrite, quiet):
         source = recipe or os.path.join(resume_dir, RECIPE)
         if not os.path.isfile(source):
             raise SeqkitError(f"{resume_dir}: not a run directory (no {RECIPE}).")
-        rec = load_recipe(source, list(overrides))
+        from seqkit.rundir import RunDir
+
+        RunDir(resume_dir).check(need_model=False)  # names a missing plugin; imports nothing
+        # the run's own recipe is data: its plugins: are not imported (a RECIPE the user names is)
+        rec = load_recipe(source, list(overrides), load_plugins=None if recipe else False)
         path = resume_dir
+        from seqkit.guards import check_writable
+
+        check_writable(path, "resume")
     else:
         if not recipe:
             raise click.UsageError("give a RECIPE file (or --resume RUN_DIR).")
         rec = load_recipe(recipe, list(overrides))
         path = run_dir or _default_run_dir(rec)
+        from seqkit.guards import check_writable
+
+        check_writable(path, "train")  # a read-only folder fails before the data is read
     from seqkit.train import train as do_train
 
     metrics = do_train(rec, path, resume=bool(resume_dir), overwrite=overwrite, verbose=0 if quiet else 1)
@@ -170,7 +190,9 @@ def evaluate(run_dir, split, as_json, confusion_matrix):
     if confusion_matrix and hasattr(prep.head.options, "confusion_matrix"):
         prep.head.options.confusion_matrix = True
     res = evaluate_model(prep, model, split)
-    baselines = (read_json(os.path.join(run_dir, METRICS), default={}) or {}).get("baselines", {})
+    saved = read_json(os.path.join(run_dir, METRICS), default={})  # not JSON: a RunDirError names it
+    baselines = saved.get("baselines") if isinstance(saved, dict) else None
+    baselines = baselines if isinstance(baselines, dict) else {}  # wrong types: shown without them
     if as_json:
         click.echo(json.dumps({"split": split, **res, "baselines": baselines}, indent=2))
         return
@@ -362,10 +384,11 @@ def validate(recipe, overrides, check_data, show):
     if show:
         click.echo(rec.to_yaml().rstrip())
     if check_data:
+        from seqkit.guards import build_model
         from seqkit.train import count_parameters, prepare
 
         prep = prepare(rec)
-        model = prep.head.build_model()
+        model = build_model(prep)
         params = count_parameters(model)
         click.echo(f"data: {prep.source}: " + ", ".join(f"{k} {len(v)}" for k, v in prep.splits.items())
                    + f" examples; {prep.head.describe_assets()}")
@@ -405,7 +428,10 @@ def export(run_dir, fmt, out, quantize, tolerance, min_agreement, parity_example
     from seqkit.rundir import RECIPE, RunDir
 
     RunDir(run_dir).check()
-    out = out or os.path.join("exports", load_recipe(os.path.join(run_dir, RECIPE)).name)
+    out = out or os.path.join("exports", load_recipe(os.path.join(run_dir, RECIPE), load_plugins=False).name)
+    from seqkit.guards import check_writable
+
+    check_writable(out, "export")  # before the conversion, which takes a while
     report = export_run(run_dir, out, fmt=fmt, quantize=quantize, tolerance=tolerance,
                         min_agreement=min_agreement, parity_examples=parity_examples, overwrite=overwrite,
                         full_sequence=full_sequence, batch=batch, length=length)

@@ -7,11 +7,15 @@ cell, head or data source that is not built in::
       "package": "seqkit-peephole", "version": "0.1.0", "file": null}, ...]
 
 Loading the run (:meth:`seqkit.rundir.RunDir.check`, used by ``evaluate``,
-``generate``, ``export`` and ``train --resume``) first imports the recipe's own
-``plugins:`` entries, then checks that every recorded plugin is registered;
-when one is not, a :class:`~seqkit.errors.RunDirError` names it, its package
-or file, and how to install or pass it -- before Keras would fail on an
-unknown class. Runs without the file (built-ins only) are not affected.
+``generate``, ``predict``, ``export``, ``attention`` and ``train --resume``)
+checks that every recorded plugin, and every cell, head and data source the
+run's recipe names, is registered; when one is not, a
+:class:`~seqkit.errors.RunDirError` names it, its package or file, and the
+``--plugin`` to pass -- before Keras would fail on an unknown class.
+
+A run directory is data, never code: loading one imports nothing it names (no
+file, no module from ``plugins.json`` or the recipe's ``plugins:``). Plugins
+come from installed entry points, ``--plugin`` or :func:`seqkit.load_plugin`.
 """
 
 from __future__ import annotations
@@ -70,8 +74,8 @@ def write_provenance(run_path: str, recipe) -> None:
 def how_to_get(item: dict) -> str:
     """One sentence: how to make a recorded plugin available again."""
     if item.get("file"):
-        return (f"Pass the file that registers it: --plugin {item['file']} (or list it under "
-                f"`plugins:` in the recipe).")
+        return (f"Pass the file that registers it: --plugin {item['file']} (seqkit does not "
+                f"import code a run directory names; check the file before you pass it).")
     if item.get("package"):
         return (f"Install it (pip install {item['package']}, or pip install -e PATH from its "
                 f"source folder, e.g. plugins/{item['package']} in a seqkit checkout) or pass the "
@@ -87,46 +91,90 @@ def _describe(item: dict) -> str:
     return f"the module {item['module']}"
 
 
+def _recipe_names(raw: dict) -> list[tuple[str, str]]:
+    """``(kind, name)`` of the data source, cell and head a raw (unvalidated) recipe names."""
+    out = []
+    for kind, section, key, default in (("data source", "data", "source", None),
+                                        ("cell", "model", "cell", "lstm"),
+                                        ("head", "head", "type", "language_model")):
+        sec = raw.get(section)
+        name = sec.get(key, default) if isinstance(sec, dict) else default
+        if isinstance(name, str):
+            out.append((kind, name))
+    return out
+
+
 def require_run_plugins(run_path: str) -> None:
-    """Raise a clear error when a plugin the run was trained with is not available.
+    """Raise a clear error when a plugin the run needs is not registered; import nothing.
+
+    Checks the plugins recorded in ``plugins.json`` and the data source, cell and
+    head the run's ``recipe.yaml`` names (so a run without ``plugins.json`` is held
+    to the same rule). Nothing the run directory names is imported.
 
     Raises:
-        RunDirError: a recorded cell/head/data source is not registered (or its
-            name is claimed by two installed plugins); the message names the
-            plugin, its package or file, and how to install or pass it.
-        SeqkitError: a ``plugins:`` entry of the run's recipe cannot be loaded.
+        RunDirError: a needed cell/head/data source is not registered (or its name
+            is claimed by two installed plugins); the message names the plugin,
+            its package or file, and the ``--plugin`` to pass or package to install.
     """
+    from seqkit.errors import RecipeError
     from seqkit.recipe import read_yaml
-    from seqkit.registry import CELLS, DATA, HEADS, load_plugin
+    from seqkit.registry import CELLS, DATA, HEADS
 
     path = os.path.join(run_path, PLUGINS)
-    if not os.path.isfile(path):
-        return
+    items = []
+    if os.path.isfile(path):
+        try:
+            with open(path, encoding="utf-8") as f:
+                items = json.load(f)
+            if not isinstance(items, list) or not all(isinstance(i, dict) and isinstance(i.get("name"), str)
+                                                      for i in items):
+                raise ValueError("expected a list of {kind, name, module, package, version, file}")
+        except (OSError, ValueError) as exc:
+            raise RunDirError(f"{path}: unreadable ({exc}); it lists the run's plugins. Restore it "
+                              f"or delete it (the run then loads if its plugins are available)."
+                              ) from exc
     try:
-        with open(path, encoding="utf-8") as f:
-            items = json.load(f)
-    except (OSError, ValueError) as exc:
-        raise RunDirError(f"{path}: unreadable ({exc}); it lists the run's plugins. Restore it or "
-                          f"delete it (the run then loads if its plugins are available).") from exc
-    raw, _ = read_yaml(os.path.join(run_path, "recipe.yaml"))
-    for spec in raw.get("plugins") or []:
-        if isinstance(spec, str):
-            load_plugin(spec)
+        raw, _ = read_yaml(os.path.join(run_path, "recipe.yaml"))
+    except RecipeError:
+        raw = {}  # loading the recipe reports it
+    listed = [s for s in (raw.get("plugins") or []) if isinstance(s, str)] \
+        if isinstance(raw.get("plugins"), list) else []
     registries = {"cell": CELLS, "head": HEADS, "data source": DATA}
+
+    def check_conflict(registry, name):
+        if name in {c.name for c in registry.conflicts()}:
+            try:
+                registry.get(name)
+            except Exception as exc:  # the conflict error names both packages
+                raise RunDirError(f"{run_path}: {exc}") from exc
+
     for item in items:
         registry = registries.get(item.get("kind"))
         if registry is None:
             continue
-        if item["name"] in {c.name for c in registry.conflicts()}:
-            try:
-                registry.get(item["name"])
-            except Exception as exc:  # the conflict error names both packages
-                raise RunDirError(f"{run_path}: {exc}") from exc
+        check_conflict(registry, item["name"])
         if item["name"] in registry:
             continue
         raise RunDirError(
             f"{run_path}: this run was trained with the {item['kind']} '{item['name']}' from "
-            f"{_describe(item)}, which is not available here. {how_to_get(item)}")
+            f"{_describe(item)}, which is not registered here. {how_to_get(item)}")
+    recorded = {(i.get("kind"), i["name"]) for i in items}
+    for kind, name in _recipe_names(raw):
+        registry = registries[kind]
+        if (kind, name) in recorded:
+            continue
+        check_conflict(registry, name)
+        if name in registry:
+            continue
+        if listed:
+            how = (f"Its recipe lists plugins: {', '.join(listed)}; seqkit does not import code a run "
+                   f"directory names. If you trust it, pass it yourself: "
+                   + " ".join(f"--plugin {s}" for s in listed) + ".")
+        else:
+            how = ("Install the package that provides it, or pass the module or .py file that "
+                   "registers it: --plugin PATH_OR_MODULE.")
+        raise RunDirError(f"{run_path}: this run's recipe uses the {kind} '{name}', which is not "
+                          f"registered here. {how}")
 
 
 def keras_classes_needed(model_path: str) -> list[str]:

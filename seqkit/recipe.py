@@ -14,7 +14,9 @@ the same way.
 from __future__ import annotations
 
 import copy
+import math
 import os
+import re
 import types
 import typing
 from dataclasses import dataclass
@@ -92,7 +94,7 @@ class TrainingConfig(BaseModel):
     epochs: int = Field(10, gt=0)
     batch_size: int = Field(64, gt=0)
     optimizer: Literal["adam", "adamw", "sgd", "rmsprop"] = "adam"
-    learning_rate: float = Field(1e-3, gt=0.0)
+    learning_rate: float = Field(1e-3, gt=0.0, allow_inf_nan=False)
     clipnorm: Optional[float] = Field(1.0, gt=0.0)
     early_stopping: Optional[EarlyStoppingConfig] = EarlyStoppingConfig()
     steps_per_epoch: Optional[int] = Field(None, gt=0)
@@ -121,7 +123,7 @@ class RecipeModel(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
-    seed: int = 1234
+    seed: int = Field(1234, ge=0, le=2**32 - 1)  # numpy's seed range
     plugins: list[str] = []
     data: DataConfig
     model: ModelConfig = ModelConfig()
@@ -182,6 +184,41 @@ class Recipe:
         return p if os.path.isabs(p) else os.path.normpath(os.path.join(self.base_dir, p))
 
 
+# ---------------------------------------------------------------- YAML
+
+
+class RecipeLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that also reads ``1e-3`` (no decimal point) as a number, as YAML 1.2 does.
+
+    YAML 1.1 (PyYAML) reads ``learning_rate: 1e-3`` as the *string* ``'1e-3'``, which strict
+    recipe values would refuse; a quoted ``"1e-3"`` stays a string.
+    """
+
+
+RecipeLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"))
+
+
+def _duplicate_keys(node, prefix=(), out=None) -> list:
+    """``[(key path, first line, second line), ...]`` for keys given twice in one YAML mapping."""
+    out = [] if out is None else out
+    if isinstance(node, yaml.MappingNode):
+        seen = {}
+        for k, v in node.value:
+            key = str(k.value)
+            if key in seen:
+                out.append((prefix + (key,), seen[key], k.start_mark.line + 1))
+            else:
+                seen[key] = k.start_mark.line + 1
+            _duplicate_keys(v, prefix + (key,), out)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, v in enumerate(node.value):
+            _duplicate_keys(v, prefix + (i,), out)
+    return out
+
+
 # ---------------------------------------------------------------- line numbers
 
 def _key_lines(node, prefix=(), out=None) -> dict:
@@ -222,6 +259,8 @@ def _describe(annotation, info=None) -> str:
     if annotation is bool:
         return "true or false"
     if annotation is int:
+        if "Le" in bounds and "Ge" in bounds:
+            return f"an integer in [{bounds['Ge']}, {bounds['Le']}]"
         if bounds.get("Gt") == 0:
             return "a positive integer"
         if bounds.get("Ge") == 0:
@@ -230,6 +269,8 @@ def _describe(annotation, info=None) -> str:
             return f"an integer > {bounds['Gt']}"
         return "an integer"
     if annotation is float:
+        if any(getattr(m, "allow_inf_nan", None) is False for m in meta):
+            return "a finite " + _describe(annotation, _Bounds(meta)).removeprefix("a ")
         if bounds.get("Ge") == 0 and bounds.get("Lt") == 1:
             return "a number in [0, 1)"
         if bounds.get("Gt") == 0 and "Le" in bounds:
@@ -243,6 +284,33 @@ def _describe(annotation, info=None) -> str:
         pattern = [m.pattern for m in meta if hasattr(m, "pattern") and m.pattern]
         return "a string of letters, digits, '_', '-', '.'" if pattern else "a string"
     return getattr(annotation, "__name__", str(annotation))
+
+
+class _Bounds:
+    """A FieldInfo stand-in: the same bounds, no ``allow_inf_nan``."""
+
+    def __init__(self, meta):
+        self.metadata = [m for m in meta if getattr(m, "allow_inf_nan", None) is None]
+
+
+def _hint(ann, got) -> str:
+    """Why a value of the right look has the wrong type (strict values), or ``""``."""
+    inner = [a for a in typing.get_args(ann) if a is not type(None)] or [ann]
+    numeric = [a for a in inner if a in (int, float)]
+    if not numeric:
+        return ""
+    if isinstance(got, bool):
+        return " true/false is not a number."
+    if isinstance(got, str):
+        try:
+            float(got)
+        except ValueError:
+            return ""
+        return " A quoted number is a string: write it without quotes."
+    if isinstance(got, float) and int in numeric and float not in numeric:
+        return " Write a whole number without a decimal point." if math.isfinite(got) and got == int(got) \
+            else " This key takes a whole number."
+    return ""
 
 
 def _field_at(model_cls, loc):
@@ -300,7 +368,7 @@ class _Errors:
             ann, info, _ = _field_at(model_cls, loc)
             got = err.get("input")
             expected = _describe(ann, info) if ann is not None else err["msg"]
-            self.add(path, f"expected {expected}, got {got!r}.")
+            self.add(path, f"expected {expected}, got {got!r}.{_hint(ann, got)}")
 
     def raise_if_any(self):
         if self.items:
@@ -323,7 +391,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     if not key.strip() or any(not p for p in parts):
         raise RecipeError(f"--set {text}: the key path is empty or has an empty part.")
     try:
-        parsed = yaml.safe_load(value) if value.strip() else ""
+        parsed = yaml.load(value, Loader=RecipeLoader) if value.strip() else ""
     except yaml.YAMLError:
         parsed = value
     return parts, parsed
@@ -361,14 +429,21 @@ def read_yaml(path: str) -> tuple[dict, dict]:
     except UnicodeDecodeError as exc:
         raise RecipeError(f"{path}: not UTF-8 text (byte {exc.start}): save the recipe as UTF-8.") from exc
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        node = yaml.compose(text, Loader=RecipeLoader)
+        data = yaml.load(text, Loader=RecipeLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
         problem = getattr(exc, "problem", None) or str(exc)
         raise RecipeError(f"{where}: malformed YAML: {problem}. Check indentation and that "
                           f"every 'key: value' pair has a space after the colon.") from exc
+    dups = _duplicate_keys(node)
+    if dups:
+        items = [f"{path}:{second}: {'.'.join(str(p) for p in key)}: given twice (lines {first} and "
+                 f"{second}); YAML would silently keep the second. Delete one of them."
+                 for key, first, second in dups]
+        head = "invalid recipe" if len(items) == 1 else f"invalid recipe ({len(items)} problems)"
+        raise RecipeError(head + ":\n  " + "\n  ".join(items))
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -377,12 +452,26 @@ def read_yaml(path: str) -> tuple[dict, dict]:
     return data, _key_lines(node)
 
 
-def load_recipe(path: str, overrides: list[str] | None = None) -> Recipe:
+_RUN_MARKERS = ("model.keras", "last.keras", "state.json", "plugins.json", "history.json")
+
+
+def in_run_dir(path: str) -> bool:
+    """True when ``path`` is the ``recipe.yaml`` of a run directory (files training writes beside it)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    return any(os.path.exists(os.path.join(folder, m)) for m in _RUN_MARKERS)
+
+
+def load_recipe(path: str, overrides: list[str] | None = None, *,
+                load_plugins: bool | None = None) -> Recipe:
     """Load, override and validate a recipe file.
 
     Args:
         path: the YAML file.
         overrides: ``["a.b=c", ...]`` applied before validation.
+        load_plugins: import the recipe's ``plugins:`` entries (files, modules) first. ``None``
+            (default): yes for a recipe the user wrote, no for the ``recipe.yaml`` of a run
+            directory (:func:`in_run_dir`). A run directory is data, never code: its plugins come
+            from installed entry points or ``--plugin`` / :func:`seqkit.load_plugin`.
 
     Returns:
         A :class:`Recipe`.
@@ -391,13 +480,17 @@ def load_recipe(path: str, overrides: list[str] | None = None) -> Recipe:
         RecipeError: any problem, all of them listed with file:line and key path.
     """
     raw, lines = read_yaml(path)
+    if load_plugins is None:
+        load_plugins = not in_run_dir(path)
     return recipe_from_dict(raw, source=path, lines=lines, overrides=overrides,
-                            base_dir=os.path.dirname(os.path.abspath(path)))
+                            base_dir=os.path.dirname(os.path.abspath(path)), load_plugins=load_plugins)
 
 
 def recipe_from_dict(raw: dict, *, source: str = "<recipe>", lines: dict | None = None,
-                     overrides: list[str] | None = None, base_dir: str = ".") -> Recipe:
-    """Validate a recipe given as a dict (see :func:`load_recipe`)."""
+                     overrides: list[str] | None = None, base_dir: str = ".",
+                     load_plugins: bool = True) -> Recipe:
+    """Validate a recipe given as a dict (see :func:`load_recipe`; ``load_plugins=False`` keeps
+    the ``plugins:`` entries as a record and imports none of them)."""
     from seqkit.registry import CELLS, DATA, HEADS, load_plugin
 
     raw = copy.deepcopy(raw)
@@ -408,7 +501,7 @@ def recipe_from_dict(raw: dict, *, source: str = "<recipe>", lines: dict | None 
         raw["plugins"] = [os.path.normpath(os.path.join(base_dir, p))
                           if isinstance(p, str) and not os.path.isabs(p) and p.endswith(".py") else p
                           for p in raw["plugins"]]
-        for spec in raw["plugins"]:
+        for spec in raw["plugins"] if load_plugins else ():
             if isinstance(spec, str):
                 load_plugin(spec)
     plugin_keys = {}
@@ -436,7 +529,7 @@ def recipe_from_dict(raw: dict, *, source: str = "<recipe>", lines: dict | None 
         if opts_cls is None:
             continue
         try:
-            plugin_opts[section] = opts_cls.model_validate(own)
+            plugin_opts[section] = opts_cls.model_validate(own, strict=True)
         except ValidationError as exc:
             errors.from_pydantic(exc, opts_cls, (section,), extra_allowed=bases[section].model_fields)
         plugin_keys[section] = set(opts_cls.model_fields)
@@ -447,7 +540,7 @@ def recipe_from_dict(raw: dict, *, source: str = "<recipe>", lines: dict | None 
             for k in plugin_keys.get(section, set()):
                 base_raw[section].pop(k, None)
     try:
-        config = RecipeModel.model_validate(base_raw)
+        config = RecipeModel.model_validate(base_raw, strict=True)  # 'units: true' is no integer
     except ValidationError as exc:
         errors.from_pydantic(exc, RecipeModel, ())
         config = None

@@ -92,7 +92,27 @@ def atomic_save_model(model, path: str) -> None:
     os.replace(tmp, path)
 
 
+_IF_DELETED = {
+    STATE: "the run then counts as not started: --resume trains every epoch again from last.keras",
+    HISTORY: "the per-epoch log starts again, and a resumed run's early stopping forgets its count",
+    METRICS: "evaluate then shows no baselines; training again writes it",
+}
+
+
+def damaged(path: str, problem: str) -> RunDirError:
+    """The RunDirError for a run file that is not what seqkit wrote (names the file and the fix)."""
+    name = os.path.basename(path)
+    fix = (f"Restore it from a copy of the run, or delete it ({_IF_DELETED[name]})."
+           if name in _IF_DELETED else "Restore it from a copy of the run, or train again.")
+    return RunDirError(f"{path}: {problem}; the file was damaged or edited by hand. {fix}")
+
+
 def read_json(path: str, default=None):
+    """Read a run's JSON file (``default`` when it is missing and a default is given).
+
+    Raises:
+        RunDirError: the file is not valid JSON (names the file and the fix).
+    """
     try:
         with open(path, encoding="utf-8") as f:
             return json.load(f)
@@ -100,6 +120,8 @@ def read_json(path: str, default=None):
         if default is not None:
             return default
         raise
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise damaged(path, f"not valid JSON ({exc})") from exc
 
 
 class RunDir:
@@ -136,7 +158,44 @@ class RunDir:
         return self
 
     def state(self) -> dict:
-        return read_json(self.file(STATE), default={"epoch": 0, "best": None, "status": "new"})
+        """``state.json`` (``{"epoch": 0, ...}`` when missing).
+
+        Raises:
+            RunDirError: not JSON, or not ``{"epoch": int >= 0, "best": number or null, ...}``.
+        """
+        path = self.file(STATE)
+        st = read_json(path, default={"epoch": 0, "best": None, "status": "new"})
+        if not isinstance(st, dict):
+            raise damaged(path, f"expected a JSON object with epoch and best, found a "
+                                f"{type(st).__name__}")
+        epoch, best = st.get("epoch", 0), st.get("best")
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+            raise damaged(path, f"'epoch' must be a whole number >= 0, found {epoch!r}")
+        if best is not None and (isinstance(best, bool) or not isinstance(best, (int, float))):
+            raise damaged(path, f"'best' must be a number or null, found {best!r}")
+        return st
+
+    def history(self) -> list:
+        """``history.json``: one object per finished epoch (``[]`` when missing).
+
+        Raises:
+            RunDirError: not JSON, or not a list of objects with a whole-number ``epoch`` (and
+                numbers for the losses a resumed run's early stopping reads).
+        """
+        path = self.file(HISTORY)
+        hist = read_json(path, default=[])
+        if not isinstance(hist, list):
+            raise damaged(path, f"expected a JSON list of per-epoch objects, found a "
+                                f"{type(hist).__name__}")
+        for i, h in enumerate(hist):
+            if not isinstance(h, dict) or isinstance(h.get("epoch"), bool) or not isinstance(h.get("epoch"), int):
+                raise damaged(path, f"entry {i} is not an object with a whole-number 'epoch' "
+                                    f"(found {str(h)[:80]})")
+            bad = [k for k, v in h.items() if (k.startswith("val_") or k in ("loss", "cross_entropy"))
+                   and v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)))]
+            if bad:  # the values resuming reads (early stopping's monitor)
+                raise damaged(path, f"entry {i}: '{bad[0]}' must be a number, found {h[bad[0]]!r}")
+        return hist
 
     def remove(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)

@@ -126,7 +126,9 @@ def compile_model(prep: Prepared, model=None):
     """Build (or take) the head's model and compile it with the recipe's training settings."""
     from seqkit.losses import share_cross_entropy
 
-    model = model if model is not None else prep.head.build_model()
+    from seqkit.guards import build_model
+
+    model = model if model is not None else build_model(prep)  # too large / a failing plugin: named
     t = prep.recipe.training
     loss, metrics = prep.head.loss(), prep.head.metrics()
     share_cross_entropy(loss, metrics)  # the exact cross-entropy metric reuses the loss's softmax
@@ -261,7 +263,7 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
         if not os.path.isfile(run.file(LAST)):
             raise RunDirError(f"{run_path}: nothing to resume (no {LAST}: no epoch finished).")
         state = run.state()
-        history = read_json(run.file(HISTORY), default=[])
+        history = run.history()  # a damaged file is named (RunDirError), not a KeyError later
         if state.get("epoch", 0) >= t.epochs:
             raise RunDirError(f"{run_path}: already trained for {state['epoch']} of {t.epochs} epochs. "
                               f"To train longer: seqkit train --resume {run_path} "
@@ -279,6 +281,10 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
         has_valid = bool(prep.splits["valid"])
         valid_ds = make_split_dataset(prep, "valid", training=False) if has_valid else None
         model = load_model(run.file(LAST)) if resume else compile_model(prep)
+    if resume:
+        from seqkit.guards import check_model_matches
+
+        check_model_matches(prep, model, run.file(LAST))  # not a last.keras from another run
     exact = "cross_entropy" if any(m.name == "cross_entropy" for m in prep.head.metrics()) else "loss"
     monitor = f"val_{exact}" if has_valid else exact
     params = count_parameters(model)
@@ -465,8 +471,11 @@ def load_run(run_path: str, with_data: bool = False):
         RunDirError: not a run directory, or unreadable files.
     """
     run = RunDir(run_path).check()
-    recipe = load_recipe(run.file(RECIPE))
+    recipe = load_recipe(run.file(RECIPE), load_plugins=False)  # a run directory is data, never code
     prep = prepare(recipe, run_dir=run_path, read_data=with_data)
     model = load_model(run.file(BEST))
+    from seqkit.guards import check_model_matches
+
+    check_model_matches(prep, model, run.file(BEST))  # not a model.keras from another run
     compile_model(prep, model)
     return prep, model

@@ -98,6 +98,14 @@ class CellPlugin(abc.ABC):
                     stacklevel=3,
                 )
 
+    def parameter_count(self, input_dim: int) -> int | None:
+        """Weights of one layer over inputs of width ``input_dim`` (``None``: unknown).
+
+        seqkit refuses a recipe whose model cannot fit in memory before building it; a plugin
+        that returns ``None`` is caught only when building runs out of memory.
+        """
+        return None
+
     @property
     def state_size(self) -> list[int]:
         """Width of each state tensor, in :attr:`state_names` order."""

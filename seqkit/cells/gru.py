@@ -42,6 +42,12 @@ class GRUPlugin(KerasCellPlugin):
                     reset_after=o.reset_after, dropout=self.spec.dropout,
                     recurrent_dropout=self.spec.recurrent_dropout)
 
+    def parameter_count(self, input_dim):
+        """``3 (H (D + H) + 2H)`` with ``reset_after`` (two bias vectors), else ``3 (H (D + H) + H)``."""
+        h, o = self.spec.units, self.options
+        bias = (2 * h if o.reset_after else h) if o.use_bias else 0
+        return 3 * (h * (input_dim + h) + bias)
+
     def layer_class(self):
         """:class:`seqkit.layers.fused_gru.FusedGRU`: ``keras.layers.GRU`` with a fused CPU kernel."""
         from seqkit.layers.fused_gru import FusedGRU

@@ -43,6 +43,11 @@ class LSTMPlugin(KerasCellPlugin):
                     unit_forget_bias=o.unit_forget_bias, dropout=self.spec.dropout,
                     recurrent_dropout=self.spec.recurrent_dropout)
 
+    def parameter_count(self, input_dim):
+        """``4 (H (D + H) + H)``: four gates, each with input, recurrent and bias weights."""
+        h = self.spec.units
+        return 4 * (h * (input_dim + h) + (h if self.options.use_bias else 0))
+
     def layer_class(self):
         """:class:`seqkit.layers.fused_lstm.FusedLSTM`: ``keras.layers.LSTM`` with a fused CPU kernel."""
         from seqkit.layers.fused_lstm import FusedLSTM

@@ -33,3 +33,8 @@ class SimpleRNNPlugin(KerasCellPlugin):
         o = self.options
         return dict(units=self.spec.units, activation=o.activation, use_bias=o.use_bias,
                     dropout=self.spec.dropout, recurrent_dropout=self.spec.recurrent_dropout)
+
+    def parameter_count(self, input_dim):
+        """``H (D + H) + H``."""
+        h = self.spec.units
+        return h * (input_dim + h) + (h if self.options.use_bias else 0)

@@ -1,0 +1,221 @@
+"""A user's mistake is one paragraph naming the file or key and the fix, never "internal error".
+
+Each case ended in "internal error ... please report it" before: a model far too large, a seed
+out of range, a read-only run or export folder, a damaged state.json / history.json, a
+model.keras copied in from another run, a plugin cell whose ``call`` raises.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import make_recipe
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = dict(data={"limit": 60}, training={"epochs": 1}, model={"units": 8, "embedding_dim": 4})
+
+
+def cli(*args, timeout=300):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    return subprocess.run([sys.executable, "-m", "seqkit.cli", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def user_error(res, *names):
+    """Exit 2, one paragraph, no traceback; every string of ``names`` in the message."""
+    msg = res.stderr
+    assert res.returncode == 2, (res.returncode, res.stdout[-2000:], msg[-3000:])
+    assert "Traceback" not in msg and "internal error" not in msg, msg[-3000:]
+    for name in names:
+        assert name in msg, (name, msg[-3000:])
+    return msg
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, keras):
+    """Two tiny trained runs of one recipe that differ in model.units (and so in weight shapes)."""
+    from seqkit.recipe import recipe_from_dict
+    from seqkit.train import train
+
+    d = tmp_path_factory.mktemp("user-errors")
+    train(recipe_from_dict(make_recipe(**TINY)), str(d / "a"), verbose=0)
+    other = make_recipe(**TINY)
+    other["model"] = {**other["model"], "units": 6}
+    train(recipe_from_dict(other), str(d / "b"), verbose=0)
+    (d / "recipe.yaml").write_text(yaml.safe_dump(make_recipe(**TINY)))
+    return d
+
+
+def _copy(runs, tmp_path, name="a"):
+    run = tmp_path / name
+    shutil.copytree(runs / name, run)
+    return run
+
+
+# ---------------------------------------------------------------- a model far too large
+
+def test_model_far_too_large_is_refused_before_building(runs, tmp_path):
+    res = cli("train", str(runs / "recipe.yaml"), "--run-dir", str(tmp_path / "big"), "--quiet",
+              "--set", "model.units=2000000000")
+    msg = user_error(res, "model.units", "parameters", "GiB", "Adam")
+    assert "about 1.6e+19 parameters" in msg  # 4 * (h * (d + h) + h) with h = 2e9
+    assert not (tmp_path / "big").exists()
+
+
+def test_plugin_cell_out_of_memory_while_building_names_it(runs):
+    import seqkit
+    from seqkit.cells.lstm import LSTMPlugin
+    from seqkit.errors import SeqkitError
+    from seqkit.guards import build_model
+    from seqkit.recipe import recipe_from_dict
+    from seqkit.train import prepare
+
+    @seqkit.register_cell("test_hungry_cell")
+    class Hungry(LSTMPlugin):
+        def make_layer(self, **kw):
+            raise MemoryError()
+
+    recipe = recipe_from_dict(make_recipe(**{**TINY, "model": {"cell": "test_hungry_cell", "units": 8}}))
+    with pytest.raises(SeqkitError) as info:
+        build_model(prepare(recipe))
+    msg = str(info.value)
+    assert "test_hungry_cell" in msg and "ran out of memory" in msg and "model.units" in msg
+
+
+def test_estimate_matches_the_built_model_for_builtin_cells(keras):
+    from seqkit.guards import estimate_parameters
+    from seqkit.recipe import recipe_from_dict
+    from seqkit.train import count_parameters, prepare
+
+    for model in ({"cell": "lstm", "layers": 2}, {"cell": "gru"}, {"cell": "simple_rnn"}):
+        prep = prepare(recipe_from_dict(make_recipe(**{**TINY, "model": {**TINY["model"], **model}})))
+        assert estimate_parameters(prep) == count_parameters(prep.head.build_model())["total"]
+
+
+# ---------------------------------------------------------------- seed
+
+def test_seed_out_of_range_names_seed(runs):
+    user_error(cli("validate", str(runs / "recipe.yaml"), "--no-data", "--set", "seed=4294967296"),
+               "--set seed: expected an integer in [0, 4294967295]")
+
+
+# ---------------------------------------------------------------- read-only folders
+
+def _read_only_folder(tmp_path) -> Path:
+    """A folder seqkit cannot write into (as root, /sys refuses new entries)."""
+    if os.geteuid() == 0:
+        return Path("/sys")
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    return ro
+
+
+def test_read_only_run_folder_names_it_and_the_fix(runs, tmp_path):
+    ro = _read_only_folder(tmp_path)
+    res = cli("train", str(runs / "recipe.yaml"), "--run-dir", str(ro / "seqkit-run"), "--quiet")
+    user_error(res, str(ro), "permission denied", "--run-dir")
+
+
+def test_read_only_export_folder_names_it_and_the_fix(runs, tmp_path):
+    ro = _read_only_folder(tmp_path)
+    res = cli("export", str(runs / "a"), "--out", str(ro / "seqkit-export"))
+    user_error(res, str(ro), "permission denied", "--out")
+
+
+def test_permission_error_while_writing_is_named(tmp_path):
+    from seqkit.guards import user_error as to_user_error
+
+    err = to_user_error(PermissionError(13, "Permission denied", str(tmp_path / "x" / "state.json")), "train")
+    assert str(tmp_path / "x" / "state.json") in str(err) and "--run-dir" in str(err)
+
+
+# ---------------------------------------------------------------- damaged run files
+
+def test_corrupt_state_json_on_resume_names_the_file(runs, tmp_path):
+    run = _copy(runs, tmp_path)
+    (run / "state.json").write_text('{"epoch": 1, "best": ')
+    user_error(cli("train", "--resume", str(run), "--set", "training.epochs=2", "--quiet"),
+               str(run / "state.json"), "not valid JSON", "delete it")
+
+
+def test_state_json_of_wrong_types_names_the_file(runs, tmp_path):
+    from seqkit.errors import RunDirError
+    from seqkit.rundir import RunDir
+
+    run = _copy(runs, tmp_path)
+    (run / "state.json").write_text(json.dumps({"epoch": "1", "best": 2.0}))
+    with pytest.raises(RunDirError, match=r"state.json: 'epoch' must be a whole number"):
+        RunDir(str(run)).state()
+
+
+def test_history_json_of_wrong_types_on_resume_names_the_file(runs, tmp_path):
+    run = _copy(runs, tmp_path)
+    (run / "history.json").write_text(json.dumps([{"epoch": 1, "val_cross_entropy": "low"}]))
+    user_error(cli("train", "--resume", str(run), "--set", "training.epochs=2", "--quiet"),
+               str(run / "history.json"), "val_cross_entropy", "must be a number")
+
+
+def test_corrupt_metrics_json_on_evaluate_names_the_file(runs, tmp_path):
+    run = _copy(runs, tmp_path)
+    (run / "metrics.json").write_text("{oops")
+    user_error(cli("evaluate", str(run)), str(run / "metrics.json"), "not valid JSON")
+
+
+# ---------------------------------------------------------------- a model from another run
+
+def test_model_keras_from_another_run_names_file_and_shapes(runs, tmp_path):
+    run = _copy(runs, tmp_path)
+    shutil.copy(runs / "b" / "model.keras", run / "model.keras")
+    msg = user_error(cli("evaluate", str(run)), str(run / "model.keras"), "another run")
+    assert "[4, 24]" in msg and "[4, 32]" in msg  # found (units 6) vs expected (units 8)
+
+
+# ---------------------------------------------------------------- a plugin cell whose call raises
+
+BAD_CELL = '''
+import keras
+from keras import ops
+
+import seqkit
+from seqkit.cells.base import CellPlugin
+
+
+@keras.saving.register_keras_serializable(package="test_bad_cell")
+class BadCell(keras.layers.Layer):
+    def __init__(self, units, **kw):
+        super().__init__(**kw)
+        self.units, self.state_size, self.output_size = units, units, units
+
+    def build(self, input_shape):
+        self.kernel = self.add_weight(shape=(input_shape[-1] + 1, self.units))  # one row too many
+
+    def call(self, inputs, states):
+        h = ops.matmul(inputs, self.kernel) + states[0]
+        return h, [h]
+
+
+@seqkit.register_cell("bad_cell")
+class BadCellPlugin(CellPlugin):
+    def make_cell(self, name=None):
+        return BadCell(self.spec.units, name=name)
+'''
+
+
+def test_plugin_cell_whose_call_raises_names_plugin_origin_and_shapes(runs, tmp_path):
+    plugin = tmp_path / "bad_cell.py"
+    plugin.write_text(BAD_CELL, encoding="utf-8")
+    res = cli("train", str(runs / "recipe.yaml"), "--run-dir", str(tmp_path / "run"), "--quiet",
+              "--plugin", str(plugin), "--set", "model.cell=bad_cell")
+    msg = user_error(res, "plugin cell 'bad_cell'", str(plugin), "call()", "inputs [None, 4]",
+                     "states ([None, 8])")
+    assert "[?,4], [5,8]" in msg  # TensorFlow's own shapes of the failing op
+    assert not (tmp_path / "run").exists()
