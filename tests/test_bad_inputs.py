@@ -67,13 +67,14 @@ def home(tmp_path, trained, monkeypatch):
     (u / "notes.txt").write_text("my thesis, do not delete\n")
     shutil.copytree(trained / "run", u / "run")
     shutil.copytree(trained / "export", u / "export")
+    shutil.copy(trained / "other" / "model.keras", u / "other_model.keras")  # a model of another run
     monkeypatch.chdir(u)
     return u
 
 
-def recipe(u, name="bad.yaml", text=None, **sections):
+def recipe(u, fname="bad.yaml", text=None, **sections):
     """Write a recipe (a dict merged into the tiny one, or raw ``text``) into the user's folder."""
-    p = u / name
+    p = u / fname
     p.write_text(text if text is not None else yaml.safe_dump(make_recipe(**{**TINY, **sections}), sort_keys=False))
     return str(p)
 
@@ -204,8 +205,8 @@ CASES = [
     ("overwrite-user-folder", lambda u: [(u / "docs").mkdir(), (u / "docs" / "thesis.txt").write_text("x"),
                                          "train", "recipe.yaml", "--run-dir", "docs", "--overwrite"][2:],
      ["docs"]),
-    ("overwrite-cwd", lambda u: ["train", "recipe.yaml", "--run-dir", ".", "--overwrite"], ["--overwrite"]),
-    ("overwrite-parent", lambda u: ["train", "recipe.yaml", "--run-dir", "..", "--overwrite"], ["--overwrite"]),
+    ("overwrite-cwd", lambda u: ["train", "recipe.yaml", "--run-dir", ".", "--overwrite"], ["current folder"]),
+    ("overwrite-parent", lambda u: ["train", "recipe.yaml", "--run-dir", "..", "--overwrite"], ["current folder"]),
     ("overwrite-holds-recipe", lambda u: [(u / "proj").mkdir(), shutil.copy(u / "recipe.yaml", u / "proj"),
                                           "train", "proj/recipe.yaml", "--run-dir", "proj", "--overwrite"][2:],
      ["proj"]),
@@ -223,8 +224,8 @@ CASES = [
     ("vocab-corrupt", lambda u: ["evaluate", edit_run(u, "vocab.json", "{{{")], ["vocab.json"]),
     ("model-cut-off", lambda u: ["evaluate", edit_run(u, "model.keras", data=(
         u / "run" / "model.keras").read_bytes()[:500])], ["model.keras"]),
-    ("model-from-other-run", lambda u: [shutil.copy(u.parent.parent / "made" / "other" / "model.keras",
-                                                    u / "run" / "model.keras"), "evaluate", "run"][1:],
+    ("model-from-other-run", lambda u: [shutil.copy(u / "other_model.keras", u / "run" / "model.keras"),
+                                                "evaluate", "run"][1:],
      ["model.keras"]),
     ("plugins-json-corrupt", lambda u: ["evaluate", edit_run(u, "plugins.json", "[{")], ["plugins.json"]),
     ("run-names-file-plugin", lambda u: [
