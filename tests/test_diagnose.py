@@ -212,3 +212,40 @@ def test_confusion_picture_at_44_tags_and_missing_matplotlib(tmp_path, monkeypat
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(SeqkitError, match=r'pip install "seqkit\[plot\]"'):
         draw_confusion({"rows": ["a"], "columns": ["a"], "matrix": [[1]]}, str(tmp_path / "x.png"))
+
+
+def test_acceptor_mean_pooling_flow_by_hand(tmp_path, keras):
+    """Acceptor, mean pooling: at k = 0 (the last step) dL/dh_T = W (p - onehot) / n."""
+    import tensorflow as tf
+    import yaml
+
+    from seqkit.cli import main
+    from seqkit.diagnose import gradient_flow
+    from seqkit.train import load_run
+
+    lines = ["ab ab ab\tx", "ba ba\ty", "ab ba ab ba\tx", "ba\ty", "ab ab\tx", "ba ab ba\ty"] * 4
+    (tmp_path / "d.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    recipe = {"name": "tiny-acc", "seed": 1,
+              "data": {"source": "tsv_text_label", "path": "d.tsv", "tokenizer": "whitespace",
+                       "max_length": 8, "split": {"valid": 0.25, "test": 0.25, "shuffle": True}},
+              "model": {"cell": "gru", "units": 6, "embedding_dim": 4},
+              "head": {"type": "acceptor", "pooling": "mean"},
+              "training": {"epochs": 1, "batch_size": 4, "early_stopping": None}}
+    (tmp_path / "r.yaml").write_text(yaml.safe_dump(recipe), encoding="utf-8")
+    run = tmp_path / "run"
+    res = CliRunner().invoke(main, ["train", str(tmp_path / "r.yaml"), "--run-dir", str(run), "--quiet"])
+    assert res.exit_code == 0, res.output
+    prep, model = load_run(str(run), with_data=True)
+    flow = gradient_flow(prep, model, max_lag=5, examples=6)
+    [c] = flow["curves"]
+    w = np.asarray(model.get_layer("logits").kernel)
+    norms = []
+    for x, y in prep.head.dataset(prep.splits["test"][:6], training=False):
+        p = np.asarray(tf.nn.softmax(model(x, training=False), axis=-1))
+        n = (np.asarray(x) != 0).sum(axis=1)
+        for b in range(len(p)):
+            g = p[b].copy()
+            g[int(y[b]) - 1] -= 1.0
+            norms.append(np.linalg.norm(w @ g) / n[b])
+    assert c["rows"][0] == len(norms) and c["rows"][3] < c["rows"][0]  # short sequences drop out
+    np.testing.assert_allclose(c["norm"][0], np.mean(norms), rtol=1e-4)
