@@ -249,3 +249,21 @@ def test_acceptor_mean_pooling_flow_by_hand(tmp_path, keras):
             norms.append(np.linalg.norm(w @ g) / n[b])
     assert c["rows"][0] == len(norms) and c["rows"][3] < c["rows"][0]  # short sequences drop out
     np.testing.assert_allclose(c["norm"][0], np.mean(norms), rtol=1e-4)
+
+
+@pytest.mark.parametrize("clipnorm,fraction", [(1e-6, 1.0), (1e6, 0.0)])
+def test_training_diagnostics_clip_fraction(tmp_path, keras, clipnorm, fraction):
+    import yaml
+
+    from seqkit.cli import main
+
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(yaml.safe_dump(make_recipe(
+        data={"limit": 60}, model={"units": 4, "embedding_dim": 4},
+        training={"epochs": 2, "clipnorm": clipnorm, "diagnostics": True})))
+    res = CliRunner().invoke(main, ["train", str(recipe), "--run-dir", str(tmp_path / "run"), "--quiet"])
+    assert res.exit_code == 0, res.output
+    hist = json.load(open(tmp_path / "run" / "history.json"))
+    assert [h["clip_fraction"] for h in hist] == [fraction, fraction]
+    for h in hist:
+        assert 0 < h["grad_norm_mean"] <= h["grad_norm_max"] and np.isfinite(h["grad_norm_max"])
