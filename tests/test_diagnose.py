@@ -180,7 +180,7 @@ def test_confusion_matrix_png_for_a_tagger(tmp_path, keras):
                        "split": {"valid": 0.2, "test": 0.2, "shuffle": True}},
               "model": {"units": 8, "embedding_dim": 8},
               "head": {"type": "tagger"},
-              "training": {"epochs": 3, "batch_size": 4, "learning_rate": 0.05, "early_stopping": None}}
+              "training": {"epochs": 1, "batch_size": 4, "learning_rate": 0.05, "early_stopping": None}}
     (tmp_path / "r.yaml").write_text(yaml.safe_dump(recipe), encoding="utf-8")
     run = tmp_path / "run"
     res = CliRunner().invoke(main, ["train", str(tmp_path / "r.yaml"), "--run-dir", str(run), "--quiet"])
@@ -260,10 +260,10 @@ def test_training_diagnostics_clip_fraction(tmp_path, keras, clipnorm, fraction)
     recipe = tmp_path / "r.yaml"
     recipe.write_text(yaml.safe_dump(make_recipe(
         data={"limit": 60}, model={"units": 4, "embedding_dim": 4},
-        training={"epochs": 2, "clipnorm": clipnorm, "diagnostics": True})))
+        training={"epochs": 1, "clipnorm": clipnorm, "diagnostics": True})))
     res = CliRunner().invoke(main, ["train", str(recipe), "--run-dir", str(tmp_path / "run"), "--quiet"])
     assert res.exit_code == 0, res.output
     hist = json.load(open(tmp_path / "run" / "history.json"))
-    assert [h["clip_fraction"] for h in hist] == [fraction, fraction]
+    assert [h["clip_fraction"] for h in hist] == [fraction]
     for h in hist:
         assert 0 < h["grad_norm_mean"] <= h["grad_norm_max"] and np.isfinite(h["grad_norm_max"])
