@@ -29,8 +29,6 @@ Gate statistics
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from seqkit.errors import SeqkitError
@@ -308,8 +306,6 @@ def _state_names(prep, cells) -> list[str]:
 
 def _forward_states(cells, emb, valid):
     """States after every step, per layer and state: ``[T + 1, B, H]`` np arrays (index 0: zeros)."""
-    import tensorflow as tf
-
     _, raw = unroll(cells, emb, _zeros(cells, emb.shape[0]), valid)
     out = []
     for i, c in enumerate(cells):
@@ -322,7 +318,6 @@ def _forward_states(cells, emb, valid):
                 seq.append(cur)
             per.append(np.stack(seq))
         out.append(per)
-    del tf
     return out
 
 
@@ -448,13 +443,12 @@ def gate_statistics(prep, model, *, examples: int = 32, split: str = "test", bin
     """
     from seqkit.layers.stack import make_plugin
 
-    _check_run(prep, model)
     import warnings
 
-    with warnings.catch_warnings():
+    cells = [layer.cell for layer in _check_run(prep, model)[1]]
+    with warnings.catch_warnings():  # the fast-path warning was given at training time
         warnings.simplefilter("ignore")
         plugin = make_plugin(prep.recipe.model, prep.recipe.cell_options)
-    cells = [layer.cell for layer in _check_run(prep, model)[1]]
     embs, valids = [], []
     for emb, valid, _ in _batches(prep, model, _held_out(prep, split, examples)):
         embs.append(emb)
@@ -508,8 +502,3 @@ def diagnose_run(run_dir: str, *, max_lag: int = 50, examples: int = 32, positio
     flow = gradient_flow(prep, model, max_lag=max_lag, examples=examples, positions=positions, split=split)
     gates = gate_statistics(prep, model, examples=examples, split=split)
     return {"run": run_dir, "gradient_flow": flow, "gates": gates}
-
-
-def finite_or_none(v):
-    """JSON has no NaN: a non-finite float becomes ``None``."""
-    return v if not isinstance(v, float) or math.isfinite(v) else None

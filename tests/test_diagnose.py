@@ -73,8 +73,6 @@ def test_forget_bias_20_saturates_every_forget_unit(keras):
 
 def test_gate_hooks_reproduce_the_keras_cells(keras):
     """The gates the hooks return rebuild the cells' own outputs (LSTM c and h, GRU h)."""
-    from keras import ops
-
     from seqkit.cells.base import CellSpec
     from seqkit.cells.gru import GRUPlugin
     from seqkit.cells.lstm import LSTMPlugin
@@ -99,7 +97,6 @@ def test_gate_hooks_reproduce_the_keras_cells(keras):
     z = np.asarray(g["update"])
     out, _ = gru(x, [h])
     np.testing.assert_allclose(np.asarray(out), z * h + (1 - z) * hh, atol=1e-5)
-    del ops
 
 
 @pytest.fixture(scope="module")
