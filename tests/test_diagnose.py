@@ -194,6 +194,31 @@ def test_confusion_matrix_png_for_a_tagger(tmp_path, keras):
     for row, counts in zip(data["normalized"], data["counts"]):
         assert abs(sum(row) - (1.0 if sum(counts) else 0.0)) < 1e-9
 
+    from seqkit.diagnose import gradient_flow  # the tagger's per-step loss path
+    from seqkit.train import load_run
+
+    prep, model = load_run(str(run), with_data=True)
+    [h, c] = gradient_flow(prep, model, max_lag=3)["curves"]
+    assert (h["state"], c["state"]) == ("h", "c") and h["rows"][0] > h["rows"][3] >= 0
+    assert h["norm"][0] > 0
+
+
+def test_seq2seq_and_bidirectional_runs_are_refused():
+    from types import SimpleNamespace
+
+    from seqkit.diagnose import gradient_flow
+    from seqkit.errors import SeqkitError
+    from seqkit.heads.tagger import TaggerHead
+
+    prep = SimpleNamespace(head=object(), recipe=SimpleNamespace(head=SimpleNamespace(type="seq2seq")))
+    with pytest.raises(SeqkitError, match="seq2seq runs are refused"):
+        gradient_flow(prep, None)
+    tagger = TaggerHead.__new__(TaggerHead)
+    prep = SimpleNamespace(head=tagger, recipe=SimpleNamespace(head=SimpleNamespace(type="tagger"),
+                                                               model=SimpleNamespace(bidirectional=True)))
+    with pytest.raises(SeqkitError, match="bidirectional"):
+        gradient_flow(prep, None)
+
 
 def test_confusion_picture_at_44_tags_and_missing_matplotlib(tmp_path, monkeypatch):
     import sys
