@@ -19,7 +19,7 @@ from seqkit.errors import SeqkitError
 
 
 _NEEDS_TF = {"train", "evaluate", "generate", "validate", "predict", "export", "stream", "inspect",
-             "bench_step", "attention"}
+             "bench_step", "attention", "diagnose"}
 
 
 def _third_party() -> bool:
@@ -177,8 +177,10 @@ def _format_metrics(m: dict, head=None) -> str:
 @click.option("--split", type=click.Choice(["test", "valid", "train"]), default="test", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the metrics as JSON.")
 @click.option("--confusion-matrix", is_flag=True, help="Also report the confusion matrix (acceptor, tagger).")
+@click.option("--out", type=click.Path(dir_okay=False),
+              help="Also draw the row-normalised confusion matrix into this PNG (+ a .json beside it).")
 @_common
-def evaluate(run_dir, split, as_json, confusion_matrix):
+def evaluate(run_dir, split, as_json, confusion_matrix, out):
     """Evaluate a trained run on a held-out split (LM: cross-entropy, perplexity; acceptor:
     accuracy, macro-F1; tagger: token accuracy, per-tag P/R/F1, entity F1 for BIO/BIOES)."""
     from seqkit.rundir import METRICS, read_json
@@ -187,9 +189,14 @@ def evaluate(run_dir, split, as_json, confusion_matrix):
     prep, model = load_run(run_dir, with_data=True)
     if not prep.splits.get(split):
         raise SeqkitError(f"{run_dir}: the recipe's {split} split is empty (data.split.{split} is 0).")
-    if confusion_matrix and hasattr(prep.head.options, "confusion_matrix"):
+    if (confusion_matrix or out) and hasattr(prep.head.options, "confusion_matrix"):
         prep.head.options.confusion_matrix = True
     res = evaluate_model(prep, model, split)
+    if out:
+        from seqkit.diagnose_cli import confusion_picture
+
+        jpath = confusion_picture(res, out, f"{os.path.basename(os.path.normpath(run_dir))}: {split}")
+        click.echo(f"{out}: confusion matrix ({jpath} holds the numbers)", err=as_json)
     saved = read_json(os.path.join(run_dir, METRICS), default={})  # not JSON: a RunDirError names it
     baselines = saved.get("baselines") if isinstance(saved, dict) else None
     baselines = baselines if isinstance(baselines, dict) else {}  # wrong types: shown without them
@@ -345,6 +352,43 @@ def attention(run_dir, text, out, beam_width):
     source, target, w = alignment(prep, model, src, beam_width=beam_width or prep.recipe.decoding.beam_width)
     draw(source, target, w, out, title=f"{src} -> {' '.join(target[:-1])}")
     click.echo(f"{out}: {len(target)} x {len(source)} attention weights ({' '.join(target[:-1])})")
+
+
+@main.command()
+@click.argument("runs", nargs=-1, required=True, type=click.Path(file_okay=False))
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Folder for diagnose.png and diagnose.json.")
+@click.option("--max-lag", type=click.IntRange(min=1), default=50, show_default=True,
+              help="Largest lag K of the gradient norm dL_t/ds_{t-k}.")
+@click.option("--examples", type=click.IntRange(min=1), default=32, show_default=True,
+              help="Held-out sequences read per run.")
+@click.option("--positions", type=click.IntRange(min=1), default=8, show_default=True,
+              help="Loss steps t per sequence (language model, tagger).")
+@click.option("--split", type=click.Choice(["test", "valid", "train"]), default="test", show_default=True)
+@_common
+def diagnose(runs, out_dir, max_lag, examples, positions, split):
+    """Gradient flow through time (norm of dL_t/ds_{t-k} by lag k, the horizon where it falls
+    below 1e-3 of k = 0) and gate statistics of trained runs, drawn into one PNG + JSON."""
+    from seqkit.diagnose_cli import diagnose as run_diagnose, summary_lines
+
+    png, jpath, results = run_diagnose(list(runs), out_dir, max_lag=max_lag, examples=examples,
+                                       positions=positions, split=split)
+    for line in summary_lines(results):
+        click.echo(line)
+    click.echo(f"wrote {png} and {jpath}")
+
+
+@main.command()
+@click.argument("runs", nargs=-1, required=True, type=click.Path(file_okay=False))
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="PNG to write (+ a .json beside it).")
+@_common
+def plot(runs, out):
+    """Draw training curves (train/valid loss and metrics per epoch, learning rate if logged)
+    from the runs' history.json, several runs overlaid."""
+    from seqkit.diagnose_cli import plot_runs
+
+    jpath = plot_runs(list(runs), out)
+    click.echo(f"wrote {out} and {jpath}")
 
 
 @main.command("list")

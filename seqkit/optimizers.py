@@ -24,13 +24,18 @@ class _SummedGradientClipping:
 
         ctx = tf.distribute.get_replica_context()
         self._seqkit_summed = bool(self.global_clipnorm and ctx is not None and ctx.num_replicas_in_sync > 1)
+        holder = getattr(self, "_seqkit_stats", None)  # training.diagnostics (seqkit.grad_stats)
         if not self._seqkit_summed:
+            if holder is not None:
+                holder.stats.record(grads, self.global_clipnorm)
             return super()._clip_gradients(grads)
         idx = [i for i, g in enumerate(grads) if g is not None]
         reduced = ctx.all_reduce(tf.distribute.ReduceOp.SUM, [grads[i] for i in idx])
         full = list(grads)
         for i, r in zip(idx, reduced):
             full[i] = r
+        if holder is not None:
+            holder.stats.record(full, self.global_clipnorm)
         from keras.src.optimizers.base_optimizer import clip_by_global_norm
 
         return clip_by_global_norm(full, self.global_clipnorm)

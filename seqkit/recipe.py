@@ -100,6 +100,7 @@ class TrainingConfig(BaseModel):
     steps_per_epoch: Optional[int] = Field(None, gt=0)
     deterministic: bool = True
     jit_compile: bool = False
+    diagnostics: bool = False  # per-epoch gradient norm / clipping fraction in history.json
     distribute: DistributeConfig = DistributeConfig()
 
 

@@ -302,6 +302,10 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
     t0 = time.time()
     ckpt = _callback_class()(out, monitor, state.get("best"), history, t0)
     callbacks = [ckpt, keras.callbacks.TensorBoard(out.file(LOGS), profile_batch=0)]
+    if t.diagnostics:  # gradient norms into the epoch's logs, before ckpt writes history.json
+        from seqkit import grad_stats
+
+        callbacks.insert(0, grad_stats.callback(grad_stats.attach(model.optimizer)))
     if t.early_stopping is not None and t.early_stopping.patience > 0:
         # a resumed run starts from the patience count and best value its epochs so far left, so
         # it stops where the uninterrupted run would (a fresh EarlyStopping forgot both)

@@ -106,6 +106,24 @@ class CellPlugin(abc.ABC):
         """
         return None
 
+    def gates(self, cell, x_t, states) -> dict | None:
+        """The cell's gate activations for one step, for ``seqkit diagnose`` (optional hook).
+
+        Args:
+            cell: a step cell this plugin made (``layer.cell`` of a trained run), with its weights.
+            x_t: the layer's input at this step, ``[B, D]`` float32.
+            states: the layer's states before the step, ``[B, H]`` float32 each,
+                in :attr:`state_names` order.
+
+        Returns:
+            ``{gate name: [B, H] float32 in [0, 1]}`` computed from the cell's weights
+            exactly as its ``call`` does (inference: no dropout), or ``None`` (the
+            default) for a cell without gates -- ``seqkit diagnose`` then reports
+            gradient flow only. The built-in ``lstm`` gives ``input``, ``forget``,
+            ``output``; ``gru`` gives ``update``, ``reset``.
+        """
+        return None
+
     @property
     def state_size(self) -> list[int]:
         """Width of each state tensor, in :attr:`state_names` order."""

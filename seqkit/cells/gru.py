@@ -59,3 +59,21 @@ class GRUPlugin(KerasCellPlugin):
         return cudnn_reasons(activation=o.activation, recurrent_activation=o.recurrent_activation,
                              recurrent_dropout=self.spec.recurrent_dropout, use_bias=o.use_bias,
                              reset_after=o.reset_after)
+
+    def gates(self, cell, x_t, states):
+        """``update`` (z) and ``reset`` (r) gates ``[B, H]`` of a Keras ``GRUCell``.
+
+        Kernel columns in Keras's order ``[z | r | h]``; ``z = sigma(x W_z + b_z +
+        h_{t-1} U_z (+ b'_z))``, likewise ``r`` (Cho et al. 2014, eq. 5-6); with
+        ``reset_after`` the bias is ``[2, 3H]`` (input and recurrent rows). Keras
+        mixes ``h_t = z * h_{t-1} + (1 - z) * h~``: ``update`` near 1 keeps the old state.
+        """
+        from keras import ops
+
+        h = cell.units
+        z = ops.matmul(x_t, cell.kernel[:, :2 * h]) + ops.matmul(states[0], cell.recurrent_kernel[:, :2 * h])
+        if cell.use_bias:
+            b = cell.bias
+            z = z + (b[0, :2 * h] + b[1, :2 * h] if len(b.shape) == 2 else b[:2 * h])
+        act = cell.recurrent_activation
+        return {"update": act(z[:, :h]), "reset": act(z[:, h:2 * h])}

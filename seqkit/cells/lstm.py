@@ -58,3 +58,19 @@ class LSTMPlugin(KerasCellPlugin):
         o = self.options
         return cudnn_reasons(activation=o.activation, recurrent_activation=o.recurrent_activation,
                              recurrent_dropout=self.spec.recurrent_dropout, use_bias=o.use_bias)
+
+    def gates(self, cell, x_t, states):
+        """``input``, ``forget``, ``output`` gates ``[B, H]`` of a Keras ``LSTMCell``.
+
+        ``z = x W + h_{t-1} U + b`` with the kernel's columns in Keras's order
+        ``[i | f | c | o]``; ``i, f, o = recurrent_activation(z_i, z_f, z_o)``
+        (Gers, Schmidhuber & Cummins 2000, eq. 2-4; Keras ``LSTMCell.call``).
+        """
+        from keras import ops
+
+        h = cell.units
+        z = ops.matmul(x_t, cell.kernel) + ops.matmul(states[0], cell.recurrent_kernel)
+        if cell.use_bias:
+            z = z + cell.bias
+        act = cell.recurrent_activation
+        return {"input": act(z[:, :h]), "forget": act(z[:, h:2 * h]), "output": act(z[:, 3 * h:])}

@@ -1,0 +1,96 @@
+"""The work behind ``seqkit diagnose``, ``seqkit plot`` and ``seqkit evaluate --out``
+(kept out of :mod:`seqkit.cli`, which only declares the options and prints)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from seqkit.errors import RunDirError, SeqkitError
+
+
+def diagnose(runs: list, out_dir: str, *, max_lag: int, examples: int, positions: int,
+             split: str) -> tuple[str, str, list]:
+    """Diagnose each run and draw them into ``out_dir/diagnose.png`` (+ ``diagnose.json``).
+
+    Returns:
+        ``(png path, json path, results)`` (results: :func:`seqkit.diagnose.diagnose_run` per run).
+
+    Raises:
+        SeqkitError: a run that cannot be diagnosed, an unwritable ``out_dir``, no matplotlib.
+    """
+    from seqkit.diagnose import diagnose_run
+    from seqkit.diagnose_plot import draw_diagnose, pyplot
+
+    pyplot()  # fail early, before the slow part, when matplotlib is missing
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as exc:
+        raise SeqkitError(f"--out {out_dir}: cannot create the folder ({exc}); pick a writable path.") from exc
+    results = [diagnose_run(r, max_lag=max_lag, examples=examples, positions=positions, split=split)
+               for r in runs]
+    png = os.path.join(out_dir, "diagnose.png")
+    return png, draw_diagnose(results, png), results
+
+
+def summary_lines(results: list) -> list[str]:
+    """One line per run/layer/state (horizon, norm at k = 0) and per gate (mean, saturated)."""
+    lines = []
+    for r in results:
+        flow = r["gradient_flow"]
+        for c in flow["curves"]:
+            h = c["horizon"]
+            lines.append(f"{r['run']}: {flow['cell']} layer {c['layer']} {c['state']}: gradient horizon "
+                         f"{h if h is not None else '> ' + str(flow['max_lag'])} steps "
+                         f"(|dL/ds| {c['norm'][0]:.3g} at k = 0, {c['rows'][0]} rows)")
+        if r["gates"] is None:
+            lines.append(f"{r['run']}: cell '{flow['cell']}' exposes no gates (CellPlugin.gates); "
+                         f"gradient flow only")
+            continue
+        for i, layer in enumerate(r["gates"]["layers"]):
+            for name, g in layer.items():
+                lines.append(f"{r['run']}: layer {i} {name} gate: mean {g['mean']:.3f}, saturated "
+                             f"{g['saturated']:.1%} (< 0.1: {g['below']:.1%}, > 0.9: {g['above']:.1%})")
+    return lines
+
+
+def plot_runs(runs: list, out: str) -> str:
+    """Draw the training curves of ``runs`` (their ``history.json``) into ``out``; returns the JSON path.
+
+    Raises:
+        RunDirError: a run without ``history.json``. SeqkitError: see :func:`seqkit.diagnose_plot.draw_curves`.
+    """
+    from seqkit.diagnose_plot import draw_curves
+    from seqkit.rundir import HISTORY
+
+    histories = {}
+    for r in runs:
+        p = os.path.join(r, HISTORY)
+        try:
+            with open(p, encoding="utf-8") as f:
+                h = json.load(f)
+        except FileNotFoundError:
+            raise RunDirError(f"{p}: no such file. `seqkit plot` reads the history.json a run "
+                              f"writes after each epoch; point at a run directory made by "
+                              f"`seqkit train`.") from None
+        except (OSError, ValueError) as exc:
+            raise RunDirError(f"{p}: cannot read it as JSON ({exc}); the run directory is damaged.") from exc
+        if not isinstance(h, list):
+            raise RunDirError(f"{p}: expected a list of per-epoch rows; the file is not a seqkit history.")
+        histories[r] = [row for row in h if isinstance(row, dict)]
+    return draw_curves(histories, out)
+
+
+def confusion_picture(figures: dict, out: str, title: str) -> str:
+    """Draw ``figures["confusion_matrix"]`` into ``out``; returns the JSON path.
+
+    Raises:
+        SeqkitError: the head reports no confusion matrix (only acceptor and tagger do).
+    """
+    from seqkit.diagnose_plot import draw_confusion
+
+    cm = figures.get("confusion_matrix")
+    if not cm:
+        raise SeqkitError("--out draws the confusion matrix, which only acceptor and tagger runs "
+                          "report; this run's head has none. Drop --out.")
+    return draw_confusion(cm, out, title)
