@@ -34,10 +34,12 @@ def _ts_case(i):
 
 def _recipes(d: Path) -> dict:
     """Tiny recipes: each head, each built-in cell and the installed peephole_lstm plugin cell
-    (five runs, not heads x cells, to keep the file short: the cells' Keras classes do not
+    (six runs, not heads x cells, to keep the file short: the cells' Keras classes do not
     depend on the head)."""
     (d / "tags.txt").write_text(TAG_TRAIN, encoding="utf-8")
     (d / "train.ts").write_text(TS_HEAD + "".join(_ts_case(i) for i in range(16)), encoding="utf-8")
+    (d / "d.tsv").write_text("".join(f"{t}\t{y}\n" for t, y in [("aaab", "A"), ("abaa", "A"), ("bbba", "B"),
+                                                                 ("babb", "B")] * 4), encoding="utf-8")
     (d / "tiny.dict").write_text("".join(f"{w} {p}\n" for w, p in G2P.items()), encoding="utf-8")
     lm_data = {"limit": 40, "max_length": 40}
     tiny = {"units": 6, "embedding_dim": 4, "layers": 1}
@@ -48,6 +50,11 @@ def _recipes(d: Path) -> dict:
                      "data": {"source": "word_tag", "path": str(d / "tags.txt"), "max_length": 8,
                               "split": split},
                      "model": {**tiny, "cell": "simple_rnn", "bidirectional": True}}
+    out["acceptor_tokens"] = {"name": "acct", "seed": 2, "training": TRAINING,
+                              "head": {"type": "acceptor", "pooling": "final"},
+                              "data": {"source": "tsv_text_label", "path": str(d / "d.tsv"),
+                                       "tokenizer": "char", "split": split},
+                              "model": {**tiny, "cell": "gru", "bidirectional": True}}
     out["acceptor"] = {"name": "acc", "seed": 1, "training": TRAINING,
                        "head": {"type": "acceptor", "pooling": "mean"},
                        "data": {"source": "ts", "train_path": str(d / "train.ts"), "max_length": 6,
@@ -138,7 +145,7 @@ def _run(code, *args):
                           env=env, capture_output=True, text=True, timeout=300)
 
 
-RUNS = {"lm_lstm", "lm_peephole_lstm", "tagger", "acceptor", "seq2seq"}
+RUNS = {"lm_lstm", "lm_peephole_lstm", "tagger", "acceptor", "acceptor_tokens", "seq2seq"}
 
 
 def test_every_keras_file_loads_compiled_or_not_after_import_seqkit_then_keras(cases):
@@ -189,3 +196,79 @@ def test_import_seqkit_imports_neither_keras_nor_tensorflow():
     res = _run(code)
     assert res.returncode == 0, res.stderr[-2000:]
     assert res.stdout.strip() == "[]"
+
+
+# -- issue 14 part 2: `seqkit export RUN --format keras`, a model.keras that needs no seqkit --------
+
+PORTABLE = ("lm_lstm", "tagger", "acceptor_tokens")  # LSTM, bidirectional SimpleRNN, bi GRU + final
+
+
+@pytest.fixture(scope="module")
+def portable(cases, tmp_path_factory):
+    from seqkit.export.portable import export_portable_keras
+
+    _, manifest = cases
+    out = tmp_path_factory.mktemp("portable")
+    made = []
+    for c in manifest:
+        run, fname = os.path.split(c["path"])
+        name = os.path.basename(run)
+        if name in PORTABLE and fname == "model.keras":
+            report = export_portable_keras(run, str(out / name))
+            assert report["max_abs_diff"] <= 1e-6, report
+            made.append({**c, "path": report["path"], "rewritten": report["rewritten"]})
+    assert sorted(m["case"].split("/")[0] for m in made) == sorted(PORTABLE)
+    (out / "cases.json").write_text(json.dumps(made), encoding="utf-8")
+    return out / "cases.json", made
+
+
+def test_portable_export_loads_and_agrees_where_seqkit_cannot_be_imported(portable):
+    path, made = portable
+    by_run = {m["case"].split("/")[0]: m["rewritten"] for m in made}
+    assert by_run["lm_lstm"] == ["seqkit>FusedLSTM"]
+    assert by_run["acceptor_tokens"] == ["seqkit>FusedGRU", "seqkit>SequencePooling"]
+    guard = textwrap.dedent("""
+        import sys
+        sys.modules["seqkit"] = None  # `import seqkit` now raises ImportError
+        try:
+            import seqkit
+            raise SystemExit("seqkit was importable")
+        except ImportError:
+            pass
+        import keras
+    """)
+    code = LOAD_ALL.format(imports=guard) + textwrap.dedent("""
+        bad = sorted(m for m in sys.modules if m.split(".")[0].startswith("seqkit") and sys.modules[m])
+        assert not bad, bad
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    res = subprocess.run([sys.executable, "-c", code, str(path), "all", "0"], cwd=str(path.parent),
+                         env={**env, "TF_CPP_MIN_LOG_LEVEL": "3"}, capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr[-4000:]
+    assert json.loads(res.stdout.strip().splitlines()[-1]) == [m["case"] for m in made]
+
+
+@pytest.mark.parametrize("run, names", [("seq2seq", "seqkit>Seq2SeqDecoder"), ("acceptor", "seqkit>FrameMask")])
+def test_portable_export_refuses_layers_without_a_stock_equivalent(cases, tmp_path, run, names):
+    from seqkit.errors import SeqkitError
+    from seqkit.export.portable import export_portable_keras
+
+    _, manifest = cases
+    run_dir = os.path.dirname(next(c["path"] for c in manifest if c["case"].startswith(run + "/")))
+    with pytest.raises(SeqkitError, match=names):
+        export_portable_keras(run_dir, str(tmp_path / "out"))
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_export_format_keras(cases, tmp_path):
+    from click.testing import CliRunner
+
+    from seqkit.cli import main
+
+    _, manifest = cases
+    run_dir = os.path.dirname(next(c["path"] for c in manifest if c["case"].startswith("lm_lstm/")))
+    res = CliRunner().invoke(main, ["export", run_dir, "--format", "keras", "--out", str(tmp_path / "e")])
+    assert res.exit_code == 0, res.output
+    assert "stock Keras layers in place of seqkit>FusedLSTM" in res.output
+    assert (tmp_path / "e" / "model.keras").is_file()
