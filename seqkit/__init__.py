@@ -8,7 +8,9 @@ Quick use::
     class MyCell(seqkit.CellPlugin):
         ...
 
-TensorFlow and Keras are imported lazily, so ``seqkit --help`` stays fast.
+TensorFlow and Keras are imported lazily, so ``seqkit --help`` stays fast. Once Keras is
+imported (before or after seqkit), seqkit's Keras classes and those of installed plugins are
+registered, so ``keras.saving.load_model("run/model.keras")`` needs nothing but ``import seqkit``.
 """
 
 from __future__ import annotations

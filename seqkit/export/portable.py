@@ -92,7 +92,7 @@ def portable_config(serialized: dict) -> dict:
     """The serialized functional model ``serialized`` rewritten to name Keras classes only.
 
     Raises:
-        SeqkitError: a layer (or loss-free sub-object) has no stock Keras equivalent.
+        SeqkitError: a layer has no stock Keras equivalent (the message names its class).
     """
     if serialized.get("class_name") != "Functional":
         raise SeqkitError(f"portable export: expected a functional model, got {serialized.get('class_name')}.")
