@@ -8,7 +8,9 @@ Quick use::
     class MyCell(seqkit.CellPlugin):
         ...
 
-TensorFlow and Keras are imported lazily, so ``seqkit --help`` stays fast.
+TensorFlow and Keras are imported lazily, so ``seqkit --help`` stays fast. Once Keras is
+imported (before or after seqkit), seqkit's Keras classes and those of installed plugins are
+registered, so ``keras.saving.load_model("run/model.keras")`` needs nothing but ``import seqkit``.
 """
 
 from __future__ import annotations
@@ -42,4 +44,12 @@ def __getattr__(name):  # lazy: these import pydantic/keras only when used
 
 
 __all__ = ["CELLS", "DATA", "HEADS", "SeqkitError", "load_plugin", "register_cell",
-           "register_data", "register_head", "__version__"]
+           "register_data", "register_head", "register_keras_objects", "__version__"]
+
+# Last, once the names above exist (plugins imported by the hook use them): make
+# keras.saving.load_model find seqkit's Keras classes as soon as Keras is imported, without
+# importing Keras (or TensorFlow) here. See seqkit/_keras_hook.py.
+from seqkit._keras_hook import install as _install_keras_hook  # noqa: E402
+from seqkit._keras_hook import register_keras_objects  # noqa: E402
+
+_install_keras_hook()

@@ -443,8 +443,10 @@ def validate(recipe, overrides, check_data, show):
 
 @main.command()
 @click.argument("run_dir", type=click.Path(file_okay=False))
-@click.option("--format", "fmt", type=click.Choice(["tflite", "saved_model", "all"]), default="tflite",
-              show_default=True, help="TFLite step model, SavedModel with signatures, or both.")
+@click.option("--format", "fmt", type=click.Choice(["tflite", "saved_model", "all", "keras"]),
+              default="tflite", show_default=True,
+              help="TFLite step model, SavedModel with signatures, or both; keras: a portable "
+              "inference model.keras with stock Keras layers only (loads without seqkit).")
 @click.option("--out", type=click.Path(file_okay=False), help="Export directory [default: exports/NAME].")
 @click.option("--quantize", type=click.Choice(["none", "float16", "dynamic-range"]), default="none",
               show_default=True, help="TFLite weights: float32, float16, or int8 dynamic range.")
@@ -476,6 +478,13 @@ def export(run_dir, fmt, out, quantize, tolerance, min_agreement, parity_example
     from seqkit.guards import check_writable
 
     check_writable(out, "export")  # before the conversion, which takes a while
+    if fmt == "keras":
+        from seqkit.export.portable import export_portable_keras
+
+        r = export_portable_keras(run_dir, out, overwrite=overwrite)
+        click.echo(f"keras: {r['path']} (stock Keras layers in place of {', '.join(r['rewritten']) or 'nothing'}), "
+                   f"max |output diff| {r['max_abs_diff']:.3g}")
+        return
     report = export_run(run_dir, out, fmt=fmt, quantize=quantize, tolerance=tolerance,
                         min_agreement=min_agreement, parity_examples=parity_examples, overwrite=overwrite,
                         full_sequence=full_sequence, batch=batch, length=length)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import keras
 
-from seqkit.layers.attention import make_attention
+from seqkit.layers import attention as _attention  # the module, not its names: see seqkit/_keras_hook.py
 
 
 @keras.saving.register_keras_serializable(package="seqkit")
@@ -65,7 +65,7 @@ class Seq2SeqDecoder(keras.layers.Layer):
         self.plugin = plugin_cls(CellSpec(units=self.units, options=plugin_cls.Options(**self.cell_options)))
         self.embedding = keras.layers.Embedding(self.vocab_size, self.embedding_dim, name="target_embedding")
         self.cells = [self.plugin.make_cell(name=f"decoder_cell_{i}") for i in range(self.num_layers)]
-        self.attention = make_attention(attention, self.attention_units)
+        self.attention = _attention.make_attention(attention, self.attention_units)
         self.combine = (keras.layers.Dense(self.units, activation="tanh", use_bias=False, name="W_c")
                         if attention in ("luong", "luong_dot") else None)
         self.logits = keras.layers.Dense(self.vocab_size, name="logits")

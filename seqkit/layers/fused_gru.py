@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import keras
 
-from seqkit.layers.fused_rnn import fast_path_ok, keras_outputs, project_inputs
+from seqkit.layers import fused_rnn  # the module, not its names: see seqkit/_keras_hook.py
 
 
 def gru_scan(zx, mask, h0, recurrent_kernel, recurrent_bias):
@@ -106,12 +106,12 @@ class FusedGRU(keras.layers.GRU):
     def inner_loop(self, sequences, initial_state, mask, training=False):
         import tensorflow as tf
 
-        if not (fast_path_ok(self) and self.cell.reset_after):
+        if not (fused_rnn.fast_path_ok(self) and self.cell.reset_after):
             return super().inner_loop(sequences, initial_state, mask, training=training)
         bias = tf.convert_to_tensor(self.cell.bias)  # [2, 3H]: input and recurrent bias
-        zx, m = project_inputs(self, sequences, mask, bias[0], training)  # [T, B, 3H]
+        zx, m = fused_rnn.project_inputs(self, sequences, mask, bias[0], training)  # [T, B, 3H]
         h0 = initial_state[0] if isinstance(initial_state, (list, tuple)) else initial_state
         h_seq = gru_scan(zx, m[:, :, None], tf.convert_to_tensor(h0, tf.float32),
                          tf.convert_to_tensor(self.cell.recurrent_kernel), bias[1])
-        last_output, outputs = keras_outputs(self, h_seq, m)
+        last_output, outputs = fused_rnn.keras_outputs(self, h_seq, m)
         return last_output, outputs, [h_seq[-1]]

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import keras
 
-from seqkit.layers.fused_rnn import fast_path_ok, keras_outputs, project_inputs
+from seqkit.layers import fused_rnn  # the module, not its names: see seqkit/_keras_hook.py
 
 
 def lstm_scan(zx, mask, h0, c0, recurrent_kernel):
@@ -122,10 +122,10 @@ class FusedLSTM(keras.layers.LSTM):
     def inner_loop(self, sequences, initial_state, mask, training=False):
         import tensorflow as tf
 
-        if not fast_path_ok(self):
+        if not fused_rnn.fast_path_ok(self):
             return super().inner_loop(sequences, initial_state, mask, training=training)
-        zx, m = project_inputs(self, sequences, mask, self.cell.bias, training)  # [T, B, 4H]
+        zx, m = fused_rnn.project_inputs(self, sequences, mask, self.cell.bias, training)  # [T, B, 4H]
         h0, c0 = (tf.convert_to_tensor(s, tf.float32) for s in initial_state)
         h_seq, c_last = lstm_scan(zx, m[:, :, None], h0, c0, tf.convert_to_tensor(self.cell.recurrent_kernel))
-        last_output, outputs = keras_outputs(self, h_seq, m)
+        last_output, outputs = fused_rnn.keras_outputs(self, h_seq, m)
         return last_output, outputs, [h_seq[-1], c_last]

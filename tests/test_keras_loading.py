@@ -1,0 +1,274 @@
+"""Issue 14 part 1: every .keras file seqkit writes loads with plain ``keras.saving.load_model``
+(safe mode, compiled or not) in a fresh process after ``import seqkit`` alone, in either import
+order, for every head, every built-in cell and an installed plugin cell; and ``import seqkit``
+still imports neither Keras nor TensorFlow."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import make_recipe
+
+ROOT = Path(__file__).resolve().parents[1]
+TRAINING = {"epochs": 1, "batch_size": 8, "early_stopping": None}
+TAG_TRAIN = "".join(["the/D dog/N runs/V\n", "a/D cat/N sleeps/V fast/R\n", "the/D cat/N runs/V\n"] * 4)
+TS_HEAD = "@problemName toy\n@dimensions 2\n@classLabel true up down\n@data\n"
+G2P = {"ab": "AE B", "ba": "B AA", "abba": "AE B B AA", "baba": "B AA B AA", "aab": "AE AE B",
+       "bab": "B AA B", "abab": "AE B AE B", "bba": "B B AA", "aa": "AE AE", "bb": "B B"}
+
+
+def _ts_case(i):
+    n, up = 3 + i % 4, i % 2 == 0
+    a = ",".join(f"{(j if up else -j) + 0.5 * (i % 3):g}" for j in range(n))
+    b = ",".join(f"{10 + j * (i % 5):g}" for j in range(n))
+    return f"{a}:{b}:{'up' if up else 'down'}\n"
+
+
+def _recipes(d: Path) -> dict:
+    """Tiny recipes: each head, each built-in cell and the installed peephole_lstm plugin cell
+    (six runs, not heads x cells, to keep the file short: the cells' Keras classes do not
+    depend on the head)."""
+    (d / "tags.txt").write_text(TAG_TRAIN, encoding="utf-8")
+    (d / "train.ts").write_text(TS_HEAD + "".join(_ts_case(i) for i in range(16)), encoding="utf-8")
+    (d / "d.tsv").write_text("".join(f"{t}\t{y}\n" for t, y in [("aaab", "A"), ("abaa", "A"), ("bbba", "B"),
+                                                                 ("babb", "B")] * 4), encoding="utf-8")
+    (d / "tiny.dict").write_text("".join(f"{w} {p}\n" for w, p in G2P.items()), encoding="utf-8")
+    lm_data = {"limit": 40, "max_length": 40}
+    tiny = {"units": 6, "embedding_dim": 4, "layers": 1}
+    out = {f"lm_{cell}": make_recipe(data=lm_data, model={**tiny, "cell": cell}, training=TRAINING)
+           for cell in ("lstm", "peephole_lstm")}
+    split = {"valid": 0.2, "test": 0.2, "shuffle": True}
+    out["tagger"] = {"name": "tag", "seed": 1, "training": TRAINING, "head": {"type": "tagger"},
+                     "data": {"source": "word_tag", "path": str(d / "tags.txt"), "max_length": 8,
+                              "split": split},
+                     "model": {**tiny, "cell": "simple_rnn", "bidirectional": True}}
+    out["acceptor_tokens"] = {"name": "acct", "seed": 2, "training": TRAINING,
+                              "head": {"type": "acceptor", "pooling": "final"},
+                              "data": {"source": "tsv_text_label", "path": str(d / "d.tsv"),
+                                       "tokenizer": "char", "split": split},
+                              "model": {**tiny, "cell": "gru", "bidirectional": True}}
+    out["acceptor"] = {"name": "acc", "seed": 1, "training": TRAINING,
+                       "head": {"type": "acceptor", "pooling": "mean"},
+                       "data": {"source": "ts", "train_path": str(d / "train.ts"), "max_length": 6,
+                                "split": {"valid": 0.0, "test": 0.25, "shuffle": True}},
+                       "model": {"units": 6, "layers": 1, "cell": "gru"}}
+    out["seq2seq"] = {"name": "g2p", "seed": 1, "training": TRAINING,
+                      "head": {"type": "seq2seq", "attention": "bahdanau", "decoder_units": 8},
+                      "data": {"source": "cmudict", "path": str(d / "tiny.dict"), "max_length": 6,
+                               "split": split},
+                      "model": {"units": 4, "embedding_dim": 4, "bidirectional": True}}
+    return out
+
+
+def _inputs(model, rng) -> list:
+    """A fixed batch for ``model``: token ids 1..3 for int inputs, normal frames for float ones."""
+    xs = []
+    for t in model.inputs:
+        if "int" in str(t.dtype):
+            xs.append(rng.integers(1, 4, size=(3, 5)).astype(str(t.dtype)))
+        else:
+            xs.append(rng.normal(size=(3, 5, t.shape[-1])).astype(str(t.dtype)))
+    return xs
+
+
+def _outputs(y) -> list:
+    return [np.asarray(a) for a in (y if isinstance(y, (list, tuple)) else [y])]
+
+
+@pytest.fixture(scope="module")
+def cases(tmp_path_factory, keras):
+    """Train every recipe (1 epoch), then save a fixed input and the in-process model's output
+    for each of its .keras files; returns the path of a JSON manifest of the cases."""
+    from seqkit.recipe import recipe_from_dict
+    from seqkit.train import load_model, train
+
+    d = tmp_path_factory.mktemp("keras_loading")
+    rng = np.random.default_rng(0)
+    manifest = []
+    for name, raw in _recipes(d).items():
+        run = d / name
+        train(recipe_from_dict(raw), str(run), verbose=0)
+        files = sorted(p.name for p in run.iterdir() if p.suffix == ".keras")
+        assert {"model.keras", "last.keras"} <= set(files), (name, files)
+        # last.keras holds the same classes (plus optimizer state): two runs check it, for time
+        for fname in files if name in ("lm_lstm", "seq2seq") else ["model.keras"]:
+            model = load_model(str(run / fname))
+            xs = _inputs(model, rng)
+            ys = _outputs(model.predict(xs if len(xs) > 1 else xs[0], verbose=0))
+            stem = d / f"{name}-{fname}"
+            for i, a in enumerate(xs):
+                np.save(f"{stem}.x{i}.npy", a)
+            for i, a in enumerate(ys):
+                np.save(f"{stem}.y{i}.npy", a)
+            manifest.append({"case": f"{name}/{fname}", "path": str(run / fname), "stem": str(stem),
+                             "n_in": len(xs), "n_out": len(ys)})
+    (d / "cases.json").write_text(json.dumps(manifest), encoding="utf-8")
+    return d / "cases.json", manifest
+
+
+# Only `import seqkit` and plain Keras: no seqkit module is imported by hand.
+LOAD_ALL = """
+import json, sys
+import numpy as np
+{imports}
+done = []
+only, compiles = sys.argv[2], [c == "1" for c in sys.argv[3]]
+for c in json.load(open(sys.argv[1])):
+    if only != "all" and c["case"] not in only.split(","):
+        continue
+    xs = [np.load(f"{{c['stem']}}.x{{i}}.npy") for i in range(c["n_in"])]
+    want = [np.load(f"{{c['stem']}}.y{{i}}.npy") for i in range(c["n_out"])]
+    for compile in compiles:
+        model = keras.saving.load_model(c["path"], compile=compile)  # safe_mode defaults to True
+        assert (getattr(model, "optimizer", None) is not None) == compile, (c["case"], compile)
+        got = model.predict(xs if len(xs) > 1 else xs[0], verbose=0)
+        got = got if isinstance(got, (list, tuple)) else [got]
+        assert len(got) == len(want), c["case"]
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(np.asarray(g), w, atol=1e-6, err_msg=c["case"])
+    done.append(c["case"])
+print(json.dumps(done))
+"""
+
+
+def _run(code, *args):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *map(str, args)], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=300)
+
+
+RUNS = {"lm_lstm", "lm_peephole_lstm", "tagger", "acceptor", "acceptor_tokens", "seq2seq"}
+
+
+def test_every_keras_file_loads_compiled_or_not_after_import_seqkit_then_keras(cases):
+    path, manifest = cases
+    res = _run(LOAD_ALL.format(imports="import seqkit\nimport keras"), path, "all", "10")
+    assert res.returncode == 0, res.stderr[-4000:]
+    done = json.loads(res.stdout.strip().splitlines()[-1])
+    assert done == [c["case"] for c in manifest]
+    assert {c.split("/")[0] for c in done} == RUNS and {c.split("/")[1] for c in done} == {
+        "model.keras", "last.keras"}
+
+
+def test_every_run_loads_after_import_keras_then_seqkit(cases):
+    """Keras already imported: ``import seqkit`` registers at once (compiled, to keep it short)."""
+    path, manifest = cases
+    res = _run(LOAD_ALL.format(imports="import keras\nimport seqkit"), path,
+               ",".join(f"{r}/model.keras" for r in sorted(RUNS)), "1")
+    assert res.returncode == 0, res.stderr[-4000:]
+    assert set(json.loads(res.stdout.strip().splitlines()[-1])) == {f"{r}/model.keras" for r in RUNS}
+
+
+def test_a_seqkit_module_that_first_imports_keras_does_not_break_registration(cases):
+    """The hook runs while the seqkit module that imported Keras is half-imported."""
+    path, manifest = cases
+    code = LOAD_ALL.format(imports="import seqkit\nimport seqkit.layers.attention\nimport keras")
+    res = _run(code, path, "seq2seq/model.keras", "1")
+    assert res.returncode == 0, res.stderr[-4000:]
+    assert json.loads(res.stdout.strip().splitlines()[-1]) == ["seq2seq/model.keras"]
+    assert "Warning" not in res.stderr, res.stderr[-4000:]
+
+
+def test_without_import_seqkit_keras_cannot_load_them(cases):
+    """The registration is what makes it work (guards against a test that passes vacuously)."""
+    _, manifest = cases
+    code = "import sys, keras\nkeras.saving.load_model(sys.argv[1])"
+    res = _run(code, next(c["path"] for c in manifest if c["case"].startswith("lm_lstm")))
+    assert res.returncode != 0 and "seqkit>" in res.stderr, res.stderr[-2000:]
+
+
+def test_import_seqkit_imports_neither_keras_nor_tensorflow():
+    code = """
+        import sys
+        import seqkit
+        assert seqkit.register_keras_objects
+        heavy = sorted(m for m in ("keras", "tensorflow", "jax", "torch") if m in sys.modules)
+        print(heavy)
+    """
+    res = _run(code)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.strip() == "[]"
+
+
+# -- issue 14 part 2: `seqkit export RUN --format keras`, a model.keras that needs no seqkit --------
+
+PORTABLE = ("lm_lstm", "tagger", "acceptor_tokens")  # LSTM, bidirectional SimpleRNN, bi GRU + final
+
+
+@pytest.fixture(scope="module")
+def portable(cases, tmp_path_factory):
+    from seqkit.export.portable import export_portable_keras
+
+    _, manifest = cases
+    out = tmp_path_factory.mktemp("portable")
+    made = []
+    for c in manifest:
+        run, fname = os.path.split(c["path"])
+        name = os.path.basename(run)
+        if name in PORTABLE and fname == "model.keras":
+            report = export_portable_keras(run, str(out / name))
+            assert report["max_abs_diff"] <= 1e-6, report
+            made.append({**c, "path": report["path"], "rewritten": report["rewritten"]})
+    assert sorted(m["case"].split("/")[0] for m in made) == sorted(PORTABLE)
+    (out / "cases.json").write_text(json.dumps(made), encoding="utf-8")
+    return out / "cases.json", made
+
+
+def test_portable_export_loads_and_agrees_where_seqkit_cannot_be_imported(portable):
+    path, made = portable
+    by_run = {m["case"].split("/")[0]: m["rewritten"] for m in made}
+    assert by_run["lm_lstm"] == ["seqkit>FusedLSTM"]
+    assert by_run["acceptor_tokens"] == ["seqkit>FusedGRU", "seqkit>SequencePooling"]
+    guard = textwrap.dedent("""
+        import sys
+        sys.modules["seqkit"] = None  # `import seqkit` now raises ImportError
+        try:
+            import seqkit
+            raise SystemExit("seqkit was importable")
+        except ImportError:
+            pass
+        import keras
+    """)
+    code = LOAD_ALL.format(imports=guard) + textwrap.dedent("""
+        bad = sorted(m for m in sys.modules if m.split(".")[0].startswith("seqkit") and sys.modules[m])
+        assert not bad, bad
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    res = subprocess.run([sys.executable, "-c", code, str(path), "all", "0"], cwd=str(path.parent),
+                         env={**env, "TF_CPP_MIN_LOG_LEVEL": "3"}, capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr[-4000:]
+    assert json.loads(res.stdout.strip().splitlines()[-1]) == [m["case"] for m in made]
+
+
+@pytest.mark.parametrize("run, names", [("seq2seq", "seqkit>Seq2SeqDecoder"), ("acceptor", "seqkit>FrameMask")])
+def test_portable_export_refuses_layers_without_a_stock_equivalent(cases, tmp_path, run, names):
+    from seqkit.errors import SeqkitError
+    from seqkit.export.portable import export_portable_keras
+
+    _, manifest = cases
+    run_dir = os.path.dirname(next(c["path"] for c in manifest if c["case"].startswith(run + "/")))
+    with pytest.raises(SeqkitError, match=names):
+        export_portable_keras(run_dir, str(tmp_path / "out"))
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_export_format_keras(cases, tmp_path):
+    from click.testing import CliRunner
+
+    from seqkit.cli import main
+
+    _, manifest = cases
+    run_dir = os.path.dirname(next(c["path"] for c in manifest if c["case"].startswith("lm_lstm/")))
+    res = CliRunner().invoke(main, ["export", run_dir, "--format", "keras", "--out", str(tmp_path / "e")])
+    assert res.exit_code == 0, res.output
+    assert "stock Keras layers in place of seqkit>FusedLSTM" in res.output
+    assert (tmp_path / "e" / "model.keras").is_file()
