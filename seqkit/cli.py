@@ -172,7 +172,9 @@ def evaluate(run_dir, split, as_json, confusion_matrix):
     res = evaluate_model(prep, model, split)
     baselines = (read_json(os.path.join(run_dir, METRICS), default={}) or {}).get("baselines", {})
     if as_json:
-        click.echo(json.dumps({"split": split, **res, "baselines": baselines}, indent=2))
+        from seqkit.rundir import strict_json
+
+        click.echo(strict_json({"split": split, **res, "baselines": baselines}, indent=2))
         return
     figs = prep.head.format_metrics(res)
     click.echo(f"{split} ({len(prep.splits[split])} examples): {figs[0]}")

@@ -16,11 +16,18 @@ Layout::
 
 Every file is written to a temporary name and renamed into place, so an
 interrupted run never leaves a half-written file.
+
+Every JSON file is strict JSON (RFC 8259: no ``NaN`` or ``Infinity`` literals):
+:func:`strict_json` writes a number that is not finite as ``null``. Training
+stops on a non-finite loss (:mod:`seqkit.train`), so a ``null`` marks only a
+figure that is genuinely undefined or beyond float range (e.g. the perplexity
+``exp(cross_entropy)`` of a cross-entropy above ~88 nats in float32).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 
@@ -40,8 +47,29 @@ def atomic_write_text(path: str, text: str) -> None:
     os.replace(tmp, path)
 
 
+def finite_or_null(obj):
+    """``obj`` with every float that is NaN or infinite replaced by ``None`` (dicts, lists and
+    tuples walked; NumPy scalars and arrays made plain Python values)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite_or_null(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite_or_null(v) for v in obj]
+    if hasattr(obj, "tolist") and type(obj).__module__ == "numpy":  # np.float32, np.int64, arrays
+        return finite_or_null(obj.tolist())
+    return obj
+
+
+def strict_json(obj, **kwargs) -> str:
+    """``json.dumps(obj)`` as strict JSON: non-finite numbers become ``null``
+    (:func:`finite_or_null`) and ``allow_nan=False`` guards the rest."""
+    return json.dumps(finite_or_null(obj), allow_nan=False, **kwargs)
+
+
 def atomic_write_json(path: str, obj) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+    """Write ``obj`` as strict JSON (:func:`strict_json`), atomically."""
+    atomic_write_text(path, strict_json(obj, indent=2, ensure_ascii=False) + "\n")
 
 
 def atomic_save_model(model, path: str) -> None:
