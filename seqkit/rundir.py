@@ -72,11 +72,39 @@ def atomic_write_json(path: str, obj) -> None:
     atomic_write_text(path, strict_json(obj, indent=2, ensure_ascii=False) + "\n")
 
 
-def atomic_save_model(model, path: str) -> None:
-    """``model.save`` to a temporary ``.keras`` file, then rename into place."""
+#: The entry of a checkpoint's ``.keras`` archive that records the training state it belongs to.
+CHECKPOINT_STATE = "seqkit_state.json"
+
+
+def atomic_save_model(model, path: str, state: dict | None = None) -> None:
+    """``model.save`` to a temporary ``.keras`` file, then rename into place.
+
+    ``state`` (a JSON-able dict) is stored inside the archive as :data:`CHECKPOINT_STATE`
+    (Keras ignores the entry), so the checkpoint and the epoch count and history it
+    belongs to are replaced in one rename: a run killed between writing ``last.keras``
+    and ``state.json`` still resumes from a consistent point (:meth:`RunDir.resume_point`).
+    """
+    import zipfile
+
     tmp = path[: -len(".keras")] + ".tmp.keras"
     model.save(tmp)
+    if state is not None:
+        with zipfile.ZipFile(tmp, "a") as z:
+            z.writestr(CHECKPOINT_STATE, strict_json(state, ensure_ascii=False))
     os.replace(tmp, path)
+
+
+def read_checkpoint_state(path: str) -> dict | None:
+    """The state stored in a ``.keras`` checkpoint by :func:`atomic_save_model` (``None``: none)."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as z:
+            if CHECKPOINT_STATE not in z.namelist():
+                return None
+            return json.loads(z.read(CHECKPOINT_STATE).decode("utf-8"))
+    except (OSError, zipfile.BadZipFile, ValueError):
+        return None
 
 
 def read_json(path: str, default=None):
@@ -124,6 +152,25 @@ class RunDir:
 
     def state(self) -> dict:
         return read_json(self.file(STATE), default={"epoch": 0, "best": None, "status": "new"})
+
+    def resume_point(self) -> tuple[dict, list]:
+        """``(state, history)`` of the epoch ``last.keras`` holds, for ``--resume``.
+
+        The checkpoint records its own epoch, best value and history (see
+        :func:`atomic_save_model`); ``state.json`` and ``history.json`` are written after it
+        and may lag one epoch behind when the process was killed in between. Runs
+        written before checkpoints carried their state fall back to those two files.
+        History entries past the checkpoint's epoch are dropped.
+        """
+        state = self.state()
+        saved = read_checkpoint_state(self.file(LAST))
+        if saved is not None:
+            history = saved.get("history", [])
+            state = {**state, "epoch": saved["epoch"], "best": saved.get("best")}
+        else:
+            history = read_json(self.file(HISTORY), default=[])
+        history = [h for h in history if h.get("epoch", 0) <= state.get("epoch", 0)]
+        return state, history
 
     def remove(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
