@@ -81,6 +81,7 @@ def test_kill_9_in_epoch_2_then_resume_equals_the_uninterrupted_run(tmp_path):
         res = cli(["train", "--resume", str(run), "--quiet"], tmp_path)
         assert res.returncode == 0, res.stderr
         assert run_files(run) == run_files(straight)
+        print(f"attempt {attempt}: killed {share:.0%} into epoch 2 ({epoch_2:.1f} s); mid-epoch: {mid_epoch}")
         if mid_epoch:
             break
     assert mid_epoch, f"no kill landed inside epoch 2 (epoch 2 takes {epoch_2:.1f} s)"
@@ -194,3 +195,26 @@ def test_run_killed_in_its_final_evaluation_resumes_to_finish(tmp_path, keras):
     assert json.load(open(os.path.join(run, "state.json")))["status"] == "finished"
     with pytest.raises(RunDirError, match="already trained for 2 of 2 epochs"):
         train(small("acceptor", 2, tmp_path), run, resume=True, verbose=0)
+
+
+def test_run_killed_after_early_stopping_resumes_to_finish_without_training(tmp_path, keras):
+    """Early stopping ended the run after epoch 5 of 8 and the process died before metrics.json:
+    the resume trains no sixth epoch (the straight run did not), it only finishes."""
+    from seqkit.recipe import recipe_from_dict
+    from seqkit.train import train
+
+    r = recipe_from_dict(make_recipe(data={"limit": 120}, model={"cell": "gru", "units": 16},
+                                     training={"epochs": 8, "learning_rate": 0.05, "steps_per_epoch": 3,
+                                               "early_stopping": {"patience": 2}}))
+    straight, run = str(tmp_path / "straight"), str(tmp_path / "run")
+    train(r, straight, verbose=0)
+    train(r, run, verbose=0)
+    stopped = len(json.load(open(os.path.join(run, "history.json"))))
+    assert stopped < 8
+    os.remove(os.path.join(run, "metrics.json"))
+    state = json.load(open(os.path.join(run, "state.json")))
+    with open(os.path.join(run, "state.json"), "w") as f:
+        json.dump({**state, "status": "running"}, f)
+    train(r, run, resume=True, verbose=0)
+    assert run_files(run) == run_files(straight)
+    assert json.load(open(os.path.join(run, "state.json"))) == {**state, "status": "finished"}
