@@ -201,7 +201,9 @@ def evaluate(run_dir, split, as_json, confusion_matrix, out):
     baselines = saved.get("baselines") if isinstance(saved, dict) else None
     baselines = baselines if isinstance(baselines, dict) else {}  # wrong types: shown without them
     if as_json:
-        click.echo(json.dumps({"split": split, **res, "baselines": baselines}, indent=2))
+        from seqkit.rundir import strict_json
+
+        click.echo(strict_json({"split": split, **res, "baselines": baselines}, indent=2))
         return
     figs = prep.head.format_metrics(res)
     click.echo(f"{split} ({len(prep.splits[split])} examples): {figs[0]}")

@@ -15,14 +15,13 @@ than the run's ``data.max_length`` follow its ``head.too_long``.
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 
 from seqkit import log
 from seqkit.data.records import Record
 from seqkit.data.vocab import tokenize
 from seqkit.errors import SeqkitError
+from seqkit.rundir import strict_json
 
 
 def read_records(text: str, name: str, fmt: str, prep) -> list[Record]:
@@ -109,7 +108,7 @@ def format_result(res: dict, fmt: str, probabilities: bool) -> str:
         d = {k: v for k, v in res.items() if probabilities or k not in ("probability", "probabilities")}
         if d.get("tokens") is None:
             d.pop("tokens", None)
-        return json.dumps(d, ensure_ascii=False)
+        return strict_json(d, ensure_ascii=False)
     if "label" in res:
         return f"{res['label']}\t{res['probability']:.4f}" if probabilities else res["label"]
     words = res["tokens"] or [str(i) for i in range(len(res["tags"]))]

@@ -23,11 +23,18 @@ their ``*.tmp`` / ``*.tmp.keras`` temporaries): see :func:`not_a_run_because`.
 
 Every file is written to a temporary name and renamed into place, so an
 interrupted run never leaves a half-written file.
+
+Every JSON file is strict JSON (RFC 8259: no ``NaN`` or ``Infinity`` literals):
+:func:`strict_json` writes a number that is not finite as ``null``. Training
+stops on a non-finite loss (:mod:`seqkit.train`), so a ``null`` marks only a
+figure that is genuinely undefined or beyond float range (e.g. the perplexity
+``exp(cross_entropy)`` of a cross-entropy above ~88 nats in float32).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 
@@ -81,14 +88,50 @@ def atomic_write_text(path: str, text: str) -> None:
     os.replace(tmp, path)
 
 
+def finite_or_null(obj):
+    """``obj`` with every float that is NaN or infinite replaced by ``None`` (dicts, lists and
+    tuples walked; NumPy scalars and arrays made plain Python values)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite_or_null(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite_or_null(v) for v in obj]
+    if hasattr(obj, "tolist") and type(obj).__module__ == "numpy":  # np.float32, np.int64, arrays
+        return finite_or_null(obj.tolist())
+    return obj
+
+
+def strict_json(obj, **kwargs) -> str:
+    """``json.dumps(obj)`` as strict JSON: non-finite numbers become ``null``
+    (:func:`finite_or_null`) and ``allow_nan=False`` guards the rest."""
+    return json.dumps(finite_or_null(obj), allow_nan=False, **kwargs)
+
+
 def atomic_write_json(path: str, obj) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+    """Write ``obj`` as strict JSON (:func:`strict_json`), atomically."""
+    atomic_write_text(path, strict_json(obj, indent=2, ensure_ascii=False) + "\n")
 
 
-def atomic_save_model(model, path: str) -> None:
-    """``model.save`` to a temporary ``.keras`` file, then rename into place."""
+#: The entry of a checkpoint's ``.keras`` archive that records the training state it belongs to.
+CHECKPOINT_STATE = "seqkit_state.json"
+
+
+def atomic_save_model(model, path: str, state: dict | None = None) -> None:
+    """``model.save`` to a temporary ``.keras`` file, then rename into place.
+
+    ``state`` (a JSON-able dict) is stored inside the archive as :data:`CHECKPOINT_STATE`
+    (Keras ignores the entry), so the checkpoint and the epoch count and history it
+    belongs to are replaced in one rename: a run killed between writing ``last.keras``
+    and ``state.json`` still resumes from a consistent point (:meth:`RunDir.resume_point`).
+    """
+    import zipfile
+
     tmp = path[: -len(".keras")] + ".tmp.keras"
     model.save(tmp)
+    if state is not None:
+        with zipfile.ZipFile(tmp, "a") as z:
+            z.writestr(CHECKPOINT_STATE, strict_json(state, ensure_ascii=False))
     os.replace(tmp, path)
 
 
@@ -105,6 +148,19 @@ def damaged(path: str, problem: str) -> RunDirError:
     fix = (f"Restore it from a copy of the run, or delete it ({_IF_DELETED[name]})."
            if name in _IF_DELETED else "Restore it from a copy of the run, or train again.")
     return RunDirError(f"{path}: {problem}; the file was damaged or edited by hand. {fix}")
+
+
+def read_checkpoint_state(path: str) -> dict | None:
+    """The state stored in a ``.keras`` checkpoint by :func:`atomic_save_model` (``None``: none)."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as z:
+            if CHECKPOINT_STATE not in z.namelist():
+                return None
+            return json.loads(z.read(CHECKPOINT_STATE).decode("utf-8"))
+    except (OSError, zipfile.BadZipFile, ValueError):
+        return None
 
 
 def read_json(path: str, default=None):
@@ -196,6 +252,24 @@ class RunDir:
             if bad:  # the values resuming reads (early stopping's monitor)
                 raise damaged(path, f"entry {i}: '{bad[0]}' must be a number, found {h[bad[0]]!r}")
         return hist
+
+    def resume_point(self) -> tuple[dict, list]:
+        """``(state, history)`` of the epoch ``last.keras`` holds, for ``--resume``.
+
+        The checkpoint records its own epoch, best value and history (see
+        :func:`atomic_save_model`); ``state.json`` and ``history.json`` are written after it
+        and may lag one epoch behind when the process was killed in between. Runs
+        written before checkpoints carried their state fall back to those two files.
+        History entries past the checkpoint's epoch are dropped.
+        """
+        state = self.state()
+        history = self.history()  # read even when unused: a damaged file is named, not skipped
+        saved = read_checkpoint_state(self.file(LAST))
+        if saved is not None:
+            history = saved.get("history", [])
+            state = {**state, "epoch": saved["epoch"], "best": saved.get("best")}
+        history = [h for h in history if h.get("epoch", 0) <= state.get("epoch", 0)]
+        return state, history
 
     def remove(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)

@@ -7,6 +7,7 @@ The public entry points are :func:`prepare` (data, splits, vocabulary, head),
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 import time
@@ -54,6 +55,10 @@ class Prepared:
         return getattr(self.head, "chunked", 0)
 
 
+class NonFiniteError(SeqkitError):
+    """Training stopped: the loss (or a validation loss, or the weights) stopped being finite."""
+
+
 def seed_everything(seed: int, deterministic: bool) -> None:
     """Seed Python, NumPy and TensorFlow; optionally make TF ops deterministic."""
     import keras
@@ -62,6 +67,56 @@ def seed_everything(seed: int, deterministic: bool) -> None:
     keras.utils.set_random_seed(seed)
     if deterministic:
         tf.config.experimental.enable_op_determinism()
+
+
+def seed_generators(model) -> list:
+    """Every ``keras.random.SeedGenerator`` of ``model``'s layers (nested models, wrappers and
+    RNN cells included), in layer-traversal order, each once.
+
+    These hold the state dropout masks are drawn from (``Dropout``, a cell's ``dropout`` and
+    ``recurrent_dropout``, :class:`~seqkit.layers.fused_lstm.FusedLSTM`'s input mask). Keras
+    3.15 does not save it in ``.keras`` files: a loaded layer starts from a fresh random seed
+    and counter 0.
+    """
+    out, seen = [], set()
+    for layer in model._flatten_layers(include_self=True, recursive=True):
+        for sg in getattr(layer, "_seed_generators", ()):
+            if id(sg) not in seen:
+                seen.add(id(sg))
+                out.append(sg)
+    return out
+
+
+def epoch_seed(seed: int, epoch: int, *stream: int) -> int:
+    """A 31-bit seed that depends only on ``(seed, epoch, *stream)`` (NumPy ``SeedSequence``)."""
+    import numpy as np
+
+    return int(np.random.SeedSequence([seed % 2 ** 32, epoch, *stream]).generate_state(1)[0]) & 0x7FFFFFFF
+
+
+def reseed_epoch(model, seed: int, epoch: int) -> None:
+    """Make epoch ``epoch``'s randomness a function of ``(seed, epoch)`` alone.
+
+    Sets the state of every seed generator of ``model`` (:func:`seed_generators`; the
+    ``i``-th gets ``[epoch_seed(seed, epoch, 1, i), 0]``), of Keras's global seed generator
+    if one exists, and the Python and NumPy global generators. Called at the start of
+    every epoch, it makes ``--resume`` exact with dropout on: the seed generators' state is
+    not in the checkpoint, and need not be. TensorFlow's global generator is not reseeded:
+    Keras's TensorFlow backend draws only stateless random ops from seed generators.
+    """
+    import random
+
+    import numpy as np
+    from keras.src.backend.common import global_state
+    from keras.src.random.seed_generator import GLOBAL_SEED_GENERATOR
+
+    for i, sg in enumerate(seed_generators(model)):
+        sg.state.assign(np.array([epoch_seed(seed, epoch, 1, i), 0], dtype=sg.state.dtype))
+    glob = global_state.get_global_attribute(GLOBAL_SEED_GENERATOR)
+    if glob is not None:
+        glob.state.assign(np.array([epoch_seed(seed, epoch, 2), 0], dtype=glob.state.dtype))
+    random.seed(epoch_seed(seed, epoch, 3))
+    np.random.seed(epoch_seed(seed, epoch, 4))
 
 
 def prepare(recipe: Recipe, vocab: Vocabulary | None = None, *, run_dir: str | None = None,
@@ -149,27 +204,66 @@ def count_parameters(model) -> dict:
     return out
 
 
+def _finite_weights(model) -> bool:
+    import numpy as np
+
+    return all(np.isfinite(w.numpy()).all() for w in model.trainable_weights)
+
+
 def _callback_class():
     import keras
 
     class RunCheckpoint(keras.callbacks.Callback):
-        """Each epoch: save last.keras (+ optimizer), keep the best as model.keras, log history."""
+        """Each epoch: save last.keras (+ optimizer), keep the best as model.keras, log history.
 
-        def __init__(self, run: RunDir, monitor: str, best, history: list, t0: float):
+        A non-finite training loss (checked after every batch), validation loss, monitored
+        value or weight (checked at the epoch's end, before anything is saved) stops training
+        with :class:`NonFiniteError`; the files of the last finished epoch stay as they were.
+        """
+
+        def __init__(self, run: RunDir, monitor: str, best, history: list, t0: float, advice: str = ""):
             super().__init__()
             self.run, self.monitor, self.best, self.history, self.t0 = run, monitor, best, history, t0
+            self.advice = advice
             self.epochs_done = 0
             self.on_first_checkpoint = None  # called once the first epoch is saved (staging -> run)
+            self.epoch, self.steps = 0, 0
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self.epoch, self.steps = epoch, 0
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.steps = batch + 1
+            loss = (logs or {}).get("loss")
+            if loss is not None and not math.isfinite(float(loss)):
+                self._stop(f"the training loss became {float(loss)} at epoch {self.epoch + 1}, "
+                           f"step {batch + 1} (batch {batch + 1} of the epoch)")
+
+        def _stop(self, what: str):
+            kept = (f"Nothing was saved for epoch {self.epoch + 1}; the run keeps epoch {self.epoch}'s "
+                    f"checkpoint ({LAST}, {BEST}), which `seqkit train --resume` continues from"
+                    if self.epoch else "No epoch had finished, so nothing is kept")
+            raise NonFiniteError(f"training stopped: {what}. {kept}. {self.advice}")
 
         def on_epoch_end(self, epoch, logs=None):
             logs = {k: float(v) for k, v in (logs or {}).items()}
-            atomic_save_model(self.model, self.run.file(LAST))
+            checked = [k for k in logs if k == self.monitor or k.endswith("loss") or k.endswith("cross_entropy")]
+            for k in checked:
+                if not math.isfinite(logs[k]):
+                    self._stop(f"{k} is {logs[k]} at the end of epoch {epoch + 1} (after step {self.steps})")
+            if not _finite_weights(self.model):
+                self._stop(f"the weights hold NaN or infinite values at the end of epoch {epoch + 1} "
+                           f"(after step {self.steps})")
             value = logs.get(self.monitor)
             improved = value is not None and (self.best is None or value < self.best)
             if improved:
                 self.best = value
                 atomic_save_model(self.model, self.run.file(BEST))
             self.history.append({"epoch": epoch + 1, **logs, "seconds": round(time.time() - self.t0, 1)})
+            # last.keras carries its epoch, best and history: the checkpoint is the commit point a
+            # resume starts from even if the process dies before history.json / state.json follow
+            atomic_save_model(self.model, self.run.file(LAST), state={
+                "epoch": epoch + 1, "best": self.best, "monitor": self.monitor, "history": self.history})
             atomic_write_json(self.run.file(HISTORY), self.history)
             atomic_write_json(self.run.file(STATE), {"epoch": epoch + 1, "best": self.best,
                                                      "monitor": self.monitor, "status": "running"})
@@ -178,6 +272,22 @@ def _callback_class():
                 self.on_first_checkpoint()
 
     return RunCheckpoint
+
+
+def _epoch_seeds_class():
+    import keras
+
+    class EpochSeeds(keras.callbacks.Callback):
+        """At the start of each epoch, :func:`reseed_epoch` from ``(seed, epoch)``."""
+
+        def __init__(self, seed: int):
+            super().__init__()
+            self.seed = seed
+
+        def on_epoch_begin(self, epoch, logs=None):
+            reseed_epoch(self.model, self.seed, epoch)
+
+    return EpochSeeds
 
 
 def _early_stopping_class():
@@ -193,14 +303,21 @@ def _early_stopping_class():
 
         def on_train_begin(self, logs=None):
             super().on_train_begin(logs)
+            self.replay()
+
+        def replay(self) -> bool:
+            """Replay ``past`` (on_epoch_end's bookkeeping; no baseline, no restore). Returns
+            whether the uninterrupted run stopped after the last of those epochs."""
+            self.wait, self.best = 0, None
             if self.monitor_op is None:
                 self._set_monitor_op()
-            for value in self.past:  # on_epoch_end's bookkeeping (no baseline, no restore)
+            for value in self.past:
                 if value is None:
                     continue
                 self.wait += 1
                 if self._is_improvement(value, self.best):
                     self.best, self.wait = value, 0
+            return len(self.past) > 1 and self.wait >= self.patience
 
     return ResumableEarlyStopping
 
@@ -262,9 +379,8 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
         run.check(need_model=False)
         if not os.path.isfile(run.file(LAST)):
             raise RunDirError(f"{run_path}: nothing to resume (no {LAST}: no epoch finished).")
-        state = run.state()
-        history = run.history()  # a damaged file is named (RunDirError), not a KeyError later
-        if state.get("epoch", 0) >= t.epochs:
+        state, history = run.resume_point()  # what last.keras itself records (see RunDir.resume_point)
+        if state.get("epoch", 0) >= t.epochs and state.get("status") == "finished":
             raise RunDirError(f"{run_path}: already trained for {state['epoch']} of {t.epochs} epochs. "
                               f"To train longer: seqkit train --resume {run_path} "
                               f"--set training.epochs=N.")
@@ -300,8 +416,14 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
                      f"replicas; replicas get unequal shares of each batch.")
 
     t0 = time.time()
-    ckpt = _callback_class()(out, monitor, state.get("best"), history, t0)
-    callbacks = [ckpt, keras.callbacks.TensorBoard(out.file(LOGS), profile_batch=0)]
+    ckpt = _callback_class()(out, monitor, state.get("best"), history, t0, advice=_nonfinite_advice(recipe))
+    # epoch n's dropout masks depend on (seed, n) only, so a resumed run draws what the
+    # uninterrupted one drew (the seed generators' state is not in last.keras)
+    callbacks = [_epoch_seeds_class()(recipe.seed), ckpt,
+                 keras.callbacks.TensorBoard(out.file(LOGS), profile_batch=0)]
+    # a run killed after its last epoch's checkpoint (in the final evaluation, or after early
+    # stopping's last epoch) only finishes: it trains no further epoch
+    train_more = state.get("epoch", 0) < t.epochs
     if t.diagnostics:  # gradient norms into the epoch's logs, before ckpt writes history.json
         from seqkit import grad_stats
 
@@ -310,9 +432,12 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
         # a resumed run starts from the patience count and best value its epochs so far left, so
         # it stops where the uninterrupted run would (a fresh EarlyStopping forgot both)
         done = [h.get(monitor) for h in history if h.get("epoch", 0) <= state.get("epoch", 0)]
-        callbacks.append(_early_stopping_class()(
+        stopper = _early_stopping_class()(
             monitor=monitor, mode="min", patience=t.early_stopping.patience,
-            min_delta=t.early_stopping.min_delta, past=done))
+            min_delta=t.early_stopping.min_delta, past=done)
+        callbacks.append(stopper)
+        if resume and state.get("status") != "finished" and stopper.replay():
+            train_more = False
     if t.distribute.backup:
         backup = (run.file("backup") if dist.is_chief else os.path.join(
             tempfile.gettempdir(), f"seqkit-backup-{recipe.name}-{dist.worker.replace(' ', '')}"))
@@ -333,9 +458,10 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
             from seqkit.plugins import write_provenance
 
             write_provenance(out.path, recipe)  # plugins.json: what a reload needs, named
-        model.fit(train_ds, validation_data=valid_ds, epochs=t.epochs, initial_epoch=state.get("epoch", 0),
-                  steps_per_epoch=t.steps_per_epoch, callbacks=callbacks, verbose=verbose,
-                  shuffle=False)
+        if train_more:
+            model.fit(train_ds, validation_data=valid_ds, epochs=t.epochs, initial_epoch=state.get("epoch", 0),
+                      steps_per_epoch=t.steps_per_epoch, callbacks=callbacks, verbose=verbose,
+                      shuffle=False)
         if stage is not None and not stage.promoted:
             stage.promote(callbacks, run)
     except KeyboardInterrupt:
@@ -350,8 +476,11 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
         raise SeqkitError(f"interrupted; {st['epoch']} epochs are saved. Continue with "
                           f"`seqkit train --resume {run_path}`.")
     except BaseException as exc:
+        discarded = stage is not None and not stage.promoted  # failed before its first epoch
         if stage is not None:
             stage.discard()  # nothing once promoted: the run keeps its saved epochs
+        if not discarded and dist.is_chief and isinstance(exc, Exception) and (resume or ckpt.epochs_done):
+            _mark_failed(out, exc)
         if dist.replicas > 1 and _is_peer_failure(exc):
             raise SeqkitError(f"distributed training stopped: a worker or device stopped answering "
                               f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]}). Restart every "
@@ -382,6 +511,27 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
     st["status"] = "finished"
     atomic_write_json(run.file(STATE), st)
     return metrics
+
+
+def _nonfinite_advice(recipe: Recipe) -> str:
+    """The usual fixes for a loss that became NaN or infinite, with the recipe's settings."""
+    t = recipe.training
+    clip = (f"lower training.clipnorm (now {t.clipnorm:g})" if t.clipnorm else
+            "set training.clipnorm (e.g. 1.0: clip the gradients by global norm)")
+    return (f"Usual fixes: lower training.learning_rate (now {t.learning_rate:g}); {clip}; or check "
+            f"the cell (model.cell: {recipe.model.cell}) for an operation that overflows or divides "
+            f"by zero.")
+
+
+def _mark_failed(run: RunDir, exc: BaseException) -> None:
+    """Record in ``state.json`` that training stopped on ``exc`` (``"status": "failed"``)."""
+    try:
+        st = run.state()
+        st["status"] = "failed"
+        st["reason"] = str(exc) if isinstance(exc, SeqkitError) else f"{type(exc).__name__}: {exc}"
+        atomic_write_json(run.file(STATE), st)
+    except Exception:  # noqa: BLE001  (never hide the error that stopped training)
+        pass
 
 
 def _build_from_local_batch(model, train_ds, strategy) -> None:

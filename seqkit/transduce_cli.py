@@ -11,10 +11,9 @@ the line; symbols never seen in training are read as ``[UNK]`` and counted
 
 from __future__ import annotations
 
-import json
-
 from seqkit import log
 from seqkit.errors import SeqkitError
+from seqkit.rundir import strict_json
 
 
 def read_sources(text: str, name: str, head) -> list[tuple[str, str]]:
@@ -63,7 +62,7 @@ def format_pair(res: dict, fmt: str) -> str:
     """``text``: one line per hypothesis, ``input<TAB>rank<TAB>score<TAB>symbols`` (rank from 1);
     ``jsonl``: the dict as one JSON line."""
     if fmt == "jsonl":
-        return json.dumps(res, ensure_ascii=False)
+        return strict_json(res, ensure_ascii=False)
     return "\n".join(f"{res['input']}\t{k}\t{h['score']:.4f}\t{' '.join(h['output'])}"
                      for k, h in enumerate(res["hypotheses"], start=1))
 

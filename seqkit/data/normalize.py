@@ -14,7 +14,7 @@ import os
 
 import numpy as np
 
-from seqkit.errors import RunDirError
+from seqkit.errors import DataError, RunDirError
 
 
 class FrameNormalizer:
@@ -34,8 +34,18 @@ class FrameNormalizer:
 
     @classmethod
     def fit(cls, sequences: list) -> "FrameNormalizer":
-        """Fit on a list of ``[T_i, D]`` arrays (all frames pooled)."""
+        """Fit on a list of ``[T_i, D]`` arrays (all frames pooled).
+
+        Raises:
+            DataError: a frame value is NaN or infinite (training would only produce NaN).
+        """
         allf = np.concatenate([np.asarray(s, "float64") for s in sequences], axis=0)
+        bad = ~np.isfinite(allf)
+        if bad.any():
+            cols = np.flatnonzero(bad.any(axis=0))
+            raise DataError(f"data: {int(bad.sum())} frame values of the training split are NaN or "
+                            f"infinite (features {', '.join(map(str, cols[:10].tolist()))}"
+                            f"{', ...' if len(cols) > 10 else ''}); clean or drop those frames.")
         mean, std = allf.mean(axis=0), allf.std(axis=0)
         return cls(mean, np.where(std < 1e-8, 1.0, std))
 
@@ -46,7 +56,7 @@ class FrameNormalizer:
     def save(self, path: str) -> None:
         tmp = path + ".tmp"
         with open(tmp, "w", encoding="utf-8") as f:
-            json.dump({"mean": self.mean.tolist(), "std": self.std.tolist()}, f)
+            json.dump({"mean": self.mean.tolist(), "std": self.std.tolist()}, f, allow_nan=False)
         os.replace(tmp, path)
 
     @classmethod

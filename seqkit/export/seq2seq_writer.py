@@ -18,11 +18,11 @@ the decoder steps).
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 
 from seqkit.errors import SeqkitError
+from seqkit.rundir import strict_json
 
 ARTEFACT = "encoder_decoder"
 
@@ -140,9 +140,9 @@ def export_seq2seq(prep, model, out: str, *, fmt: str, quantize: str, tolerance:
             with open(os.path.join(tmp, "model.tflite"), "wb") as f:
                 f.write(data)
         with open(os.path.join(tmp, "metadata.json"), "w", encoding="utf-8") as f:
-            json.dump(meta, f, indent=1, ensure_ascii=False)
+            f.write(strict_json(meta, indent=1, ensure_ascii=False))
         prep.head.vocab.save(os.path.join(tmp, "vocab.json"))
         prep.head.target_vocab.save(os.path.join(tmp, "target_vocab.json"))
         with open(os.path.join(tmp, "parity.json"), "w", encoding="utf-8") as f:
-            json.dump(report, f, indent=2)
+            f.write(strict_json(report, indent=2))
     return report

@@ -26,12 +26,12 @@ Viterbi at the end of each sequence.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 
 from seqkit import log
 from seqkit.errors import SeqkitError
+from seqkit.rundir import strict_json
 
 FORMATS = ("tflite", "saved_model", "all")
 DEFAULT_TOLERANCE = {"none": 1e-4, "float16": None, "dynamic-range": None}
@@ -344,14 +344,14 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
         if fmt == "tflite":
             shutil.rmtree(sm_dir)
         with open(os.path.join(tmp, "metadata.json"), "w", encoding="utf-8") as f:
-            json.dump(meta, f, indent=1, ensure_ascii=False)
+            f.write(strict_json(meta, indent=1, ensure_ascii=False))
         if prep.vocab is not None:
             prep.vocab.save(os.path.join(tmp, "vocab.json"))
         if "labels" in meta:
             with open(os.path.join(tmp, "labels.json"), "w", encoding="utf-8") as f:
-                json.dump(meta["labels"], f, ensure_ascii=False)
+                f.write(strict_json(meta["labels"], ensure_ascii=False))
         with open(os.path.join(tmp, "parity.json"), "w", encoding="utf-8") as f:
-            json.dump(report, f, indent=2)
+            f.write(strict_json(report, indent=2))
     return report
 
 

@@ -1,0 +1,220 @@
+"""``--resume`` is exact with dropout on: a run killed (``kill -9``) in an epoch and resumed
+writes the history and metrics of the uninterrupted run, bit for bit (timings aside), for every
+head. Keras does not save dropout seed generators' state, so each epoch reseeds them from
+``(seed, epoch)``; the checkpoint carries its own epoch, so a kill between files is harmless."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+from tests.conftest import make_recipe
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TIMING = {"seconds", "train_seconds"}
+
+
+def untimed(obj):
+    """``obj`` without wall-clock fields (``seconds`` per epoch, ``train_seconds``)."""
+    if isinstance(obj, dict):
+        return {k: untimed(v) for k, v in obj.items() if k not in TIMING}
+    if isinstance(obj, list):
+        return [untimed(v) for v in obj]
+    return obj
+
+
+def run_files(run) -> dict:
+    return {name: untimed(json.load(open(os.path.join(run, name), encoding="utf-8")))
+            for name in ("history.json", "metrics.json")}
+
+
+def cli(args, cwd, **kw):
+    env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    return subprocess.run([sys.executable, "-m", "seqkit.cli", *args], cwd=str(cwd), env=env,
+                          capture_output=True, text=True, timeout=900, **kw)
+
+
+def epochs_in(path) -> list:
+    try:
+        return [h["epoch"] for h in json.load(open(path, encoding="utf-8"))]
+    except (OSError, ValueError):
+        return []
+
+
+def test_kill_9_in_epoch_2_then_resume_equals_the_uninterrupted_run(tmp_path):
+    """The issue's case: a seeded LM with ``model.dropout: 0.1`` killed in epoch 2."""
+    raw = make_recipe(data={"limit": 600}, model={"units": 32, "embedding_dim": 16, "dropout": 0.1},
+                      training={"epochs": 3, "batch_size": 8})
+    recipe = tmp_path / "lm.yaml"
+    recipe.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    straight = tmp_path / "straight"
+    res = cli(["train", str(recipe), "--run-dir", str(straight), "--quiet"], tmp_path)
+    assert res.returncode == 0, res.stderr
+    secs = [h["seconds"] for h in json.load(open(straight / "history.json"))]
+    epoch_2 = secs[1] - secs[0]
+
+    env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    mid_epoch = False
+    for attempt, share in enumerate((0.4, 0.15, 0.05)):
+        run = tmp_path / f"killed{attempt}"
+        proc = subprocess.Popen([sys.executable, "-m", "seqkit.cli", "train", str(recipe), "--run-dir", str(run),
+                                 "--quiet"], cwd=str(tmp_path), env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.time() + 600
+            while epochs_in(run / "history.json") != [1] and proc.poll() is None and time.time() < deadline:
+                time.sleep(0.01)
+            time.sleep(share * epoch_2)
+            proc.send_signal(signal.SIGKILL)
+        finally:
+            proc.kill()
+            proc.wait()
+        assert (run / "last.keras").exists(), "the run was killed before its first epoch finished"
+        mid_epoch = epochs_in(run / "history.json") == [1]
+        state = json.load(open(run / "state.json"))
+        assert state["status"] == "running"  # killed: nothing could mark it
+        res = cli(["train", "--resume", str(run), "--quiet"], tmp_path)
+        assert res.returncode == 0, res.stderr
+        assert run_files(run) == run_files(straight)
+        print(f"attempt {attempt}: killed {share:.0%} into epoch 2 ({epoch_2:.1f} s); mid-epoch: {mid_epoch}")
+        if mid_epoch:
+            break
+    assert mid_epoch, f"no kill landed inside epoch 2 (epoch 2 takes {epoch_2:.1f} s)"
+
+
+def small(head: str, epochs: int, tmp_path):
+    """A tiny seeded recipe for ``head`` with every dropout it has switched on."""
+    from seqkit.recipe import recipe_from_dict
+    from tests.test_export_seq2seq import WORDS
+    from tests.test_export_sequence import TAG_TRAIN, TS_HEAD, ts_case
+
+    training = {"epochs": epochs, "batch_size": 4, "early_stopping": None}
+    if head == "language_model":
+        raw = make_recipe(data={"limit": 60}, model={"units": 8, "embedding_dim": 8, "dropout": 0.3,
+                                                     "recurrent_dropout": 0.3},
+                          training={**training, "batch_size": 16})
+    elif head == "tagger":
+        (tmp_path / "tags.txt").write_text(TAG_TRAIN, encoding="utf-8")
+        raw = {"name": "tag", "seed": 3,
+               "data": {"source": "word_tag", "path": str(tmp_path / "tags.txt"), "max_length": 8,
+                        "split": {"valid": 0.2, "test": 0.2, "shuffle": True}},
+               "model": {"cell": "lstm", "units": 8, "embedding_dim": 6, "layers": 2, "dropout": 0.3,
+                         "recurrent_dropout": 0.2, "bidirectional": True},
+               "head": {"type": "tagger", "output_dropout": 0.3}, "training": training}
+    elif head == "acceptor":
+        (tmp_path / "train.ts").write_text(TS_HEAD + "".join(ts_case(i) for i in range(24)))
+        raw = {"name": "acc", "seed": 3,
+               "data": {"source": "ts", "train_path": str(tmp_path / "train.ts"), "max_length": 6,
+                        "split": {"valid": 0.2, "test": 0.2, "shuffle": True}},
+               "model": {"cell": "gru", "units": 8, "layers": 1, "bidirectional": True, "dropout": 0.3,
+                         "recurrent_dropout": 0.3},
+               "head": {"type": "acceptor", "pooling": "mean", "output_dropout": 0.3}, "training": training}
+    else:
+        (tmp_path / "tiny.dict").write_text("\n".join(f"{w} {p}" for w, p in WORDS.items()) + "\n",
+                                            encoding="utf-8")
+        raw = {"name": "g2p", "seed": 3,
+               "data": {"source": "cmudict", "path": str(tmp_path / "tiny.dict"), "max_length": 6,
+                        "split": {"valid": 0.2, "test": 0.2, "shuffle": True}},
+               "model": {"cell": "lstm", "units": 8, "embedding_dim": 8, "layers": 2, "bidirectional": True,
+                         "dropout": 0.3, "recurrent_dropout": 0.3},
+               "head": {"type": "seq2seq", "decoder_units": 8, "attention": "bahdanau"},
+               "training": {**training, "learning_rate": 0.02}}
+    return recipe_from_dict(raw)
+
+
+@pytest.mark.parametrize("head", ["language_model", "tagger", "acceptor", "seq2seq"])
+def test_resume_after_one_epoch_equals_two_epochs_straight(head, tmp_path, keras):
+    from seqkit.train import train
+
+    straight, cut = str(tmp_path / "straight"), str(tmp_path / "cut")
+    train(small(head, 2, tmp_path), straight, verbose=0)
+    train(small(head, 1, tmp_path), cut, verbose=0)
+    train(small(head, 2, tmp_path), cut, resume=True, verbose=0)
+    assert run_files(cut) == run_files(straight)
+
+
+def test_dropout_masks_follow_seed_and_epoch_in_fresh_and_loaded_models(tmp_path, keras):
+    """Every seed generator is found (Dropout layers, both directions' cells) and a loaded model
+    gets the same states as the model it was saved from."""
+    from seqkit.train import load_model, prepare, compile_model, reseed_epoch, seed_generators
+
+    r = small("tagger", 1, tmp_path)
+    prep = prepare(r)
+    model = compile_model(prep)
+    gens = seed_generators(model)
+    # per layer: the input Dropout, forward + backward LSTM layers, each with its cell; + output dropout
+    assert len(gens) >= 2 * (1 + 2) + 1
+    model.save(str(tmp_path / "m.keras"))
+    loaded = load_model(str(tmp_path / "m.keras"))
+    for epoch in (0, 5):
+        reseed_epoch(model, 7, epoch)
+        reseed_epoch(loaded, 7, epoch)
+        a = [g.state.numpy().tolist() for g in seed_generators(model)]
+        assert a == [g.state.numpy().tolist() for g in seed_generators(loaded)]
+        assert len({s[0] for s in a}) == len(a) and all(s[1] == 0 for s in a)
+    reseed_epoch(model, 7, 6)
+    assert [g.state.numpy().tolist() for g in seed_generators(model)] != a
+
+
+def test_resume_trusts_the_checkpoint_over_state_files_that_lag(tmp_path, keras):
+    """Killed after last.keras was replaced but before history.json / state.json: the resume
+    starts after the checkpoint's epoch, not the state file's, and repeats no history entry."""
+    from seqkit.train import train
+
+    straight, run = str(tmp_path / "straight"), str(tmp_path / "run")
+    train(small("language_model", 3, tmp_path), straight, verbose=0)
+    train(small("language_model", 2, tmp_path), run, verbose=0)
+    hist = json.load(open(os.path.join(run, "history.json")))
+    with open(os.path.join(run, "history.json"), "w") as f:
+        json.dump(hist[:1], f)
+    with open(os.path.join(run, "state.json"), "w") as f:
+        json.dump({"epoch": 1, "best": hist[0]["val_cross_entropy"], "status": "running"}, f)
+    os.remove(os.path.join(run, "metrics.json"))
+    train(small("language_model", 3, tmp_path), run, resume=True, verbose=0)
+    assert run_files(run) == run_files(straight)
+
+
+def test_run_killed_in_its_final_evaluation_resumes_to_finish(tmp_path, keras):
+    from seqkit.errors import RunDirError
+    from seqkit.train import train
+
+    straight, run = str(tmp_path / "straight"), str(tmp_path / "run")
+    train(small("acceptor", 2, tmp_path), straight, verbose=0)
+    train(small("acceptor", 2, tmp_path), run, verbose=0)
+    os.remove(os.path.join(run, "metrics.json"))
+    state = json.load(open(os.path.join(run, "state.json")))
+    with open(os.path.join(run, "state.json"), "w") as f:
+        json.dump({**state, "status": "running"}, f)
+    train(small("acceptor", 2, tmp_path), run, resume=True, verbose=0)
+    assert run_files(run) == run_files(straight)
+    assert json.load(open(os.path.join(run, "state.json")))["status"] == "finished"
+    with pytest.raises(RunDirError, match="already trained for 2 of 2 epochs"):
+        train(small("acceptor", 2, tmp_path), run, resume=True, verbose=0)
+
+
+def test_run_killed_after_early_stopping_resumes_to_finish_without_training(tmp_path, keras):
+    """Early stopping ended the run after epoch 5 of 8 and the process died before metrics.json:
+    the resume trains no sixth epoch (the straight run did not), it only finishes."""
+    from seqkit.recipe import recipe_from_dict
+    from seqkit.train import train
+
+    r = recipe_from_dict(make_recipe(data={"limit": 120}, model={"cell": "gru", "units": 16},
+                                     training={"epochs": 8, "learning_rate": 0.05, "steps_per_epoch": 3,
+                                               "early_stopping": {"patience": 2}}))
+    straight, run = str(tmp_path / "straight"), str(tmp_path / "run")
+    train(r, straight, verbose=0)
+    train(r, run, verbose=0)
+    stopped = len(json.load(open(os.path.join(run, "history.json"))))
+    assert stopped < 8
+    os.remove(os.path.join(run, "metrics.json"))
+    state = json.load(open(os.path.join(run, "state.json")))
+    with open(os.path.join(run, "state.json"), "w") as f:
+        json.dump({**state, "status": "running"}, f)
+    train(r, run, resume=True, verbose=0)
+    assert run_files(run) == run_files(straight)
+    assert json.load(open(os.path.join(run, "state.json"))) == {**state, "status": "finished"}
