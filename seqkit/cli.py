@@ -157,8 +157,12 @@ def _format_metrics(m: dict, head=None) -> str:
 @click.option("--split", type=click.Choice(["test", "valid", "train"]), default="test", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the metrics as JSON.")
 @click.option("--confusion-matrix", is_flag=True, help="Also report the confusion matrix (acceptor, tagger).")
+@click.option("--dynamic", is_flag=True, help="Language model, data.layout stream: also report dynamic "
+              "evaluation (an SGD step on each chunk after scoring it; the run's files are not changed).")
+@click.option("--dynamic-lr", type=click.FloatRange(min=0, min_open=True),
+              help="SGD step size of --dynamic [default: recipe evaluation.dynamic_lr].")
 @_common
-def evaluate(run_dir, split, as_json, confusion_matrix):
+def evaluate(run_dir, split, as_json, confusion_matrix, dynamic=False, dynamic_lr=None):
     """Evaluate a trained run on a held-out split (LM: cross-entropy, perplexity; acceptor:
     accuracy, macro-F1; tagger: token accuracy, per-tag P/R/F1, entity F1 for BIO/BIOES)."""
     from seqkit.rundir import METRICS, read_json
@@ -170,14 +174,22 @@ def evaluate(run_dir, split, as_json, confusion_matrix):
     if confusion_matrix and hasattr(prep.head.options, "confusion_matrix"):
         prep.head.options.confusion_matrix = True
     res = evaluate_model(prep, model, split)
+    if dynamic or dynamic_lr is not None:
+        if not getattr(prep.head, "stream", False):
+            raise SeqkitError(f"{run_dir}: --dynamic needs a language model trained with "
+                              f"data.layout: stream.")
+        res = {"static": res, "dynamic": prep.head.evaluate_dynamic(model, prep.splits[split], dynamic_lr)}
+        res["dynamic"]["learning_rate"] = dynamic_lr or prep.recipe.evaluation.dynamic_lr
     baselines = (read_json(os.path.join(run_dir, METRICS), default={}) or {}).get("baselines", {})
     if as_json:
         click.echo(json.dumps({"split": split, **res, "baselines": baselines}, indent=2))
         return
-    figs = prep.head.format_metrics(res)
-    click.echo(f"{split} ({len(prep.splits[split])} examples): {figs[0]}")
-    for line in figs[1:]:
-        click.echo(line)
+    for label, figures in (res.items() if "dynamic" in res else [(None, res)]):
+        figs = prep.head.format_metrics(figures)
+        tag = f" {label}" if label else ""
+        click.echo(f"{split}{tag} ({len(prep.splits[split])} examples): {figs[0]}")
+        for line in figs[1:]:
+            click.echo(line)
     for name, per_split in baselines.items():
         if isinstance(per_split, dict) and split in per_split:
             click.echo("\n".join(_format_baseline(name, {split: per_split[split]})))

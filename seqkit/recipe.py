@@ -47,6 +47,9 @@ class DataConfig(BaseModel):
     limit: Optional[int] = Field(None, gt=0)
     split: SplitConfig = SplitConfig()
     bucket: bool = True
+    # language_model head: "line" trains on independent lines; "stream" on one token stream
+    # read in training.bptt-step chunks with the state carried (truncated BPTT, seqkit.data.stream)
+    layout: Literal["line", "stream"] = "line"
 
 
 class ModelConfig(BaseModel):
@@ -99,6 +102,7 @@ class TrainingConfig(BaseModel):
     deterministic: bool = True
     jit_compile: bool = False
     distribute: DistributeConfig = DistributeConfig()
+    bptt: Optional[int] = Field(None, gt=1)  # data.layout stream: steps per chunk (default 128)
 
 
 class DecodingConfig(BaseModel):
@@ -116,6 +120,14 @@ class DecodingConfig(BaseModel):
     n_best: int = Field(1, gt=0)
 
 
+class EvaluationConfig(BaseModel):
+    """``evaluation``: dynamic evaluation (``seqkit evaluate --dynamic``, data.layout stream)."""
+
+    model_config = ConfigDict(extra="forbid")
+    dynamic_lr: float = Field(0.1, gt=0.0)  # SGD step size on each scored chunk's mean loss
+    dynamic_chunk: int = Field(20, gt=0)    # tokens per scored-then-adapted chunk
+
+
 class RecipeModel(BaseModel):
     """The whole recipe; unknown top-level keys are refused."""
 
@@ -128,6 +140,7 @@ class RecipeModel(BaseModel):
     head: HeadConfig = HeadConfig()
     training: TrainingConfig = TrainingConfig()
     decoding: DecodingConfig = DecodingConfig()
+    evaluation: EvaluationConfig = EvaluationConfig()
 
 
 @dataclass

@@ -290,8 +290,10 @@ def train(recipe: Recipe, run_path: str, *, resume: bool = False, overwrite: boo
         callbacks.append(keras.callbacks.BackupAndRestore(backup))
     if t.distribute.strategy != "none":
         _build_from_local_batch(model, train_ds, dist.strategy)
+    # data.layout stream: the language model's truncated-BPTT loop takes fit's place
+    fit = prep.head.fit_stream(model) if getattr(prep.head, "stream", False) else model.fit
     try:
-        model.fit(train_ds, validation_data=valid_ds, epochs=t.epochs, initial_epoch=state.get("epoch", 0),
+        fit(train_ds, validation_data=valid_ds, epochs=t.epochs, initial_epoch=state.get("epoch", 0),
                   steps_per_epoch=t.steps_per_epoch, callbacks=callbacks, verbose=verbose,
                   shuffle=False)
     except KeyboardInterrupt:
