@@ -65,12 +65,21 @@ class StreamRunner:
 
         return [tf.zeros([batch_size, n], tf.float32) for n in self.state_sizes()]
 
-    def forward(self, tokens, states, training: bool = False):
+    def forward(self, tokens, states, training: bool = False, truncate: bool = True):
         """One chunk: ``(tokens [B, T] int32, states) -> (logits [B, T, V] float32, new states)``.
 
         ``states`` / new states: the flat list of :meth:`zero_states`' layout.
+        ``truncate``: stop the gradient at the initial states (truncated BPTT), so that
+        even under one enclosing tape no gradient reaches earlier chunks.
         """
-        x = self.embedding(tokens)
+        return self.forward_embedded(self.embedding(tokens), states, training, truncate)
+
+    def forward_embedded(self, x, states, training: bool = False, truncate: bool = True):
+        """:meth:`forward` from the embedded tokens ``x [B, T, E]`` float32 (no padding mask)."""
+        import tensorflow as tf
+
+        if truncate:
+            states = [tf.stop_gradient(s) for s in states]
         new, k = [], 0
         for layer, drop, n in zip(self.layers, self.dropouts, self.counts):
             if drop is not None:
