@@ -235,6 +235,11 @@ class LanguageModelHead(Head):
         out["bits_per_token"] = out["cross_entropy"] / math.log(2.0)
         return out
 
+    def format_metrics(self, figures):
+        """``name value`` pairs; counts (the stream layout's ``tokens``) print as integers."""
+        return [", ".join(f"{k} {v}" if isinstance(v, int) else f"{k} {v:.4f}"
+                          for k, v in figures.items() if isinstance(v, (int, float)))]
+
     def baselines(self, prep):
         """Per-token perplexity of interpolated absolute-discounting n-gram models (n = 1, 3, 5),
         trained on the train split with the same vocabulary, and of the compressors ``xz -9e``,
