@@ -173,3 +173,10 @@ def test_resume_at_epoch_boundary_equals_straight_through(tmp_path, keras):
     raw["training"]["epochs"] = 2
     resumed = train(recipe_from_dict(raw), str(tmp_path / "b"), resume=True, verbose=0)
     assert resumed["valid"]["cross_entropy"] == pytest.approx(straight["valid"]["cross_entropy"], abs=1e-5)
+
+
+def test_steps_per_epoch_walks_on_through_the_stream():
+    data = StreamData(batchify(np.arange(26) + 10, 2), 4)  # 3 chunks
+    firsts = [[int(x[0, 0]) for x, _ in data.epoch_chunks(e, 2)] for e in range(3)]
+    assert firsts == [[10, 14], [18, 10], [14, 18]]
+    assert len(data.epoch_chunks(0, None)) == len(data.epoch_chunks(5, 9)) == 3

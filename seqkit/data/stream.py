@@ -133,3 +133,13 @@ class StreamData:
 
     def __iter__(self):
         return stream_chunks(self.columns, self.bptt)
+
+    def epoch_chunks(self, epoch: int, steps: int | None = None):
+        """The chunks of pass ``epoch`` (0-based): all of them in order, or with ``steps``
+        (``training.steps_per_epoch``) the ``steps`` chunks after the previous passes' ones,
+        wrapping round at the end of the stream (each pass still starts from zero states)."""
+        chunks = list(self)
+        if steps is None or steps >= len(chunks):
+            return chunks
+        first = (epoch * steps) % len(chunks)
+        return [chunks[(first + j) % len(chunks)] for j in range(steps)]

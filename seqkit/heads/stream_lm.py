@@ -216,7 +216,9 @@ def fit_stream(model, train, *, validation_data=None, epochs: int, initial_epoch
         callbacks: Keras callbacks; they get ``loss``, ``cross_entropy``,
             ``perplexity``, ``accuracy`` and the same with ``val_`` each epoch, and
             ``model.stop_training`` is honoured (early stopping).
-        steps_per_epoch: at most this many chunks per epoch (None: all).
+        steps_per_epoch: this many chunks per epoch, continuing through the stream from
+            one epoch to the next (:meth:`~seqkit.data.stream.StreamData.epoch_chunks`;
+            None: the whole stream every epoch).
 
     Returns:
         The list of epoch logs.
@@ -245,15 +247,13 @@ def fit_stream(model, train, *, validation_data=None, epochs: int, initial_epoch
     model.stop_training = False
     cbs.on_train_begin()
     history, logs = [], {}
-    n_chunks = len(train) if steps_per_epoch is None else min(len(train), steps_per_epoch)
     for epoch in range(initial_epoch, epochs):
         t0 = time.time()
         cbs.on_epoch_begin(epoch)
         states = runner.zero_states(train.batch_size)
         tot = np.zeros(3)
-        for b, (x, y) in enumerate(train):
-            if b >= n_chunks:
-                break
+        chunks = train.epoch_chunks(epoch, steps_per_epoch)
+        for b, (x, y) in enumerate(chunks):
             cbs.on_train_batch_begin(b)
             s, n, c, states = step(tf.constant(x), tf.constant(y), states)
             tot += [float(s), float(n), float(c)]
@@ -266,7 +266,7 @@ def fit_stream(model, train, *, validation_data=None, epochs: int, initial_epoch
             logs.update({f"val_{k}": v[k] for k in ("cross_entropy", "perplexity", "accuracy")})
             logs["val_loss"] = v["cross_entropy"]
         if verbose:
-            log.info(f"epoch {epoch + 1}/{epochs}: {n_chunks} chunks of {train.batch_size}x{train.bptt}, "
+            log.info(f"epoch {epoch + 1}/{epochs}: {len(chunks)} chunks of {train.batch_size}x{train.bptt}, "
                      f"{time.time() - t0:.1f} s; " + ", ".join(f"{k} {v:.4f}" for k, v in logs.items()))
         cbs.on_epoch_end(epoch, logs)
         history.append(logs)
