@@ -179,8 +179,12 @@ def _format_metrics(m: dict, head=None) -> str:
 @click.option("--confusion-matrix", is_flag=True, help="Also report the confusion matrix (acceptor, tagger).")
 @click.option("--out", type=click.Path(dir_okay=False),
               help="Also draw the row-normalised confusion matrix into this PNG (+ a .json beside it).")
+@click.option("--dynamic", is_flag=True, help="Language model, data.layout stream: also report dynamic "
+              "evaluation (an SGD step on each chunk after scoring it; the run's files are not changed).")
+@click.option("--dynamic-lr", type=click.FloatRange(min=0, min_open=True),
+              help="SGD step size of --dynamic [default: recipe evaluation.dynamic_lr].")
 @_common
-def evaluate(run_dir, split, as_json, confusion_matrix, out):
+def evaluate(run_dir, split, as_json, confusion_matrix, out, dynamic=False, dynamic_lr=None):
     """Evaluate a trained run on a held-out split (LM: cross-entropy, perplexity; acceptor:
     accuracy, macro-F1; tagger: token accuracy, per-tag P/R/F1, entity F1 for BIO/BIOES)."""
     from seqkit.rundir import METRICS, read_json
@@ -192,6 +196,12 @@ def evaluate(run_dir, split, as_json, confusion_matrix, out):
     if (confusion_matrix or out) and hasattr(prep.head.options, "confusion_matrix"):
         prep.head.options.confusion_matrix = True
     res = evaluate_model(prep, model, split)
+    if dynamic or dynamic_lr is not None:
+        if not getattr(prep.head, "stream", False):
+            raise SeqkitError(f"{run_dir}: --dynamic needs a language model trained with "
+                              f"data.layout: stream.")
+        res = {"static": res, "dynamic": prep.head.evaluate_dynamic(model, prep.splits[split], dynamic_lr)}
+        res["dynamic"]["learning_rate"] = dynamic_lr or prep.recipe.evaluation.dynamic_lr
     if out:
         from seqkit.diagnose_cli import confusion_picture
 
@@ -205,10 +215,12 @@ def evaluate(run_dir, split, as_json, confusion_matrix, out):
 
         click.echo(strict_json({"split": split, **res, "baselines": baselines}, indent=2))
         return
-    figs = prep.head.format_metrics(res)
-    click.echo(f"{split} ({len(prep.splits[split])} examples): {figs[0]}")
-    for line in figs[1:]:
-        click.echo(line)
+    for label, figures in (res.items() if "dynamic" in res else [(None, res)]):
+        figs = prep.head.format_metrics(figures)
+        tag = f" {label}" if label else ""
+        click.echo(f"{split}{tag} ({len(prep.splits[split])} examples): {figs[0]}")
+        for line in figs[1:]:
+            click.echo(line)
     for name, per_split in baselines.items():
         if isinstance(per_split, dict) and split in per_split:
             click.echo("\n".join(_format_baseline(name, {split: per_split[split]})))

@@ -49,6 +49,9 @@ class DataConfig(BaseModel):
     limit: Optional[int] = Field(None, gt=0)
     split: SplitConfig = SplitConfig()
     bucket: bool = True
+    # language_model head: "line" trains on independent lines; "stream" on one token stream
+    # read in training.bptt-step chunks with the state carried (truncated BPTT, seqkit.data.stream)
+    layout: Literal["line", "stream"] = "line"
 
 
 class ModelConfig(BaseModel):
@@ -102,6 +105,7 @@ class TrainingConfig(BaseModel):
     jit_compile: bool = False
     diagnostics: bool = False  # per-epoch gradient norm / clipping fraction in history.json
     distribute: DistributeConfig = DistributeConfig()
+    bptt: Optional[int] = Field(None, gt=1)  # data.layout stream: steps per chunk (default 128)
 
 
 class DecodingConfig(BaseModel):
@@ -119,6 +123,14 @@ class DecodingConfig(BaseModel):
     n_best: int = Field(1, gt=0)
 
 
+class EvaluationConfig(BaseModel):
+    """``evaluation``: dynamic evaluation (``seqkit evaluate --dynamic``, data.layout stream)."""
+
+    model_config = ConfigDict(extra="forbid")
+    dynamic_lr: float = Field(0.1, gt=0.0)  # SGD step size on each scored chunk's mean loss
+    dynamic_chunk: int = Field(20, gt=0)    # tokens per scored-then-adapted chunk
+
+
 class RecipeModel(BaseModel):
     """The whole recipe; unknown top-level keys are refused."""
 
@@ -131,6 +143,7 @@ class RecipeModel(BaseModel):
     head: HeadConfig = HeadConfig()
     training: TrainingConfig = TrainingConfig()
     decoding: DecodingConfig = DecodingConfig()
+    evaluation: EvaluationConfig = EvaluationConfig()
 
     @field_validator("name")
     @classmethod

@@ -449,6 +449,8 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
         if replaces == "run":
             log.info(f"{run_path} is replaced once the new run's first epoch is saved (until then it "
                      f"trains in {stage.path}).")
+    # data.layout stream: the language model's truncated-BPTT loop takes fit's place
+    fit = prep.head.fit_stream(model) if getattr(prep.head, "stream", False) else model.fit
     try:
         if not resume:
             if stage is not None:
@@ -459,9 +461,8 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
 
             write_provenance(out.path, recipe)  # plugins.json: what a reload needs, named
         if train_more:
-            model.fit(train_ds, validation_data=valid_ds, epochs=t.epochs, initial_epoch=state.get("epoch", 0),
-                      steps_per_epoch=t.steps_per_epoch, callbacks=callbacks, verbose=verbose,
-                      shuffle=False)
+            fit(train_ds, validation_data=valid_ds, epochs=t.epochs, initial_epoch=state.get("epoch", 0),
+                steps_per_epoch=t.steps_per_epoch, callbacks=callbacks, verbose=verbose, shuffle=False)
         if stage is not None and not stage.promoted:
             stage.promote(callbacks, run)
     except KeyboardInterrupt:

@@ -82,6 +82,8 @@ class LanguageModelHead(Head):
             raise DataError(f"data: the language_model head reads text lines; the source "
                             f"'{d.source}' gives tokens/frames. Use a text source (text_lines, "
                             f"pydoc_topics).")
+        if self.stream:  # one continuous stream: lines are never cut (data.max_length unused)
+            return records
         texts, n_cut = chunk_long([r.text for r in records], d.max_length - 1, d.tokenizer)
         self.chunked = getattr(self, "chunked", 0) + n_cut
         if n_cut:
@@ -111,10 +113,32 @@ class LanguageModelHead(Head):
 
         self.vocab = Vocabulary.load(os.path.join(run_dir, VOCAB))
 
+    @property
+    def stream(self) -> bool:
+        """``data.layout: stream``: train and score over continuous text (:mod:`seqkit.heads.stream_lm`)."""
+        return self.recipe.data.layout == "stream"
+
+    def stream_data(self, records, *, columns: int, bptt: int | None = None):
+        """``records`` as one token stream in ``columns`` columns (:class:`seqkit.data.stream.StreamData`)."""
+        from seqkit.data.stream import StreamData, batchify, token_stream
+        from seqkit.data.vocab import tokenize
+
+        d = self.recipe.data
+        ids = [self.vocab.encode(tokenize(r.text, d.tokenizer, d.lowercase)) for r in records]
+        return StreamData(batchify(token_stream(ids), columns), bptt or self.recipe.training.bptt or 128)
+
     def dataset(self, records, *, training, first_epoch=0):
         from seqkit.data.pipeline import make_dataset
 
         r = self.recipe
+        if self.stream:  # training: B = batch_size columns; scoring: one column (every token scored)
+            if training and r.training.distribute.strategy != "none":
+                from seqkit.errors import RecipeError
+
+                raise RecipeError("data.layout: stream trains with its own truncated-BPTT loop, "
+                                  "which does not run under training.distribute; set "
+                                  "training.distribute.strategy: none.")
+            return self.stream_data(records, columns=r.training.batch_size if training else 1)
         return make_dataset([x.text for x in records], self.vocab, self.to_pairs,
                             tokenizer=r.data.tokenizer, lowercase=r.data.lowercase,
                             batch_size=r.training.batch_size, max_length=r.data.max_length,
@@ -158,7 +182,9 @@ class LanguageModelHead(Head):
         tokens = keras.Input(shape=(None,), dtype="int32", name="tokens")
         x = keras.layers.Embedding(len(self.vocab), cfg.embedding_dim, mask_zero=True,
                                    name="embedding")(tokens)
-        x = apply_stack(x, plugin, cfg, causal=True)
+        x = apply_stack(x, plugin, cfg, causal=True, return_state=self.stream)
+        if self.stream:  # the layers also return their final states (seqkit.heads.stream_lm)
+            x = x[0]
         if cfg.dropout > 0:
             x = keras.layers.Dropout(cfg.dropout, name="output_dropout")(x)
         logits = keras.layers.Dense(len(self.vocab), name="logits")(x)
@@ -169,6 +195,33 @@ class LanguageModelHead(Head):
         from seqkit.registry import CELLS
 
         return LanguageModelStepper(model, CELLS.get(self.recipe.model.cell).state_names)
+
+    def fit_stream(self, model):
+        """``model.fit``'s stand-in for ``data.layout: stream`` (:func:`seqkit.heads.stream_lm.fit_stream`)."""
+        from functools import partial
+
+        from seqkit.heads.stream_lm import fit_stream
+
+        return partial(fit_stream, model)
+
+    def evaluate(self, model, records):
+        """Exact figures on ``records``; stream layout: over the continuous split, state carried."""
+        if not self.stream:
+            return super().evaluate(model, records)
+        from seqkit.heads.stream_lm import score_stream
+
+        return score_stream(model, self.dataset(records, training=False))
+
+    def evaluate_dynamic(self, model, records, lr: float | None = None, chunk: int | None = None):
+        """Dynamic evaluation (Krause et al. 2018) over the continuous split: each chunk of
+        ``chunk`` tokens (default ``evaluation.dynamic_chunk``) is scored, then one SGD step of
+        ``lr`` (default ``evaluation.dynamic_lr``) is taken on it; the weights are restored after.
+        Returns the figures of :func:`seqkit.heads.stream_lm.dynamic_score`."""
+        from seqkit.heads.stream_lm import dynamic_score
+
+        ev = self.recipe.evaluation
+        data = self.stream_data(records, columns=1, bptt=chunk or ev.dynamic_chunk)
+        return dynamic_score(model, data, lr if lr is not None else ev.dynamic_lr)
 
     def metrics(self):
         from seqkit.losses import MaskedAccuracy, MaskedCrossEntropy, MaskedPerplexity
@@ -181,6 +234,11 @@ class LanguageModelHead(Head):
         out = {k: float(v) for k, v in results.items() if k != "loss"}  # loss: a mean of batch means
         out["bits_per_token"] = out["cross_entropy"] / math.log(2.0)
         return out
+
+    def format_metrics(self, figures):
+        """``name value`` pairs; counts (the stream layout's ``tokens``) print as integers."""
+        return [", ".join(f"{k} {v}" if isinstance(v, int) else f"{k} {v:.4f}"
+                          for k, v in figures.items() if isinstance(v, (int, float)))]
 
     def baselines(self, prep):
         """Per-token perplexity of interpolated absolute-discounting n-gram models (n = 1, 3, 5),
