@@ -44,9 +44,12 @@ def _common(f):
                 from seqkit._quiet import import_tensorflow_quietly
 
                 import_tensorflow_quietly()
-            for p in plugins:
-                load_plugin(p)
-            return f(*args, **kwargs)
+            from seqkit.log import to_stderr
+
+            with to_stderr():  # seqkit's log lines (a library call prints none) go to stderr
+                for p in plugins:
+                    load_plugin(p)
+                return f(*args, **kwargs)
         except SeqkitError as exc:
             if debug:
                 raise
