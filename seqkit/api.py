@@ -33,6 +33,9 @@ def _shown(verbose: int):
 
 
 def _recipe(recipe, what: str) -> Recipe:
+    from seqkit._quiet import import_tensorflow_quietly
+
+    import_tensorflow_quietly()  # TF's C++ start-up lines (oneDNN, CUDA probing) are not ours to print
     if isinstance(recipe, Recipe):
         return recipe
     if isinstance(recipe, (str, os.PathLike)):

@@ -196,6 +196,7 @@ class Recipe:
             RecipeError: bad YAML, an unknown key, a wrong type or value (every problem listed, with
                 file:line and key path: the CLI's message).
         """
+        _quiet_tf()  # validation may import the heads (Keras); without TF's start-up chatter
         return load_recipe(path, override_strings(overrides))
 
     @classmethod
@@ -207,10 +208,12 @@ class Recipe:
         Raises:
             RecipeError: as :meth:`from_yaml` (``<recipe>`` names the source).
         """
+        _quiet_tf()  # validation may import the heads (Keras); without TF's start-up chatter
         if not isinstance(raw, dict):
             raise RecipeError(f"<recipe>: a recipe is a mapping of sections (name, data, model, head, "
                               f"training, decoding); got a {type(raw).__name__}.")
-        return recipe_from_dict(raw, overrides=override_strings(overrides), base_dir=base_dir)
+        return recipe_from_dict(raw, overrides=override_strings(overrides),
+                                base_dir=os.path.abspath(base_dir))  # kept absolute in a run's copy
 
     def resolve_path(self, p: str) -> str:
         """A path from the recipe, relative to the recipe file's folder."""
@@ -429,6 +432,12 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     except yaml.YAMLError:
         parsed = value
     return parts, parsed
+
+
+def _quiet_tf() -> None:
+    from seqkit._quiet import import_tensorflow_quietly
+
+    import_tensorflow_quietly()
 
 
 def override_strings(overrides: "dict | list[str] | None") -> list[str]:

@@ -69,7 +69,10 @@ class Run:
     def _load(self, with_data: bool = False):
         """``(prep, model)`` as :func:`seqkit.train.load_run` gives them (kept after the first call)."""
         if self._model is None:
+            from seqkit._quiet import import_tensorflow_quietly
             from seqkit.train import load_run
+
+            import_tensorflow_quietly()  # TF's C++ start-up lines are not ours to print
 
             self._prep, self._model = load_run(self.path, with_data=with_data)
             self._has_data = with_data
@@ -369,8 +372,10 @@ class Run:
             SeqkitError: bad arguments; ``out`` exists (without ``overwrite``) or is not writable;
                 an op TFLite lacks; a parity failure (nothing is written then).
         """
+        from seqkit._quiet import import_tensorflow_quietly
         from seqkit.guards import check_writable
 
+        import_tensorflow_quietly()
         out = os.fspath(out) if out is not None else os.path.join("exports", self.recipe.name)
         check_writable(out, "export")  # before the conversion, which takes a while
         if format == "keras":
