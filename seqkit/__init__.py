@@ -73,6 +73,8 @@ class _CallableModule(_types.ModuleType):
     :func:`seqkit.api.train`: ``seqkit.train(recipe, run_dir=...)`` returns a :class:`Run`."""
 
     def __call__(self, *args, **kwargs):
+        """``seqkit.train(recipe, run_dir=None, *, overwrite=False, resume=False, verbose=0)`` ->
+        :class:`seqkit.Run`: train as ``seqkit train`` does (see :func:`seqkit.api.train`)."""
         from seqkit.api import train
 
         return train(*args, **kwargs)
