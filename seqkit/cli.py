@@ -44,9 +44,12 @@ def _common(f):
                 from seqkit._quiet import import_tensorflow_quietly
 
                 import_tensorflow_quietly()
-            for p in plugins:
-                load_plugin(p)
-            return f(*args, **kwargs)
+            from seqkit.log import to_stderr
+
+            with to_stderr():  # seqkit's log lines (a library call prints none) go to stderr
+                for p in plugins:
+                    load_plugin(p)
+                return f(*args, **kwargs)
         except SeqkitError as exc:
             if debug:
                 raise
@@ -187,33 +190,22 @@ def _format_metrics(m: dict, head=None) -> str:
 def evaluate(run_dir, split, as_json, confusion_matrix, out, dynamic=False, dynamic_lr=None):
     """Evaluate a trained run on a held-out split (LM: cross-entropy, perplexity; acceptor:
     accuracy, macro-F1; tagger: token accuracy, per-tag P/R/F1, entity F1 for BIO/BIOES)."""
-    from seqkit.rundir import METRICS, read_json
-    from seqkit.train import evaluate_model, load_run
+    from seqkit.run import Run
 
-    prep, model = load_run(run_dir, with_data=True)
-    if not prep.splits.get(split):
-        raise SeqkitError(f"{run_dir}: the recipe's {split} split is empty (data.split.{split} is 0).")
-    if (confusion_matrix or out) and hasattr(prep.head.options, "confusion_matrix"):
-        prep.head.options.confusion_matrix = True
-    res = evaluate_model(prep, model, split)
-    if dynamic or dynamic_lr is not None:
-        if not getattr(prep.head, "stream", False):
-            raise SeqkitError(f"{run_dir}: --dynamic needs a language model trained with "
-                              f"data.layout: stream.")
-        res = {"static": res, "dynamic": prep.head.evaluate_dynamic(model, prep.splits[split], dynamic_lr)}
-        res["dynamic"]["learning_rate"] = dynamic_lr or prep.recipe.evaluation.dynamic_lr
+    run = Run(run_dir)
+    report = run.evaluate(split, confusion_matrix=confusion_matrix or bool(out), dynamic=dynamic,
+                          dynamic_lr=dynamic_lr)  # {"split", **res, "baselines"}
+    res = {k: v for k, v in report.items() if k not in ("split", "baselines")}
+    baselines, prep = report["baselines"], run.prepared
     if out:
         from seqkit.diagnose_cli import confusion_picture
 
         jpath = confusion_picture(res, out, f"{os.path.basename(os.path.normpath(run_dir))}: {split}")
         click.echo(f"{out}: confusion matrix ({jpath} holds the numbers)", err=as_json)
-    saved = read_json(os.path.join(run_dir, METRICS), default={})  # not JSON: a RunDirError names it
-    baselines = saved.get("baselines") if isinstance(saved, dict) else None
-    baselines = baselines if isinstance(baselines, dict) else {}  # wrong types: shown without them
     if as_json:
         from seqkit.rundir import strict_json
 
-        click.echo(strict_json({"split": split, **res, "baselines": baselines}, indent=2))
+        click.echo(strict_json(report, indent=2))
         return
     for label, figures in (res.items() if "dynamic" in res else [(None, res)]):
         figs = prep.head.format_metrics(figures)
@@ -257,38 +249,14 @@ def generate(run_dir, prompt, max_length, temperature, top_k, top_p, greedy, bea
                           "(--beam-width 1 with length penalty 0 is greedy).")
     if beam_width is not None and n_best is not None:  # fail before loading the run
         check_beam_args(beam_width, n_best, length_penalty or 0.0, 0, 1)
-    from seqkit.generate import generate_beam, generate_text
-    from seqkit.train import load_run
+    from seqkit.run import Run
 
-    prep, model = load_run(run_dir)
-    if prep.recipe.head.type != "language_model":
-        raise SeqkitError(f"{run_dir}: generate needs a language_model run; this run's head is "
-                          f"'{prep.recipe.head.type}'.")
-    dec = prep.recipe.decoding
-    max_length = max_length or dec.max_length
-    if beam_asked or (dec.strategy == "beam" and not greedy):
-        sampling = [o for o, v in (("--temperature", temperature), ("--top-k", top_k), ("--top-p", top_p))
-                    if v is not None] + (["--num"] if num != 1 else [])
-        if sampling:
-            raise SeqkitError(f"{', '.join(sampling)}: sampling options, which beam search does not use; drop "
-                              f"them, or drop the beam options to sample. Beam search returns "
-                              f"several hypotheses with --n-best.")
-        width = dec.beam_width if beam_width is None else beam_width
-        best = dec.n_best if n_best is None else n_best
-        results = generate_beam(prep, model, prompt, beam_width=width, n_best=best,
-                                length_penalty=dec.length_penalty if length_penalty is None else length_penalty,
-                                max_length=max_length,
-                                min_length=dec.min_length if min_length is None else min_length)
-        for text, score in results:
-            click.echo(text if best == 1 else f"{score:.4f}\t{text}")
-        return
-    texts = generate_text(prep, model, prompt, num=num, max_length=max_length,
-                          greedy=greedy or dec.strategy == "greedy",
-                          temperature=temperature or dec.temperature,
-                          top_k=dec.top_k if top_k is None else top_k,
-                          top_p=dec.top_p if top_p is None else top_p, seed=seed)
-    for t in texts:
-        click.echo(t)
+    results = Run(run_dir).generate(prompt, max_length=max_length, temperature=temperature, top_k=top_k,
+                                    top_p=top_p, greedy=greedy, beam_width=beam_width,
+                                    length_penalty=length_penalty, n_best=n_best, min_length=min_length,
+                                    num=num, seed=seed)
+    for r in results:  # beam search: (text, score) pairs, the score shown when there are several
+        click.echo(r if isinstance(r, str) else r[0] if len(results) == 1 else f"{r[1]:.4f}\t{r[0]}")
 
 
 @main.command()
@@ -311,8 +279,7 @@ def predict(run_dir, input_path, input_format, out_format, probabilities, beam_w
             length_penalty):
     """Label sequences (acceptor), tag tokens (tagger) or transduce lines (seq2seq, e.g. words to
     pronunciations: `input<TAB>rank<TAB>score<TAB>output` per hypothesis) with a trained run."""
-    from seqkit.predict import format_result, predict as do_predict, read_records
-    from seqkit.train import load_run
+    from seqkit.predict import format_result
 
     if beam_width is not None or n_best is not None:  # fail before loading the run
         from seqkit.decoding import check_beam_args
@@ -320,30 +287,20 @@ def predict(run_dir, input_path, input_format, out_format, probabilities, beam_w
         check_beam_args(beam_width if beam_width is not None else max(n_best or 1, 1), n_best or 1,
                         length_penalty or 0.0, 0, 1)
     name, text = _read_input(input_path)
-    prep, model = load_run(run_dir)
-    if prep.recipe.head.type == "seq2seq":
-        from seqkit.decoding import check_beam_args
-        from seqkit.transduce_cli import format_pair, predict_pairs, read_sources
+    from seqkit.run import Run
 
-        dec = prep.recipe.decoding
-        width = dec.beam_width if beam_width is None else beam_width
-        alpha = dec.length_penalty if length_penalty is None else length_penalty
-        check_beam_args(width, n_best or 1, alpha, 0, 1)
-        sources = read_sources(text, name, prep.head)
-        for res in predict_pairs(prep, model, sources, beam_width=width, n_best=n_best or 1,
-                                 length_penalty=alpha):
-            click.echo(format_pair(res, out_format))
-        return
-    if beam_width is not None or n_best is not None or length_penalty is not None:
-        raise SeqkitError(f"{run_dir}: --beam-width/--n-best/--length-penalty are for seq2seq runs; "
-                          f"this run's head is '{prep.recipe.head.type}'.")
-    if prep.recipe.head.type not in ("acceptor", "tagger") and not hasattr(prep.head, "predict_proba"):
-        raise SeqkitError(f"{run_dir}: predict needs an acceptor or tagger run; this run's head is "
-                          f"'{prep.recipe.head.type}' (use `seqkit generate` for a language model).")
+    run = Run(run_dir)
     if input_format == "auto" and input_path.endswith(".ts"):
         input_format = "ts"
-    records = read_records(text, name, input_format, prep)
-    for res in do_predict(prep, model, records):
+    results = run.predict(text, input_format=input_format, beam_width=beam_width, n_best=n_best,
+                          length_penalty=length_penalty, name=name)
+    if run.prepared.recipe.head.type == "seq2seq":
+        from seqkit.transduce_cli import format_pair
+
+        for res in results:
+            click.echo(format_pair(res, out_format))
+        return
+    for res in results:
         click.echo(format_result(res, out_format, probabilities))
 
 
@@ -356,14 +313,11 @@ def predict(run_dir, input_path, input_format, out_format, probabilities, beam_w
 @_common
 def attention(run_dir, text, out, beam_width):
     """Draw the attention weights of a seq2seq run for one input (source along x, output along y)."""
-    from seqkit.alignment_plot import alignment, draw
-    from seqkit.train import load_run
-    from seqkit.transduce_cli import check_run_is_seq2seq, read_sources
+    from seqkit.alignment_plot import draw
+    from seqkit.run import Run
 
-    prep, model = load_run(run_dir)
-    check_run_is_seq2seq(prep, run_dir, "attention")
-    [(_, src)] = read_sources(text, "--input", prep.head)[:1]
-    source, target, w = alignment(prep, model, src, beam_width=beam_width or prep.recipe.decoding.beam_width)
+    source, target, w = Run(run_dir).attention(text, beam_width=beam_width, name="--input")
+    src = next(line.strip() for line in text.splitlines() if line.strip())  # the line aligned
     draw(source, target, w, out, title=f"{src} -> {' '.join(target[:-1])}")
     click.echo(f"{out}: {len(target)} x {len(source)} attention weights ({' '.join(target[:-1])})")
 
@@ -483,25 +437,17 @@ def export(run_dir, fmt, out, quantize, tolerance, min_agreement, parity_example
            full_sequence, batch, length):
     """Export a trained run (SavedModel / TFLite step model; seq2seq: encode + decode_step signatures),
     checked against Keras before writing."""
-    from seqkit.export.writer import export_run
-    from seqkit.recipe import load_recipe
-    from seqkit.rundir import RECIPE, RunDir
+    from seqkit.run import Run
 
-    RunDir(run_dir).check()
-    out = out or os.path.join("exports", load_recipe(os.path.join(run_dir, RECIPE), load_plugins=False).name)
-    from seqkit.guards import check_writable
-
-    check_writable(out, "export")  # before the conversion, which takes a while
+    report = Run(run_dir).export(out, format=fmt, quantize=quantize, tolerance=tolerance,
+                                 min_agreement=min_agreement, parity_examples=parity_examples,
+                                 overwrite=overwrite, full_sequence=full_sequence, batch=batch, length=length)
+    out = report["out"]
     if fmt == "keras":
-        from seqkit.export.portable import export_portable_keras
-
-        r = export_portable_keras(run_dir, out, overwrite=overwrite)
+        r = report
         click.echo(f"keras: {r['path']} (stock Keras layers in place of {', '.join(r['rewritten']) or 'nothing'}), "
                    f"max |output diff| {r['max_abs_diff']:.3g}")
         return
-    report = export_run(run_dir, out, fmt=fmt, quantize=quantize, tolerance=tolerance,
-                        min_agreement=min_agreement, parity_examples=parity_examples, overwrite=overwrite,
-                        full_sequence=full_sequence, batch=batch, length=length)
     for kind in ("saved_model", "saved_model_predict", "tflite"):
         if kind in report:
             r = report[kind]

@@ -190,7 +190,43 @@ class Recipe:
         return d
 
     def to_yaml(self) -> str:
+        """The resolved recipe as YAML text (what a run's ``recipe.yaml`` holds)."""
         return yaml.safe_dump(self.to_dict(), sort_keys=False, allow_unicode=True)
+
+    @classmethod
+    def from_yaml(cls, path: str, overrides: "dict | list[str] | None" = None) -> "Recipe":
+        """Load and validate a recipe file, as ``seqkit train PATH --set ...`` does.
+
+        Args:
+            path: the YAML file (its ``plugins:`` are imported, as on the command line).
+            overrides: ``{"training.epochs": 2, "model.cell": "gru"}`` or ``["training.epochs=2"]``
+                (``--set`` strings), applied before validation.
+
+        Returns:
+            A validated :class:`Recipe`.
+
+        Raises:
+            RecipeError: bad YAML, an unknown key, a wrong type or value (every problem listed, with
+                file:line and key path: the CLI's message).
+        """
+        _quiet_tf()  # validation may import the heads (Keras); without TF's start-up chatter
+        return load_recipe(path, override_strings(overrides))
+
+    @classmethod
+    def from_dict(cls, raw: dict, overrides: "dict | list[str] | None" = None, *,
+                  base_dir: str = ".") -> "Recipe":
+        """Validate a recipe given as a dict (the YAML file's content), with the same checks and
+        messages as :meth:`from_yaml`; relative data paths are read from ``base_dir``.
+
+        Raises:
+            RecipeError: as :meth:`from_yaml` (``<recipe>`` names the source).
+        """
+        _quiet_tf()  # validation may import the heads (Keras); without TF's start-up chatter
+        if not isinstance(raw, dict):
+            raise RecipeError(f"<recipe>: a recipe is a mapping of sections (name, data, model, head, "
+                              f"training, decoding); got a {type(raw).__name__}.")
+        return recipe_from_dict(raw, overrides=override_strings(overrides),
+                                base_dir=os.path.abspath(base_dir))  # kept absolute in a run's copy
 
     def resolve_path(self, p: str) -> str:
         """A path from the recipe, relative to the recipe file's folder."""
@@ -409,6 +445,26 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     except yaml.YAMLError:
         parsed = value
     return parts, parsed
+
+
+def _quiet_tf() -> None:
+    from seqkit._quiet import import_tensorflow_quietly
+
+    import_tensorflow_quietly()
+
+
+def override_strings(overrides: "dict | list[str] | None") -> list[str]:
+    """``{"a.b": value}`` -> ``["a.b=<value as JSON, which YAML reads back>"]``; a list of
+    ``--set`` strings is returned as is."""
+    if overrides is None:
+        return []
+    if isinstance(overrides, dict):
+        import json
+
+        return [f"{k}={json.dumps(v)}" for k, v in overrides.items()]
+    if isinstance(overrides, str):
+        return [overrides]
+    return list(overrides)
 
 
 def apply_overrides(raw: dict, overrides: list[str]) -> dict[str, Any]:

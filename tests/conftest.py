@@ -60,3 +60,13 @@ def write_recipe(tmp_path):
         return str(p)
 
     return _write
+
+
+@pytest.fixture
+def seqkit_stderr():
+    """Print seqkit's log lines to stderr during the test, as the CLI does (a library call
+    alone prints nothing), so ``capsys.readouterr().err`` sees its warnings."""
+    from seqkit.log import to_stderr
+
+    with to_stderr():
+        yield

@@ -11,7 +11,7 @@ CONLL = ("-DOCSTART- -X- O\n\n"
          "Mary NNP B-PER\nsmiles VBZ O\n\n\n")  # trailing blank lines (tfds: an extra empty example)
 
 
-def test_conll_parses_through_tfds_and_normalises_separators(tmp_path, capsys):
+def test_conll_parses_through_tfds_and_normalises_separators(tmp_path, capsys, seqkit_stderr):
     from seqkit.data.conll import parse_conll
 
     recs = parse_conll(CONLL, "x.conll")
@@ -109,7 +109,7 @@ def _prepare(tmp_path, source, files, head, head_opts=None, **data):
     return prepare(recipe_from_dict(raw))
 
 
-def test_tag_seen_only_at_test_time_is_counted_and_scored_wrong(tmp_path, keras, capsys):
+def test_tag_seen_only_at_test_time_is_counted_and_scored_wrong(tmp_path, keras, capsys, seqkit_stderr):
     prep = _prepare(tmp_path, "word_tag", {"train": "a/N b/V\nb/V a/N\n", "test": "a/N b/X\n"}, "tagger")
     assert "test: 1 tag(s) of 2 are of classes never seen in training (X)" in capsys.readouterr().err
     model = prep.head.build_model()
@@ -120,7 +120,7 @@ def test_tag_seen_only_at_test_time_is_counted_and_scored_wrong(tmp_path, keras,
     assert y.numpy().tolist() == [[prep.head.labels.id("N") + 1, 0]]
 
 
-def test_label_never_seen_in_training_is_counted(tmp_path, keras, capsys):
+def test_label_never_seen_in_training_is_counted(tmp_path, keras, capsys, seqkit_stderr):
     head_ts = "@dimensions 1\n@classLabel true a b c\n@data\n"
     prep = _prepare(tmp_path, "ts", {"train": head_ts + "1,2:a\n3,4,5:b\n", "test": head_ts + "1,2:c\n2,2:a\n"},
                     "acceptor")
@@ -141,7 +141,7 @@ def test_empty_sequence_and_too_long_are_refused(tmp_path, keras):
                  max_length=3)
 
 
-def test_too_long_truncate_and_split_are_counted(tmp_path, keras, capsys):
+def test_too_long_truncate_and_split_are_counted(tmp_path, keras, capsys, seqkit_stderr):
     from seqkit.data.records import Record
     from seqkit.heads.sequence_inputs import apply_too_long
 

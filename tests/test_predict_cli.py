@@ -179,7 +179,7 @@ def test_token_acceptor_from_tsv_trains_resumes_and_predicts_with_its_tokenizer(
     assert sorted(prep.head.labels.names) == ["A", "B"] and prep.head.inputs.kind == "tokens"
 
 
-def test_tagger_truncate_says_how_many_steps_went_untagged(tagger_run, capsys):
+def test_tagger_truncate_says_how_many_steps_went_untagged(tagger_run, capsys, seqkit_stderr):
     from seqkit.data.records import Record
     from seqkit.predict import format_result, predict
     from seqkit.train import load_run

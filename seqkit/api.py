@@ -1,0 +1,195 @@
+"""seqkit's Python API: the front door (``seqkit.Recipe``, ``seqkit.train``, ``seqkit.load``,
+``seqkit.build``, ``seqkit.Run``), re-exported lazily by ``import seqkit``.
+
+These call what the command line calls, so a run trained here is the run ``seqkit train`` writes,
+and results and error messages (:class:`seqkit.SeqkitError` subclasses) are the CLI's. A library
+call prints nothing: Keras progress bars are off unless ``verbose=1``, and seqkit's own progress
+lines and warnings go to the ``seqkit`` :mod:`logging` logger (``logging.basicConfig(level=
+logging.INFO)`` shows them). See ``docs/python-api.md``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+from seqkit.errors import SeqkitError
+from seqkit.recipe import Recipe
+from seqkit.run import Alignment, Run
+
+__all__ = ["Alignment", "Preprocessing", "Recipe", "Run", "build", "load", "train"]
+
+
+@contextlib.contextmanager
+def _shown(verbose: int):
+    """``verbose >= 1``: seqkit's log lines go to stderr, as on the command line."""
+    if verbose:
+        from seqkit.log import to_stderr
+
+        with to_stderr():
+            yield
+    else:
+        yield
+
+
+def _recipe(recipe, what: str) -> Recipe:
+    from seqkit._quiet import import_tensorflow_quietly
+
+    import_tensorflow_quietly()  # TF's C++ start-up lines (oneDNN, CUDA probing) are not ours to print
+    if isinstance(recipe, Recipe):
+        return recipe
+    if isinstance(recipe, (str, os.PathLike)):
+        return Recipe.from_yaml(os.fspath(recipe))
+    if isinstance(recipe, dict):
+        return Recipe.from_dict(recipe)
+    raise SeqkitError(f"{what}: expected a seqkit.Recipe, a recipe file or a recipe dict; got "
+                      f"{type(recipe).__name__}.")
+
+
+def train(recipe=None, run_dir=None, *, overwrite: bool = False, resume: bool = False,
+          verbose: int = 0) -> Run | None:
+    """Train a recipe into a run directory, as ``seqkit train`` does.
+
+    Args:
+        recipe: a :class:`seqkit.Recipe`, a recipe file or a recipe dict. With ``resume`` it may
+            be ``None``: the run's own ``recipe.yaml`` is used (its ``plugins:`` not imported).
+        run_dir: the run directory [default: ``runs/NAME``; with ``resume``, required].
+        overwrite: replace an existing run directory (only a seqkit run).
+        resume: continue the interrupted run in ``run_dir`` from its last finished epoch (a
+            recipe with a larger ``training.epochs`` trains longer).
+        verbose: 0 (default) prints nothing; 1 shows Keras's progress bar and seqkit's progress
+            lines on stderr; 2 one line per epoch.
+
+    Returns:
+        The :class:`Run` (``run.metrics`` holds the final metrics, as ``metrics.json``); ``None``
+        in a non-chief worker of a multi-worker job, which writes no run.
+
+    Raises:
+        RecipeError: the recipe does not validate.
+        DataError: the data source is empty or unreadable, or does not suit the head.
+        RunDirError: ``run_dir`` exists (without ``overwrite``/``resume``), is not something
+            seqkit may replace, is locked by another training, or has nothing to resume.
+        SeqkitError: interrupted (Ctrl-C), and the other errors of :func:`seqkit.train.train`.
+    """
+    from seqkit.guards import check_writable
+    from seqkit.rundir import RECIPE, RunDir
+
+    if resume:
+        if run_dir is None:
+            raise SeqkitError("train(resume=True) needs run_dir: the run to continue.")
+        run_dir = os.fspath(run_dir)
+        RunDir(run_dir).check(need_model=False)
+        if recipe is None:
+            from seqkit.recipe import load_recipe
+
+            recipe = load_recipe(os.path.join(run_dir, RECIPE), load_plugins=False)
+        rec = _recipe(recipe, "train")
+        check_writable(run_dir, "resume")
+    else:
+        if recipe is None:
+            raise SeqkitError("train: give a recipe (a seqkit.Recipe, a recipe file or a dict).")
+        rec = _recipe(recipe, "train")
+        run_dir = os.fspath(run_dir) if run_dir is not None else os.path.join("runs", rec.name)
+        check_writable(run_dir, "train")
+    from seqkit.train import train as do_train
+
+    with _shown(verbose):
+        metrics = do_train(rec, run_dir, resume=resume, overwrite=overwrite, verbose=verbose)
+    if "worker" in metrics:
+        return None
+    return Run(run_dir)
+
+
+def load(run_dir) -> Run:
+    """Open a trained run directory (any head): ``seqkit.load("runs/lm")``.
+
+    Returns:
+        A :class:`Run`; the model is loaded on first use.
+
+    Raises:
+        RunDirError: not a run directory, or a plugin it needs is missing.
+    """
+    return Run(run_dir)
+
+
+class Preprocessing:
+    """The data side of a recipe, as :func:`seqkit.build` returns it with the model: the splits,
+    the head with its fitted vocabularies / labels / normaliser, and the ``tf.data`` pipelines
+    training uses (bucketed, padded, per-epoch shuffled).
+
+    Attributes:
+        prepared: the :class:`seqkit.train.Prepared` underneath.
+        recipe: the recipe.
+        head: the task head (``head.vocab``, ``head.labels``, ...).
+        splits: ``{"train": [Record], "valid": [...], "test": [...]}``.
+    """
+
+    def __init__(self, prepared):
+        self.prepared = prepared
+
+    def __repr__(self) -> str:
+        counts = ", ".join(f"{k} {len(v)}" for k, v in self.splits.items())
+        return f"Preprocessing({self.recipe.name!r}: {counts})"
+
+    @property
+    def recipe(self) -> Recipe:
+        return self.prepared.recipe
+
+    @property
+    def head(self):
+        return self.prepared.head
+
+    @property
+    def splits(self) -> dict:
+        return self.prepared.splits
+
+    @property
+    def vocab(self):
+        """The input vocabulary (``None`` for frame inputs)."""
+        return self.prepared.vocab
+
+    def dataset(self, split: str, *, training: bool | None = None, first_epoch: int = 0):
+        """The batched ``tf.data.Dataset`` of ``(inputs, targets)`` for one split.
+
+        Args:
+            split: ``"train"``, ``"valid"`` or ``"test"``.
+            training: reshuffle each pass (default: ``split == "train"``).
+            first_epoch: the epoch the first pass stands for (its shuffle order).
+
+        Raises:
+            SeqkitError: an unknown or empty split.
+        """
+        if not self.splits.get(split):
+            raise SeqkitError(f"split {split!r}: " + ("empty in this recipe (data.split)." if split in self.splits
+                                                      else f"expected one of {', '.join(self.splits)}."))
+        from seqkit.train import make_split_dataset
+
+        return make_split_dataset(self.prepared, split, training=split == "train" if training is None
+                                  else training, first_epoch=first_epoch)
+
+
+def build(recipe, *, verbose: int = 0):
+    """Read a recipe's data and build its model, compiled as ``seqkit train`` compiles it, for
+    you to train yourself; :meth:`Run.from_model` then writes the run directory.
+
+    Seeds Python, NumPy and TensorFlow with ``recipe.seed`` first (as training does).
+
+    Args:
+        recipe: a :class:`seqkit.Recipe`, a recipe file or a recipe dict.
+        verbose: 1 shows seqkit's log lines (data, vocabulary) on stderr.
+
+    Returns:
+        ``(model, pre)``: a compiled ``keras.Model`` (optimizer with the recipe's clipping, the
+        head's masked loss and exact metrics) and its :class:`Preprocessing`.
+
+    Raises:
+        RecipeError / DataError: as :func:`train`; SeqkitError: a model too large for memory.
+    """
+    from seqkit.train import compile_model, prepare, seed_everything
+
+    rec = _recipe(recipe, "build")
+    with _shown(verbose):
+        seed_everything(rec.seed, rec.training.deterministic)
+        prep = prepare(rec)
+        model = compile_model(prep)
+    return model, Preprocessing(prep)

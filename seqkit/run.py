@@ -1,0 +1,483 @@
+"""A trained run directory as a Python object: :class:`Run` (``seqkit.load(path)``).
+
+Every method calls the functions the command line calls (``seqkit evaluate``, ``generate``,
+``predict``, ``attention``, ``export`` are thin layers over this class), so results, checks and
+error messages are the CLI's. Nothing is printed: warnings (unknown tokens, skipped lines) go to
+the ``seqkit`` logger (see :mod:`seqkit.log`). TensorFlow is imported on first use.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import NamedTuple
+
+from seqkit.errors import SeqkitError
+
+
+class Alignment(NamedTuple):
+    """What :meth:`Run.attention` returns.
+
+    Attributes:
+        source: the source symbols, ``[S]`` (symbols never seen in training shown as ``[UNK]``).
+        target: the best beam-search output symbols followed by ``"</s>"``, ``[T]``.
+        weights: float32 array ``[T, S]``; row ``t`` is the decoder's attention over the source
+            when it wrote ``target[t]`` (each row sums to 1).
+    """
+
+    source: list
+    target: list
+    weights: object
+
+
+def _texts(inputs, what: str) -> str:
+    """``inputs`` (one string, or a list of strings: one sequence per item) as one text."""
+    if isinstance(inputs, str):
+        return inputs
+    if isinstance(inputs, (list, tuple)) and all(isinstance(s, str) for s in inputs):
+        return "\n".join(inputs)
+    raise SeqkitError(f"{what}: give a string (the whole input, one sequence per line) or a list "
+                      f"of strings (one sequence each); got {type(inputs).__name__}.")
+
+
+class Run:
+    """A run directory made by ``seqkit train``, :func:`seqkit.train` or :meth:`Run.from_model`.
+
+    The model and the head's assets are loaded on first use (and kept); the data source is read
+    only by :meth:`evaluate`.
+
+    Args:
+        path: the run directory.
+
+    Raises:
+        RunDirError: not a run directory (missing ``recipe.yaml`` or ``model.keras``), or it needs
+            a plugin that is not available (named).
+    """
+
+    def __init__(self, path):
+        from seqkit.rundir import RunDir
+
+        self.path = os.fspath(path)
+        RunDir(self.path).check()
+        self._prep = self._model = None
+        self._has_data = False
+
+    def __repr__(self) -> str:
+        return f"Run({self.path!r})"
+
+    # ------------------------------------------------------------ loading
+
+    def _load(self, with_data: bool = False):
+        """``(prep, model)`` as :func:`seqkit.train.load_run` gives them (kept after the first call)."""
+        if self._model is None:
+            from seqkit._quiet import import_tensorflow_quietly
+            from seqkit.train import load_run
+
+            import_tensorflow_quietly()  # TF's C++ start-up lines are not ours to print
+
+            self._prep, self._model = load_run(self.path, with_data=with_data)
+            self._has_data = with_data
+        elif with_data and not self._has_data:
+            from seqkit.train import prepare
+
+            self._prep = prepare(self._prep.recipe, run_dir=self.path, read_data=True)
+            self._has_data = True
+        return self._prep, self._model
+
+    @property
+    def recipe(self):
+        """The run's resolved :class:`seqkit.Recipe` (its ``plugins:`` are not imported)."""
+        if self._prep is not None:
+            return self._prep.recipe
+        from seqkit.recipe import load_recipe
+        from seqkit.rundir import RECIPE
+
+        return load_recipe(os.path.join(self.path, RECIPE), load_plugins=False)
+
+    @property
+    def head(self) -> str:
+        """The head type: ``"language_model"``, ``"acceptor"``, ``"tagger"``, ``"seq2seq"`` or a
+        plugin head's name."""
+        return self.recipe.head.type
+
+    @property
+    def model(self):
+        """The best model (``model.keras``), a compiled ``keras.Model``."""
+        return self._load()[1]
+
+    @property
+    def prepared(self):
+        """The run's :class:`seqkit.train.Prepared` (recipe, head with its vocabularies/labels)."""
+        return self._load()[0]
+
+    @property
+    def metrics(self) -> dict:
+        """``metrics.json``: what training reported (``{}`` when missing).
+
+        Raises:
+            RunDirError: the file is not JSON.
+        """
+        from seqkit.rundir import METRICS, read_json
+
+        saved = read_json(os.path.join(self.path, METRICS), default={})
+        return saved if isinstance(saved, dict) else {}
+
+    def _need(self, prep, heads: tuple, message: str) -> None:
+        if prep.recipe.head.type not in heads:
+            raise SeqkitError(message.format(path=self.path, head=prep.recipe.head.type))
+
+    # ------------------------------------------------------------ evaluate
+
+    def evaluate(self, split: str = "test", *, confusion_matrix: bool = False, dynamic: bool = False,
+                 dynamic_lr: float | None = None) -> dict:
+        """Exact metrics on a held-out split, the dict ``seqkit evaluate --json`` prints.
+
+        Args:
+            split: ``"test"``, ``"valid"`` or ``"train"`` (the recipe's split, re-made from the data).
+            confusion_matrix: also report the confusion matrix (acceptor, tagger).
+            dynamic: language model trained with ``data.layout: stream``: also score with dynamic
+                evaluation (Krause et al. 2018: one SGD step on each chunk after scoring it; the
+                run's files are not changed). The figures then come as ``{"static": {...},
+                "dynamic": {..., "learning_rate": lr}}``.
+            dynamic_lr: the SGD step size of ``dynamic`` (implies it) [default: the recipe's
+                ``evaluation.dynamic_lr``].
+
+        Returns:
+            ``{"split": split, <the head's figures>, "baselines": {...}}``; e.g. a language model's
+            ``cross_entropy`` (nats/token) and ``perplexity``, an acceptor's ``accuracy`` and
+            ``macro_f1``, a tagger's ``token_accuracy`` and ``per_tag``, a seq2seq run's ``wer``
+            and ``per``. ``baselines`` are those training recorded in ``metrics.json``.
+
+        Raises:
+            SeqkitError: an unknown or empty split; the data source cannot be read (DataError);
+                ``metrics.json`` is damaged (RunDirError); ``dynamic`` on a run that is not a
+                stream-layout language model.
+        """
+        from seqkit.rundir import METRICS, read_json
+        from seqkit.train import evaluate_model
+
+        if split not in ("test", "valid", "train"):
+            raise SeqkitError(f"split {split!r}: expected 'test', 'valid' or 'train'.")
+        prep, model = self._load(with_data=True)
+        if not prep.splits.get(split):
+            raise SeqkitError(f"{self.path}: the recipe's {split} split is empty (data.split.{split} is 0).")
+        opts = prep.head.options
+        before = getattr(opts, "confusion_matrix", None)
+        if confusion_matrix and hasattr(opts, "confusion_matrix"):
+            opts.confusion_matrix = True
+        try:
+            res = evaluate_model(prep, model, split)
+        finally:
+            if before is not None:
+                opts.confusion_matrix = before
+        if dynamic or dynamic_lr is not None:
+            if not getattr(prep.head, "stream", False):
+                raise SeqkitError(f"{self.path}: --dynamic needs a language model trained with "
+                                  f"data.layout: stream.")
+            res = {"static": res, "dynamic": prep.head.evaluate_dynamic(model, prep.splits[split], dynamic_lr)}
+            res["dynamic"]["learning_rate"] = dynamic_lr or prep.recipe.evaluation.dynamic_lr
+        saved = read_json(os.path.join(self.path, METRICS), default={})  # not JSON: a RunDirError names it
+        baselines = saved.get("baselines") if isinstance(saved, dict) else None
+        baselines = baselines if isinstance(baselines, dict) else {}  # wrong types: shown without them
+        return {"split": split, **res, "baselines": baselines}
+
+    # ------------------------------------------------------------ generate (language model)
+
+    def generate(self, prompt: str = "", *, max_length: int | None = None,
+                 temperature: float | None = None, top_k: int | None = None,
+                 top_p: float | None = None, greedy: bool = False, beam_width: int | None = None,
+                 length_penalty: float | None = None, n_best: int | None = None,
+                 min_length: int | None = None, num: int = 1, seed: int = 0) -> list:
+        """Continue ``prompt`` with a language-model run, as ``seqkit generate`` does.
+
+        Sampling (the default, or ``greedy=True``) unless a beam option is given or the recipe's
+        ``decoding.strategy`` is ``beam``. ``None`` takes the recipe's ``decoding`` value.
+
+        Args:
+            prompt: text tokenized like the training data (unknown tokens are read as ``[UNK]``
+                and counted in a logged warning).
+            max_length: most new tokens.
+            temperature / top_k / top_p / num / seed: sampling (``top_k`` 0 and ``top_p`` 1 = all
+                tokens; ``num`` continuations; the same ``seed`` gives the same text).
+            greedy: arg-max decoding.
+            beam_width / length_penalty / n_best / min_length: beam search (GNMT length penalty).
+
+        Returns:
+            Sampling/greedy: ``num`` strings (the prompt and its continuation). Beam search:
+            ``n_best`` ``(text, score)`` pairs, best first (score: log-probability of the
+            continuation over the length penalty, nats).
+
+        Raises:
+            SeqkitError: not a language-model run; ``greedy`` with beam options; sampling options
+                with beam search; ``n_best > beam_width`` and other bad values.
+        """
+        from seqkit.decoding import check_beam_args
+
+        beam_asked = beam_width is not None or length_penalty is not None or n_best is not None \
+            or min_length is not None
+        if greedy and beam_asked:
+            raise SeqkitError("--greedy and beam-search options (--beam-width, --length-penalty, "
+                              "--n-best, --min-length) exclude each other; drop --greedy for beam search "
+                              "(--beam-width 1 with length penalty 0 is greedy).")
+        if beam_width is not None and n_best is not None:  # fail before loading the run
+            check_beam_args(beam_width, n_best, length_penalty or 0.0, 0, 1)
+        for name, value, ok in (("max_length", max_length, max_length is None or max_length >= 1),
+                                ("temperature", temperature, temperature is None or temperature > 0),
+                                ("top_k", top_k, top_k is None or top_k >= 0),
+                                ("top_p", top_p, top_p is None or 0 < top_p <= 1),
+                                ("num", num, num >= 1)):
+            if not ok:
+                raise SeqkitError(f"{name}={value!r}: out of range (max_length, num >= 1; "
+                                  f"temperature > 0; top_k >= 0; 0 < top_p <= 1).")
+        from seqkit.generate import generate_beam, generate_text
+
+        prep, model = self._load()
+        if prep.recipe.head.type != "language_model":
+            raise SeqkitError(f"{self.path}: generate needs a language_model run; this run's head is "
+                              f"'{prep.recipe.head.type}'.")
+        dec = prep.recipe.decoding
+        max_length = max_length or dec.max_length
+        if beam_asked or (dec.strategy == "beam" and not greedy):
+            sampling = [o for o, v in (("--temperature", temperature), ("--top-k", top_k), ("--top-p", top_p))
+                        if v is not None] + (["--num"] if num != 1 else [])
+            if sampling:
+                raise SeqkitError(f"{', '.join(sampling)}: sampling options, which beam search does not use; drop "
+                                  f"them, or drop the beam options to sample. Beam search returns "
+                                  f"several hypotheses with --n-best.")
+            return generate_beam(prep, model, prompt, beam_width=dec.beam_width if beam_width is None else beam_width,
+                                 n_best=dec.n_best if n_best is None else n_best,
+                                 length_penalty=dec.length_penalty if length_penalty is None else length_penalty,
+                                 max_length=max_length,
+                                 min_length=dec.min_length if min_length is None else min_length)
+        return generate_text(prep, model, prompt, num=num, max_length=max_length,
+                             greedy=greedy or dec.strategy == "greedy",
+                             temperature=temperature or dec.temperature,
+                             top_k=dec.top_k if top_k is None else top_k,
+                             top_p=dec.top_p if top_p is None else top_p, seed=seed)
+
+    # ------------------------------------------------------------ predict / transduce
+
+    def predict(self, inputs, *, input_format: str = "auto", beam_width: int | None = None,
+                n_best: int | None = None, length_penalty: float | None = None,
+                name: str = "<input>") -> list:
+        """Label (acceptor), tag (tagger) or transduce (seq2seq) sequences, as ``seqkit predict``.
+
+        Args:
+            inputs: one string (the whole input, as a file holds it: one sequence per line, or
+                CoNLL / ``.ts`` text) or a list of strings (one sequence each; empty ones skipped).
+                Text is tokenized as in training.
+            input_format: ``"auto"`` (``ts`` for a frames run, else ``text``), ``"text"``,
+                ``"conll"`` or ``"ts"``.
+            beam_width / n_best / length_penalty: seq2seq runs only (see :meth:`transduce`).
+            name: how messages name the input (``<input>:LINE``).
+
+        Returns:
+            One dict per sequence. Acceptor: ``{"where", "label", "probability",
+            "probabilities": {label: p}}``. Tagger: ``{"where", "tokens": [T], "tags": [T],
+            "probability": [T], "probabilities": [T x {tag: p}]}`` (+ ``"untagged_steps"`` when
+            ``head.too_long: truncate`` cut it). seq2seq: as :meth:`transduce`.
+
+        Raises:
+            SeqkitError: a language-model run (use :meth:`generate`); beam options for a head
+                other than seq2seq; empty or malformed input, or input of the wrong kind.
+        """
+        text = _texts(inputs, "predict")
+        prep, model = self._load()
+        if prep.recipe.head.type == "seq2seq":
+            return self.transduce(text, beam_width=beam_width, n_best=n_best or 1,
+                                  length_penalty=length_penalty, name=name)
+        if beam_width is not None or n_best is not None or length_penalty is not None:
+            raise SeqkitError(f"{self.path}: --beam-width/--n-best/--length-penalty are for seq2seq runs; "
+                              f"this run's head is '{prep.recipe.head.type}'.")
+        if prep.recipe.head.type not in ("acceptor", "tagger") and not hasattr(prep.head, "predict_proba"):
+            raise SeqkitError(f"{self.path}: predict needs an acceptor or tagger run; this run's head is "
+                              f"'{prep.recipe.head.type}' (use `seqkit generate` for a language model).")
+        from seqkit.predict import predict, read_records
+
+        if input_format not in ("auto", "text", "conll", "ts"):
+            raise SeqkitError(f"input_format {input_format!r}: expected auto, text, conll or ts.")
+        return predict(prep, model, read_records(text, name, input_format, prep))
+
+    def transduce(self, sources, *, beam_width: int | None = None, n_best: int = 1,
+                  length_penalty: float | None = None, name: str = "<input>") -> list:
+        """Beam-search each source of a seq2seq run (e.g. words to pronunciations).
+
+        Args:
+            sources: a string (one source per line) or a list of strings; empty ones are skipped
+                (counted in a logged warning).
+            beam_width / length_penalty: ``None`` takes the recipe's ``decoding`` value.
+            n_best: hypotheses per source (``<= beam_width``).
+            name: how messages name the input.
+
+        Returns:
+            One ``{"where", "input", "hypotheses": [{"output": [symbols], "score": float}]}``
+            per source, hypotheses best first (score: log-probability over the length penalty).
+
+        Raises:
+            SeqkitError: not a seq2seq run; ``n_best > beam_width``; no source; a source longer
+                than the run's ``data.max_length``.
+        """
+        from seqkit.decoding import check_beam_args
+        from seqkit.transduce_cli import predict_pairs, read_sources
+
+        text = _texts(sources, "transduce")
+        prep, model = self._load()
+        self._need(prep, ("seq2seq",), "{path}: transduce needs an encoder-decoder (seq2seq) run; "
+                                       "this run's head is '{head}'.")
+        dec = prep.recipe.decoding
+        width = dec.beam_width if beam_width is None else beam_width
+        alpha = dec.length_penalty if length_penalty is None else length_penalty
+        check_beam_args(width, n_best, alpha, 0, 1)
+        return predict_pairs(prep, model, read_sources(text, name, prep.head), beam_width=width,
+                             n_best=n_best, length_penalty=alpha)
+
+    def attention(self, text: str, *, beam_width: int | None = None, name: str = "<input>") -> Alignment:
+        """The attention weights of a seq2seq run for one source (what ``seqkit attention`` draws).
+
+        Args:
+            text: the source (e.g. a word).
+            beam_width: of the beam search whose best output is scored [default: recipe].
+            name: how messages name the input.
+
+        Returns:
+            :class:`Alignment` ``(source [S], target [T], weights [T, S])``.
+
+        Raises:
+            SeqkitError: not a seq2seq run; the run has ``head.attention: none``; an empty or
+                too long source.
+        """
+        import numpy as np
+
+        from seqkit.alignment_plot import alignment
+        from seqkit.transduce_cli import check_run_is_seq2seq, read_sources
+
+        prep, model = self._load()
+        check_run_is_seq2seq(prep, self.path, "attention")
+        [(_, src)] = read_sources(text, name, prep.head)[:1]
+        source, target, w = alignment(prep, model, src, beam_width=beam_width or prep.recipe.decoding.beam_width)
+        return Alignment(source, target, np.asarray(w, "float32"))
+
+    # ------------------------------------------------------------ export
+
+    def export(self, out: str | None = None, *, format: str = "tflite", quantize: str = "none",
+               tolerance: float | None = None, min_agreement: float | None = None,
+               parity_examples: int = 32, overwrite: bool = False, full_sequence: bool = False,
+               batch: int = 1, length: int | None = None) -> dict:
+        """Export the run, checked against Keras before anything is written (``seqkit export``).
+
+        Args:
+            out: the export directory [default: ``exports/NAME``].
+            format: ``"tflite"`` (step model), ``"saved_model"``, ``"all"``, or ``"keras"`` (a
+                portable ``model.keras`` with stock Keras layers only).
+            quantize: TFLite weights: ``"none"``, ``"float16"``, ``"dynamic-range"``.
+            tolerance / min_agreement: parity limits (defaults depend on ``quantize``).
+            parity_examples: held-out examples streamed through the export for the check.
+            overwrite: replace an existing export directory.
+            full_sequence / batch / length: a whole-sequence TFLite model for a pinned
+                ``[batch, length]`` input (bidirectional encoders); ``length`` also pins a
+                seq2seq encoder.
+
+        Returns:
+            The parity report: per artefact (``"tflite"``, ``"saved_model"``, ...)
+            ``{"max_abs_diff", "argmax_agreement", "positions", ...}`` (TFLite also ``bytes`` and
+            ``ops``; seq2seq also ``"<kind>_decoding"``). ``format="keras"``: ``{"path",
+            "max_abs_diff", "rewritten"}``. The report also holds ``"out"``: the directory.
+
+        Raises:
+            SeqkitError: bad arguments; ``out`` exists (without ``overwrite``) or is not writable;
+                an op TFLite lacks; a parity failure (nothing is written then).
+        """
+        from seqkit._quiet import import_tensorflow_quietly
+        from seqkit.guards import check_writable
+
+        import_tensorflow_quietly()
+        out = os.fspath(out) if out is not None else os.path.join("exports", self.recipe.name)
+        check_writable(out, "export")  # before the conversion, which takes a while
+        if format == "keras":
+            from seqkit.export.portable import export_portable_keras
+
+            report = export_portable_keras(self.path, out, overwrite=overwrite)
+        else:
+            from seqkit.export.writer import export_run
+
+            report = export_run(self.path, out, fmt=format, quantize=quantize, tolerance=tolerance,
+                                min_agreement=min_agreement, parity_examples=parity_examples,
+                                overwrite=overwrite, full_sequence=full_sequence, batch=batch,
+                                length=length)
+        return {**report, "out": out}
+
+    # ------------------------------------------------------------ from a model you trained
+
+    @classmethod
+    def from_model(cls, model, pre, run_dir, *, overwrite: bool = False) -> "Run":
+        """Write a run directory for a model trained outside ``seqkit train`` (e.g. your own
+        ``model.fit`` on :func:`seqkit.build`'s datasets), so it evaluates, predicts and exports
+        like any run.
+
+        Writes ``recipe.yaml``, the head's assets (vocabulary, labels, normaliser),
+        ``model.keras`` (the model as given), ``history.json`` (from ``model.history`` when it
+        has one), ``metrics.json`` (valid/test metrics of the saved model, baselines) and
+        ``state.json``. It has no ``last.keras``, so ``seqkit train --resume`` does not apply.
+
+        Args:
+            model: the ``keras.Model`` (built by :func:`seqkit.build`, trained by you).
+            pre: the :class:`seqkit.api.Preprocessing` :func:`seqkit.build` returned with it.
+            run_dir: the run directory to write (replaced only with ``overwrite`` and only when it
+                is a seqkit run, as ``seqkit train --overwrite``).
+
+        Returns:
+            The new :class:`Run`.
+
+        Raises:
+            RunDirError: ``run_dir`` exists (without ``overwrite``) or is not a folder seqkit may
+                replace; another process is writing it.
+            SeqkitError: ``pre`` holds no data, or the model does not fit its vocabulary/labels.
+        """
+        from seqkit.guards import check_model_matches
+        from seqkit.plugins import write_provenance
+        from seqkit.run_lifecycle import RunLock, Staging, check_target, remove_stale, split_run_path
+        from seqkit.rundir import (BEST, HISTORY, METRICS, RECIPE, STATE, atomic_save_model,
+                                   atomic_write_json, atomic_write_text)
+        from seqkit.train import compile_model, count_parameters, evaluate_model, load_model
+
+        prep = getattr(pre, "prepared", pre)
+        if not getattr(prep, "splits", None):
+            raise SeqkitError("Run.from_model: the preprocessing holds no data; pass the one "
+                              "seqkit.build(recipe) returned with the model.")
+        run_dir = os.fspath(run_dir)
+        recipe = prep.recipe
+        with RunLock(run_dir):
+            remove_stale(*split_run_path(run_dir))
+            check_target(run_dir, recipe, overwrite)
+            stage = Staging(run_dir)
+            stage.create()
+            try:
+                path = stage.path
+                atomic_write_text(os.path.join(path, RECIPE), recipe.to_yaml())
+                prep.head.save_assets(path)
+                write_provenance(path, recipe)
+                atomic_save_model(model, os.path.join(path, BEST))
+                best = load_model(os.path.join(path, BEST))  # the saved model, as a run loads it
+                check_model_matches(prep, best, os.path.join(path, BEST))
+                compile_model(prep, best)
+                logs = getattr(getattr(model, "history", None), "history", None) or {}
+                epochs = max((len(v) for v in logs.values()), default=0)
+                history = [{"epoch": i + 1, **{k: float(v[i]) for k, v in logs.items() if i < len(v)}}
+                           for i in range(epochs)]
+                metrics = {"recipe": recipe.name, "source": prep.source, "epochs": epochs,
+                           "parameters": count_parameters(best),
+                           "vocabulary": len(prep.vocab) if prep.vocab is not None else None,
+                           "replicas": 1, "examples": {k: len(v) for k, v in prep.splits.items()},
+                           "trained_by": "Run.from_model"}
+                for split in ("valid", "test"):
+                    if prep.splits.get(split):
+                        metrics[split] = evaluate_model(prep, best, split)
+                metrics["baselines"] = prep.head.baselines(prep)
+                atomic_write_json(os.path.join(path, HISTORY), history)
+                atomic_write_json(os.path.join(path, METRICS), metrics)
+                atomic_write_json(os.path.join(path, STATE), {"epoch": epochs, "best": None,
+                                                              "status": "finished"})
+                stage.promote()
+            except BaseException:
+                stage.discard()
+                raise
+        return cls(run_dir)
