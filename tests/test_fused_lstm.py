@@ -47,7 +47,8 @@ def test_bidirectional_wrapper_keeps_the_fused_class_and_equals_keras(tf, keras)
 
 
 def test_configurations_off_the_fast_path_fall_back_to_keras(tf, keras):
-    from seqkit.layers.fused_lstm import FusedLSTM, fast_path_ok
+    from seqkit.layers.fused_lstm import FusedLSTM
+    from seqkit.layers.fused_rnn import fast_path_ok
 
     assert fast_path_ok(FusedLSTM(4))
     for kw in ({"recurrent_dropout": 0.1}, {"activation": "relu"}, {"use_bias": False},
