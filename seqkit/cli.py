@@ -239,17 +239,10 @@ def evaluate(run_dir, split, as_json, confusion_matrix, out, dynamic=False, dyna
 def generate(run_dir, prompt, max_length, temperature, top_k, top_p, greedy, beam_width,
              length_penalty, n_best, min_length, num, seed):
     """Generate text from a trained language-model run (sampling, greedy or beam search)."""
-    from seqkit.decoding import check_beam_args
+    from seqkit.run import Run, check_decoding_options
 
-    beam_asked = beam_width is not None or length_penalty is not None or n_best is not None \
-        or min_length is not None
-    if greedy and beam_asked:
-        raise SeqkitError("--greedy and beam-search options (--beam-width, --length-penalty, "
-                          "--n-best, --min-length) exclude each other; drop --greedy for beam search "
-                          "(--beam-width 1 with length penalty 0 is greedy).")
-    if beam_width is not None and n_best is not None:  # fail before loading the run
-        check_beam_args(beam_width, n_best, length_penalty or 0.0, 0, 1)
-    from seqkit.run import Run
+    check_decoding_options(greedy=greedy, beam_width=beam_width, length_penalty=length_penalty,
+                           n_best=n_best, min_length=min_length)  # before the run is read
 
     results = Run(run_dir).generate(prompt, max_length=max_length, temperature=temperature, top_k=top_k,
                                     top_p=top_p, greedy=greedy, beam_width=beam_width,

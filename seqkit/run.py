@@ -39,6 +39,26 @@ def _texts(inputs, what: str) -> str:
                       f"of strings (one sequence each); got {type(inputs).__name__}.")
 
 
+
+def check_decoding_options(*, greedy: bool, beam_width: int | None, length_penalty: float | None,
+                           n_best: int | None, min_length: int | None) -> None:
+    """Refuse contradictory decoding options before any run is loaded (CLI and API alike).
+
+    Raises:
+        SeqkitError: ``greedy`` together with a beam-search option, or ``n_best`` above
+            ``beam_width`` and other bad beam values (:func:`seqkit.decoding.check_beam_args`).
+    """
+    from seqkit.decoding import check_beam_args
+
+    beam_asked = beam_width is not None or length_penalty is not None or n_best is not None \
+        or min_length is not None
+    if greedy and beam_asked:
+        raise SeqkitError("--greedy and beam-search options (--beam-width, --length-penalty, "
+                          "--n-best, --min-length) exclude each other; drop --greedy for beam search "
+                          "(--beam-width 1 with length penalty 0 is greedy).")
+    if beam_width is not None and n_best is not None:
+        check_beam_args(beam_width, n_best, length_penalty or 0.0, 0, 1)
+
 class Run:
     """A run directory made by ``seqkit train``, :func:`seqkit.train` or :meth:`Run.from_model`.
 
@@ -210,16 +230,10 @@ class Run:
             SeqkitError: not a language-model run; ``greedy`` with beam options; sampling options
                 with beam search; ``n_best > beam_width`` and other bad values.
         """
-        from seqkit.decoding import check_beam_args
-
+        check_decoding_options(greedy=greedy, beam_width=beam_width, length_penalty=length_penalty,
+                               n_best=n_best, min_length=min_length)
         beam_asked = beam_width is not None or length_penalty is not None or n_best is not None \
             or min_length is not None
-        if greedy and beam_asked:
-            raise SeqkitError("--greedy and beam-search options (--beam-width, --length-penalty, "
-                              "--n-best, --min-length) exclude each other; drop --greedy for beam search "
-                              "(--beam-width 1 with length penalty 0 is greedy).")
-        if beam_width is not None and n_best is not None:  # fail before loading the run
-            check_beam_args(beam_width, n_best, length_penalty or 0.0, 0, 1)
         for name, value, ok in (("max_length", max_length, max_length is None or max_length >= 1),
                                 ("temperature", temperature, temperature is None or temperature > 0),
                                 ("top_k", top_k, top_k is None or top_k >= 0),
