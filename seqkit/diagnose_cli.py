@@ -47,9 +47,10 @@ def summary_lines(results: list) -> list[str]:
             lines.append(f"{r['run']}: cell '{flow['cell']}' exposes no gates (CellPlugin.gates); "
                          f"gradient flow only")
             continue
+        gnames = r["gates"].get("names") or list(range(len(r["gates"]["layers"])))
         for i, layer in enumerate(r["gates"]["layers"]):
             for name, g in layer.items():
-                lines.append(f"{r['run']}: layer {i} {name} gate: mean {g['mean']:.3f}, saturated "
+                lines.append(f"{r['run']}: layer {gnames[i]} {name} gate: mean {g['mean']:.3f}, saturated "
                              f"{g['saturated']:.1%} (< 0.1: {g['below']:.1%}, > 0.9: {g['above']:.1%})")
     return lines
 
