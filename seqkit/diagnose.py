@@ -18,7 +18,11 @@ Gradient flow through time
 
     Losses per head: language model and tagger -- the cross-entropy of step
     ``t``; acceptor -- the one loss at the end of the sequence, with lags counted
-    back from the last step. seq2seq runs are refused.
+    back from the last step. seq2seq -- the encoder: ``L`` is the decoder's
+    teacher-forced cross-entropy summed over target steps (the model's own bridge and
+    decoder, attention included, run on the unrolled encoder's memory and final states),
+    and ``norm[k]`` is the mean ``||dL/ds^enc_{S-1-k}||`` (lag from the source end; a
+    backward direction from the source start). Gate statistics are not read for seq2seq.
 
     Bidirectional encoders: one curve per layer *and direction* (``rnn_0/forward``,
     ``rnn_0/backward``). The forward direction as above. The backward direction reads
@@ -158,8 +162,12 @@ def _check_run(prep, model):
     from seqkit.heads.tagger import TaggerHead
     from seqkit.layers.stack import recurrent_layers
 
+    from seqkit.heads.seq2seq import Seq2SeqHead
+
     head = prep.head
     htype = prep.recipe.head.type
+    if isinstance(head, Seq2SeqHead):
+        return "seq2seq", []
     if isinstance(head, LanguageModelHead):
         kind = "lm"
     elif isinstance(head, TaggerHead):
@@ -168,9 +176,9 @@ def _check_run(prep, model):
         kind = "acceptor"
     else:
         raise SeqkitError(
-            f"seqkit diagnose reads the language_model, tagger and acceptor heads; this run's head is "
-            f"'{htype}'. (An encoder-decoder's gradient path runs through attention and the decoder, "
-            f"not one recurrence, so seq2seq runs are refused rather than given a misleading curve.)")
+            f"seqkit diagnose reads the language_model, tagger, acceptor and seq2seq heads; this run's "
+            f"head is '{htype}', whose loss path it does not know, so it is refused rather than given "
+            f"a misleading curve.")
     if getattr(prep.recipe.model, "bidirectional", False):
         layers = recurrent_layers(model, "rnn_bi")
         if not layers:
@@ -241,12 +249,14 @@ def gradient_flow(prep, model, *, max_lag: int = 50, examples: int = 32, positio
         rows of ``||dL_t / ds_{t-k}||_2`` (see the module docstring).
 
     Raises:
-        SeqkitError: unsupported head (seq2seq, plugin heads), bidirectional encoder,
-            empty split.
+        SeqkitError: unsupported head (plugin heads), an empty split, or (internal) an
+            unrolled path whose logits differ from the model's.
     """
     import tensorflow as tf
 
     kind, layers = _check_run(prep, model)
+    if kind == "seq2seq":
+        return _seq2seq_flow(prep, model, max_lag=max_lag, examples=examples, split=split)
     if getattr(prep.recipe.model, "bidirectional", False):
         return _bidirectional_flow(prep, model, kind, layers, max_lag=max_lag, examples=examples,
                                    positions=positions, split=split)
@@ -562,6 +572,130 @@ def _bidirectional_gates(plugin, layers, embs, valids, bins) -> dict | None:
     return out
 
 
+# ---------------------------------------------------------------------- seq2seq
+SEQ2SEQ_LAGS = ("seq2seq: whole target loss w.r.t. encoder states, lag from the source end: "
+                "norm[k] = mean ||dL/ds^enc_(S-1-k)|| with L the decoder's teacher-forced "
+                "cross-entropy summed over target steps and S the source length; a backward "
+                "direction counts from where it ends, the source start: ||dL/ds^b_k||.")
+
+
+def _final(raw_steps, n):
+    """The state each row holds after its last valid step: ``raw_steps[j]`` ``[R, H]``, ``n [R]``."""
+    import tensorflow as tf
+
+    st = tf.stack(raw_steps, axis=1)  # [R, W, H]
+    return tf.gather(st, tf.constant(np.maximum(n - 1, 0), tf.int32), batch_dims=1)
+
+
+def _seq2seq_flow(prep, model, *, max_lag, examples, split) -> dict:
+    """:func:`gradient_flow` of an encoder-decoder: the encoder's cells unrolled, the model's
+    own bridge and decoder (attention included) run on the unrolled memory and final states."""
+    import tensorflow as tf
+
+    from seqkit.layers.stack import recurrent_layers
+    from seqkit.registry import CELLS
+
+    m = prep.recipe.model
+    bidi = bool(m.bidirectional)
+    encoder, decoder = model.get_layer("encoder"), model.get_layer("decoder")
+    enc_layers = recurrent_layers(encoder, "encoder_rnn_bi" if bidi else "encoder_rnn")
+    if not enc_layers:
+        raise SeqkitError("this run's encoder has no layers named encoder_rnn_0, ...; it was not "
+                          "built by the seqkit seq2seq head.")
+    if bidi:
+        pairs = [(layer.forward_layer.cell, layer.backward_layer.cell) for layer in enc_layers]
+        first = pairs[0][0]
+    else:
+        cells = [layer.cell for layer in enc_layers]
+        first = cells[0]
+    names = _state_names(prep, [first])
+    nstate = len(_state_sizes(first))
+    embed = encoder.get_layer("source_embedding")
+    dec = prep.head.decoder_config()
+    dec_names = CELLS.get(dec["cell"]).state_names
+    same = (not bidi and m.layers == dec["layers"] and tuple(names) == tuple(dec_names)
+            and m.units == dec["units"])
+    dirs = (0, 1) if bidi else (0,)
+    k_max = int(max_lag)
+    keys = [(i, d, s) for i in range(m.layers) for d in dirs for s in range(nstate)]
+    sums = {key: np.zeros(k_max + 1) for key in keys}
+    rows = np.zeros(k_max + 1, np.int64)
+    seen = 0
+    for (src, dec_in), tgt in prep.head.dataset(_held_out(prep, split, examples), training=False):
+        src, dec_in, tgt = np.asarray(src), np.asarray(dec_in), np.asarray(tgt)
+        keep = (src != 0).any(axis=1) & (tgt != 0).any(axis=1)
+        seen += src.shape[0]
+        if not keep.any():
+            continue
+        src, dec_in, tgt = src[keep], dec_in[keep], tgt[keep]
+        valid = src != 0
+        n = valid.sum(axis=1)
+        emb = embed(tf.convert_to_tensor(src), training=False)
+        with tf.GradientTape() as tape:
+            if bidi:
+                memory, raw = unroll_bidirectional(pairs, emb, valid)
+                finals = []
+                for fwd, bwd in raw:  # forward: after its last valid step; backward: after position 0
+                    finals.append([_final([st[s] for st in fwd], n) for s in range(nstate)]
+                                  + [_final([st[s] for st in bwd], n) for s in range(nstate)])
+                wrt_raw = {(i, d): raw[i][d] for i in range(m.layers) for d in dirs}
+            else:
+                outs, raw1 = unroll(cells, emb, _zeros(cells, len(n)), valid)
+                memory = tf.stack(outs, axis=1)
+                finals = [[_final([r[i][s] for r in raw1], n) for s in range(nstate)]
+                          for i in range(m.layers)]
+                wrt_raw = {(i, 0): [r[i] for r in raw1] for i in range(m.layers)}
+            if same:  # seqkit.heads.seq2seq.bridge, with the model's own bridge layers
+                start = [st for layer in finals for st in layer]
+            else:
+                start, joined = [], {}
+                for i in range(dec["layers"]):
+                    j = m.layers - dec["layers"] + i if m.layers >= dec["layers"] else min(i, m.layers - 1)
+                    if j not in joined:
+                        st = finals[j]
+                        joined[j] = st[0] if len(st) == 1 else tf.concat(st, axis=-1)
+                    for nm in dec_names:
+                        start.append(encoder.get_layer(f"bridge_{i}_{nm}")(joined[j], training=False))
+            logits = decoder(tf.convert_to_tensor(dec_in), memory, tf.constant(valid), start, training=False)
+            tmask = tf.cast(tf.constant(tgt != 0), tf.float32)
+            ce = tf.nn.sparse_softmax_cross_entropy_with_logits(tf.constant(tgt.astype(np.int32)), logits)
+            loss = tf.reduce_sum(ce * tmask)
+        ref = np.asarray(model([tf.convert_to_tensor(src), tf.convert_to_tensor(dec_in)], training=False))
+        tv = tgt != 0
+        if not np.allclose(np.asarray(logits)[tv], ref[tv], atol=1e-4, rtol=1e-4):
+            raise SeqkitError(
+                f"internal error in seqkit diagnose: the unrolled encoder + the model's decoder give "
+                f"logits that differ from the model's by up to "
+                f"{np.abs(np.asarray(logits)[tv] - ref[tv]).max():.3g}; no gradient flow is reported. "
+                f"Please report this with the run.")
+        w = src.shape[1]
+        wrt = [wrt_raw[(i, d)][j][s] for (i, d, s) in keys for j in range(w)]
+        grads = tape.gradient(loss, wrt, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+        r_all = np.arange(len(n))
+        for q, key in enumerate(keys):
+            g = np.stack([_row_norms(gj) for gj in grads[q * w:(q + 1) * w]])  # [W, R]
+            for k in range(k_max + 1):
+                ok = n - 1 - k >= 0  # forward: position n-1-k; backward: position k, its own step n-1-k
+                if not ok.any():
+                    continue
+                sums[key][k] += float(g[(n - 1 - k)[ok], r_all[ok]].sum())
+                if q == 0:
+                    rows[k] += int(ok.sum())
+    curves = []
+    for (i, d, s) in keys:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            norm = np.where(rows > 0, sums[(i, d, s)] / np.maximum(rows, 1), np.nan)
+        c = {"layer": f"encoder_rnn_{i}/{('forward', 'backward')[d]}" if bidi else f"encoder_rnn_{i}",
+             "state": names[s] if s < len(names) else f"s{s}", "lags": list(range(k_max + 1)),
+             "norm": [float(v) for v in norm], "rows": [int(r) for r in rows], "horizon": horizon(norm)}
+        if bidi:
+            c["direction"] = ("forward", "backward")[d]
+        curves.append(c)
+    return {"head": prep.recipe.head.type, "cell": m.cell, "max_lag": k_max, "sequences": seen,
+            "horizon_ratio": HORIZON_RATIO, "bidirectional": bidi, "seq2seq": True,
+            "lag_definition": SEQ2SEQ_LAGS, "curves": curves}
+
+
 # ---------------------------------------------------------------------- gates
 def cell_gate_statistics(plugin, cells, inputs, valid=None, *, bins: int = 20) -> dict | None:
     """Gate statistics of a stack of step cells over a batch.
@@ -631,7 +765,9 @@ def gate_statistics(prep, model, *, examples: int = 32, split: str = "test", bin
 
     import warnings
 
-    layers = _check_run(prep, model)[1]
+    kind, layers = _check_run(prep, model)
+    if kind == "seq2seq":  # the gradient flow only (its encoder gates are not read)
+        return None
     bidi = bool(getattr(prep.recipe.model, "bidirectional", False))
     cells = [layer.cell for layer in layers] if not bidi else None
     with warnings.catch_warnings():  # the fast-path warning was given at training time

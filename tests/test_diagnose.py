@@ -203,15 +203,15 @@ def test_confusion_matrix_png_for_a_tagger(tmp_path, keras):
     assert h["norm"][0] > 0
 
 
-def test_seq2seq_runs_are_refused():
+def test_plugin_heads_and_unnamed_bidirectional_layers_are_refused():
     from types import SimpleNamespace
 
     from seqkit.diagnose import gradient_flow
     from seqkit.errors import SeqkitError
     from seqkit.heads.tagger import TaggerHead
 
-    prep = SimpleNamespace(head=object(), recipe=SimpleNamespace(head=SimpleNamespace(type="seq2seq")))
-    with pytest.raises(SeqkitError, match="seq2seq runs are refused"):
+    prep = SimpleNamespace(head=object(), recipe=SimpleNamespace(head=SimpleNamespace(type="plugin")))
+    with pytest.raises(SeqkitError, match="this run's head is 'plugin'"):
         gradient_flow(prep, None)
     tagger = TaggerHead.__new__(TaggerHead)
     prep = SimpleNamespace(head=tagger, recipe=SimpleNamespace(head=SimpleNamespace(type="tagger"),
@@ -439,3 +439,66 @@ def test_training_diagnostics_clip_fraction(tmp_path, keras, clipnorm, fraction)
     assert [h["clip_fraction"] for h in hist] == [fraction]
     for h in hist:
         assert 0 < h["grad_norm_mean"] <= h["grad_norm_max"] and np.isfinite(h["grad_norm_max"])
+
+
+S2S_WORDS = {"ab": "AE B", "ba": "B AA", "abba": "AE B B AA", "baba": "B AA B AA", "aab": "AE AE B",
+             "bab": "B AA B", "aba": "AE B AA", "bba": "B B AA", "abab": "AE B AE B", "bbaa": "B B AA AA",
+             "a": "AE", "b": "B", "aa": "AE AE", "bb": "B B", "abb": "AE B B", "baa": "B AA AA"}
+
+
+def _s2s_run(d, bidirectional):
+    from seqkit.recipe import recipe_from_dict
+    from seqkit.train import train
+
+    (d / "tiny.dict").write_text("\n".join(f"{w} {p}" for w, p in S2S_WORDS.items()) + "\n", encoding="utf-8")
+    recipe = {"name": "tiny-g2p", "seed": 1,
+              "data": {"source": "cmudict", "path": str(d / "tiny.dict"), "max_length": 6,
+                       "split": {"valid": 0.0, "test": 0.4, "shuffle": True}},
+              "model": {"units": 6, "embedding_dim": 4, "bidirectional": bidirectional},
+              "head": {"type": "seq2seq", "attention": "bahdanau"},
+              "training": {"epochs": 1, "batch_size": 4, "learning_rate": 0.02, "early_stopping": None}}
+    run = d / ("bi" if bidirectional else "uni")
+    train(recipe_from_dict(recipe), str(run), verbose=0)
+    return run
+
+
+def test_seq2seq_encoder_flow_matches_the_model(tmp_path, keras):
+    """Unidirectional encoder whose final states start the decoder as they are: dL/dh_{S-1}
+    is the tape gradient through the model's own encoder outputs (memory at the last source
+    step plus the start state h). A bidirectional one runs (its logits are checked inside)."""
+    import tensorflow as tf
+
+    from seqkit.cli import main
+    from seqkit.diagnose import gradient_flow
+    from seqkit.train import load_run
+
+    run = _s2s_run(tmp_path, False)
+    prep, model = load_run(str(run), with_data=True)
+    flow = gradient_flow(prep, model, max_lag=3, examples=8)
+    assert flow["seq2seq"] and "lag from the source end" in flow["lag_definition"]
+    curves = {(c["layer"], c["state"]): c for c in flow["curves"]}
+    assert set(curves) == {("encoder_rnn_0", "h"), ("encoder_rnn_0", "c")}
+    encoder, decoder = model.get_layer("encoder"), model.get_layer("decoder")
+    norms = []
+    for (src, dec_in), tgt in prep.head.dataset(prep.splits["test"][:8], training=False):
+        memory, h, c = encoder(src, training=False)
+        with tf.GradientTape() as tape:
+            tape.watch([memory, h, c])
+            logits = decoder(dec_in, memory, tf.not_equal(src, 0), [h, c], training=False)
+            loss = tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(tgt, logits)
+                                 * tf.cast(tgt != 0, tf.float32))
+        g_mem, g_h = tape.gradient(loss, [memory, h])
+        n = np.asarray(src != 0).sum(axis=1)
+        for r in range(len(n)):
+            norms.append(np.linalg.norm(np.asarray(g_mem)[r, n[r] - 1] + np.asarray(g_h)[r]))
+    h0 = curves[("encoder_rnn_0", "h")]
+    assert h0["rows"][0] == len(norms) and h0["rows"][3] < h0["rows"][0]
+    np.testing.assert_allclose(h0["norm"][0], np.mean(norms), rtol=1e-4)
+
+    bi = _s2s_run(tmp_path, True)
+    out = tmp_path / "diag"
+    res = CliRunner().invoke(main, ["diagnose", str(bi), "--out", str(out), "--max-lag", "3"])
+    assert res.exit_code == 0, res.output
+    assert "encoder_rnn_0/backward h: gradient horizon" in res.output
+    assert "seq2seq: whole target loss w.r.t. encoder states" in res.output
+    assert os.path.getsize(out / "diagnose.png") > 1000
