@@ -18,7 +18,20 @@ Gradient flow through time
 
     Losses per head: language model and tagger -- the cross-entropy of step
     ``t``; acceptor -- the one loss at the end of the sequence, with lags counted
-    back from the last step. seq2seq and bidirectional encoders are refused.
+    back from the last step. seq2seq -- the encoder: ``L`` is the decoder's
+    teacher-forced cross-entropy summed over target steps (the model's own bridge and
+    decoder, attention included, run on the unrolled encoder's memory and final states),
+    and ``norm[k]`` is the mean ``||dL/ds^enc_{S-1-k}||`` (lag from the source end; a
+    backward direction from the source start). Gate statistics are not read for seq2seq.
+
+    Bidirectional encoders: one curve per layer *and direction* (``rnn_0/forward``,
+    ``rnn_0/backward``). The forward direction as above. The backward direction reads
+    each row's valid part reversed, so its lag ``k`` is ``dL_t/ds^b_{t+k}``: the state
+    ``k`` positions *later* in the sequence, which the backward cell computed ``k`` of its
+    own steps before ``s^b_t``. For the acceptor each direction's lags count from where
+    it ends (forward: the last valid step; backward: the first step). The unrolled path
+    (both directions, concatenated per step into the next layer and the head's own
+    pooling/logits layers) is checked against the model's logits on every batch.
 
 Gate statistics
     For cells whose plugin implements :meth:`seqkit.cells.base.CellPlugin.gates`
@@ -149,8 +162,12 @@ def _check_run(prep, model):
     from seqkit.heads.tagger import TaggerHead
     from seqkit.layers.stack import recurrent_layers
 
+    from seqkit.heads.seq2seq import Seq2SeqHead
+
     head = prep.head
     htype = prep.recipe.head.type
+    if isinstance(head, Seq2SeqHead):
+        return "seq2seq", []
     if isinstance(head, LanguageModelHead):
         kind = "lm"
     elif isinstance(head, TaggerHead):
@@ -159,14 +176,15 @@ def _check_run(prep, model):
         kind = "acceptor"
     else:
         raise SeqkitError(
-            f"seqkit diagnose reads the language_model, tagger and acceptor heads; this run's head is "
-            f"'{htype}'. (An encoder-decoder's gradient path runs through attention and the decoder, "
-            f"not one recurrence, so seq2seq runs are refused rather than given a misleading curve.)")
+            f"seqkit diagnose reads the language_model, tagger, acceptor and seq2seq heads; this run's "
+            f"head is '{htype}', whose loss path it does not know, so it is refused rather than given "
+            f"a misleading curve.")
     if getattr(prep.recipe.model, "bidirectional", False):
-        raise SeqkitError(
-            "this run's encoder is bidirectional (model.bidirectional: true): its backward layer runs "
-            "from the end, so 'the state k steps earlier' has no single meaning. seqkit diagnose reads "
-            "forward encoders only; train with model.bidirectional: false to diagnose.")
+        layers = recurrent_layers(model, "rnn_bi")
+        if not layers:
+            raise SeqkitError("this run's model is bidirectional but has no layers named rnn_bi_0, "
+                              "rnn_bi_1, ...; it was not built by a seqkit head.")
+        return kind, layers
     layers = recurrent_layers(model)
     if not layers:
         raise SeqkitError("this run's model has no recurrent layers named rnn_0, rnn_1, ...; it was "
@@ -182,12 +200,14 @@ def _held_out(prep, split: str, examples: int) -> list:
     return list(recs[:examples])
 
 
-def _batches(prep, model, records):
-    """Yield ``(emb [B, T, D] np.float32, valid [B, T] bool, targets)`` for the held-out records."""
+def _batches(prep, model, records, *, with_x: bool = False):
+    """Yield ``(emb [B, T, D] np.float32, valid [B, T] bool, targets)`` for the held-out records
+    (with ``with_x``, also the model's input batch ``x`` last)."""
     import keras
     import tensorflow as tf
 
-    x_in = model.get_layer("rnn_0").input
+    x_in = model.get_layer("rnn_bi_0" if getattr(prep.recipe.model, "bidirectional", False)
+                           else "rnn_0").input
     if isinstance(x_in, (list, tuple)):  # (x, mask) when the layer was called with a mask
         x_in = x_in[0]
     feed = keras.Model(model.inputs, x_in)
@@ -195,7 +215,7 @@ def _batches(prep, model, records):
         x = np.asarray(x)
         valid = (x != 0) if x.dtype.kind in "iu" else ~np.isnan(x).any(axis=-1)
         emb = np.asarray(feed(tf.convert_to_tensor(x), training=False), np.float32)
-        yield emb, valid, np.asarray(y)
+        yield (emb, valid, np.asarray(y), x) if with_x else (emb, valid, np.asarray(y))
 
 
 def _targets(kind: str, y: np.ndarray) -> np.ndarray:
@@ -229,12 +249,17 @@ def gradient_flow(prep, model, *, max_lag: int = 50, examples: int = 32, positio
         rows of ``||dL_t / ds_{t-k}||_2`` (see the module docstring).
 
     Raises:
-        SeqkitError: unsupported head (seq2seq, plugin heads), bidirectional encoder,
-            empty split.
+        SeqkitError: unsupported head (plugin heads), an empty split, or (internal) an
+            unrolled path whose logits differ from the model's.
     """
     import tensorflow as tf
 
     kind, layers = _check_run(prep, model)
+    if kind == "seq2seq":
+        return _seq2seq_flow(prep, model, max_lag=max_lag, examples=examples, split=split)
+    if getattr(prep.recipe.model, "bidirectional", False):
+        return _bidirectional_flow(prep, model, kind, layers, max_lag=max_lag, examples=examples,
+                                   positions=positions, split=split)
     cells = [layer.cell for layer in layers]
     names = _state_names(prep, cells)
     logits_layer = model.get_layer("logits")
@@ -376,6 +401,301 @@ def _acceptor_rows(emb, valid, tgt, cells):
     return xs, vw, _zeros(cells, len(keep)), lens, np.asarray([int(tgt[b]) for b in keep])
 
 
+# ---------------------------------------------------------------------- bidirectional
+def _reverse_index(valid) -> np.ndarray:
+    """``[R, W]`` int32: per row, the valid prefix's positions reversed, padding left in place.
+
+    Gathering with it twice is the identity. seqkit batches are right-padded (the valid
+    steps of a row come first), which is what ``keras.layers.Bidirectional`` sees too: its
+    backward layer reads the reversed row, whose leading padding steps are masked, so it
+    starts at the last valid step.
+    """
+    v = np.asarray(valid, bool)
+    n = v.sum(axis=1)[:, None]
+    j = np.arange(v.shape[1])[None, :]
+    return np.where(j < n, n - 1 - j, j).astype(np.int32)
+
+
+def unroll_bidirectional(pairs, inputs, valid):
+    """Run a stack of bidirectional layers, each a ``(forward cell, backward cell)`` pair.
+
+    Args:
+        pairs: per layer, bottom first, the step cells of the forward and backward layers.
+        inputs: ``[R, W, D]`` float32 inputs of the bottom layer.
+        valid: ``[R, W]`` bool, a prefix of each row (right padding).
+
+    Returns:
+        ``(outputs [R, W, 2H], raw)``: ``outputs`` the top layer's ``concat(forward,
+        backward)`` per position (as ``Bidirectional(merge_mode="concat")``); ``raw[l] =
+        (fwd, bwd)`` with ``fwd[j]`` the state tensors the forward cell returned at position
+        ``j`` and ``bwd[i]`` those the backward cell returned at *its own* step ``i``, that
+        is at position ``n_r - 1 - i`` of row ``r`` (``n_r`` valid steps; ``i < n_r``).
+        Padding never enters a state.
+    """
+    import tensorflow as tf
+
+    x = tf.convert_to_tensor(inputs, tf.float32)
+    v = np.asarray(valid, bool)
+    rev = tf.constant(_reverse_index(v))
+    rows = int(x.shape[0])
+    raw = []
+    for fcell, bcell in pairs:
+        fo, fr = unroll([fcell], x, _zeros([fcell], rows), v)
+        bo, br = unroll([bcell], tf.gather(x, rev, batch_dims=1), _zeros([bcell], rows), v)
+        bo = tf.gather(tf.stack(bo, axis=1), rev, batch_dims=1)
+        x = tf.concat([tf.stack(fo, axis=1), bo], axis=-1)
+        raw.append(([r[0] for r in fr], [r[0] for r in br]))
+    return x, raw
+
+
+BIDI_LAGS = ("bidirectional: forward lag k = dL_t/ds^f_(t-k); backward lag k = dL_t/ds^b_(t+k) "
+             "(the backward state k positions later in the sequence, k steps earlier in the "
+             "backward cell's own time). Acceptor: t = the last valid step for the forward "
+             "direction, t = the first step for the backward one (where each direction ends).")
+
+
+def _bidirectional_flow(prep, model, kind, layers, *, max_lag, examples, positions, split) -> dict:
+    """:func:`gradient_flow` of a bidirectional encoder: one curve per layer, direction and state.
+
+    Whole (right-padded) held-out rows are unrolled through both directions of every
+    layer, the layer outputs concatenated per step into the next layer and the model's own
+    head layers (``pooling``, ``logits``); the logits are checked against the model's.
+    """
+    import keras
+    import tensorflow as tf
+
+    pairs = [(layer.forward_layer.cell, layer.backward_layer.cell) for layer in layers]
+    names = _state_names(prep, [pairs[0][0]])
+    nstate = len(_state_sizes(pairs[0][0]))
+    logits_layer = model.get_layer("logits")
+    pool = model.get_layer("pooling") if kind == "acceptor" else None
+    ref_model = keras.Model(model.inputs, logits_layer.output)
+    k_max = int(max_lag)
+    keys = [(i, d, s) for i in range(len(pairs)) for d in (0, 1) for s in range(nstate)]
+    sums = {key: np.zeros(k_max + 1) for key in keys}
+    rows = {d: np.zeros(k_max + 1, np.int64) for d in (0, 1)}
+    seen = 0
+    for emb, valid, y, x in _batches(prep, model, _held_out(prep, split, examples), with_x=True):
+        seen += emb.shape[0]
+        tgt = _targets(kind, y)
+        picked = []  # (batch row, loss step t or -1 for the acceptor)
+        for b in range(emb.shape[0]):
+            if kind == "acceptor":
+                if tgt[b] >= 0 and valid[b].any():
+                    picked.append((b, -1))
+                continue
+            ts = np.nonzero(valid[b] & (tgt[b] >= 0))[0]
+            if ts.size:
+                pick = np.unique(np.round(np.linspace(0, ts.size - 1, min(positions, ts.size))).astype(int))
+                picked.extend((b, int(ts[p])) for p in pick)
+        if not picked:
+            continue
+        idx = np.asarray([b for b, _ in picked])
+        xs, vs = emb[idx], valid[idx]
+        n = vs.sum(axis=1)
+        t_f = np.asarray([t if t >= 0 else n[r] - 1 for r, (_, t) in enumerate(picked)])  # forward end
+        t_b = np.asarray([t if t >= 0 else 0 for _, t in picked])  # backward end
+        labels = np.asarray([tgt[b, t] if t >= 0 else tgt[b] for b, t in picked], np.int32)
+        with tf.GradientTape() as tape:
+            out, raw = unroll_bidirectional(pairs, xs, vs)
+            if kind == "acceptor":
+                feat = pool(out, mask=tf.constant(vs), training=False)
+            else:
+                feat = tf.gather_nd(out, np.stack([np.arange(len(picked)), t_f], axis=1))
+            logits = logits_layer(feat, training=False)
+            loss = tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
+        ref = np.asarray(ref_model(tf.convert_to_tensor(x), training=False))
+        ref = ref[idx] if kind == "acceptor" else ref[idx, t_f]
+        if not np.allclose(np.asarray(logits), ref, atol=1e-4, rtol=1e-4):
+            raise SeqkitError(
+                f"internal error in seqkit diagnose: the unrolled bidirectional path's logits differ "
+                f"from the model's by up to {np.abs(np.asarray(logits) - ref).max():.3g}; the gradient "
+                f"flow would be wrong, so none is reported. Please report this with the run.")
+        w = len(raw[0][0])
+        wrt = [raw[i][d][j][s] for (i, d, s) in keys for j in range(w)]
+        grads = tape.gradient(loss, wrt, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+        r_all = np.arange(len(picked))
+        for q, key in enumerate(keys):
+            g = np.stack([_row_norms(gj) for gj in grads[q * w:(q + 1) * w]])  # [W, R]
+            d = key[1]
+            for k in range(k_max + 1):
+                if d == 0:  # forward: position t - k
+                    pos = t_f - k
+                    ok = pos >= 0
+                    step = pos
+                else:  # backward: position t + k, its own step n - 1 - (t + k)
+                    pos = t_b + k
+                    ok = pos <= n - 1
+                    step = n - 1 - pos
+                if not ok.any():
+                    continue
+                sums[key][k] += float(g[step[ok], r_all[ok]].sum())
+                if key[0] == 0 and key[2] == 0:
+                    rows[d][k] += int(ok.sum())
+    curves = []
+    for (i, d, s) in keys:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            norm = np.where(rows[d] > 0, sums[(i, d, s)] / np.maximum(rows[d], 1), np.nan)
+        direction = ("forward", "backward")[d]
+        curves.append({"layer": f"rnn_{i}/{direction}", "direction": direction,
+                       "state": names[s] if s < len(names) else f"s{s}",
+                       "lags": list(range(k_max + 1)), "norm": [float(v) for v in norm],
+                       "rows": [int(r) for r in rows[d]], "horizon": horizon(norm)})
+    return {"head": prep.recipe.head.type, "cell": prep.recipe.model.cell, "max_lag": k_max,
+            "sequences": seen, "horizon_ratio": HORIZON_RATIO, "bidirectional": True,
+            "lag_definition": BIDI_LAGS, "curves": curves}
+
+
+def _bidirectional_gates(plugin, layers, embs, valids, bins) -> dict | None:
+    """Gate statistics per layer and direction (``layers``: forward 0, backward 0, forward 1, ...)."""
+    import tensorflow as tf
+
+    pairs = [(layer.forward_layer.cell, layer.backward_layer.cell) for layer in layers]
+    parts = []
+    for emb, v in zip(embs, valids):
+        x = tf.convert_to_tensor(emb, tf.float32)
+        rev = tf.constant(_reverse_index(v))
+        per = []
+        for pair in pairs:
+            for cell, xin in ((pair[0], x), (pair[1], tf.gather(x, rev, batch_dims=1))):
+                st = cell_gate_statistics(plugin, [cell], np.asarray(xin), v, bins=bins)
+                if st is None:
+                    return None
+                per.append(st)
+            x = unroll_bidirectional([pair], x, v)[0]
+        parts.append({"bins": per[0]["bins"], "saturation": per[0]["saturation"],
+                      "layers": [p["layers"][0] for p in per]})
+    if not parts:
+        return None
+    out = _merge_gate_stats(parts)
+    out["names"] = [f"rnn_{i}/{d}" for i in range(len(pairs)) for d in ("forward", "backward")]
+    return out
+
+
+# ---------------------------------------------------------------------- seq2seq
+SEQ2SEQ_LAGS = ("seq2seq: whole target loss w.r.t. encoder states, lag from the source end: "
+                "norm[k] = mean ||dL/ds^enc_(S-1-k)|| with L the decoder's teacher-forced "
+                "cross-entropy summed over target steps and S the source length; a backward "
+                "direction counts from where it ends, the source start: ||dL/ds^b_k||.")
+
+
+def _final(raw_steps, n):
+    """The state each row holds after its last valid step: ``raw_steps[j]`` ``[R, H]``, ``n [R]``."""
+    import tensorflow as tf
+
+    st = tf.stack(raw_steps, axis=1)  # [R, W, H]
+    return tf.gather(st, tf.constant(np.maximum(n - 1, 0), tf.int32), batch_dims=1)
+
+
+def _seq2seq_flow(prep, model, *, max_lag, examples, split) -> dict:
+    """:func:`gradient_flow` of an encoder-decoder: the encoder's cells unrolled, the model's
+    own bridge and decoder (attention included) run on the unrolled memory and final states."""
+    import tensorflow as tf
+
+    from seqkit.layers.stack import recurrent_layers
+    from seqkit.registry import CELLS
+
+    m = prep.recipe.model
+    bidi = bool(m.bidirectional)
+    encoder, decoder = model.get_layer("encoder"), model.get_layer("decoder")
+    enc_layers = recurrent_layers(encoder, "encoder_rnn_bi" if bidi else "encoder_rnn")
+    if not enc_layers:
+        raise SeqkitError("this run's encoder has no layers named encoder_rnn_0, ...; it was not "
+                          "built by the seqkit seq2seq head.")
+    if bidi:
+        pairs = [(layer.forward_layer.cell, layer.backward_layer.cell) for layer in enc_layers]
+        first = pairs[0][0]
+    else:
+        cells = [layer.cell for layer in enc_layers]
+        first = cells[0]
+    names = _state_names(prep, [first])
+    nstate = len(_state_sizes(first))
+    embed = encoder.get_layer("source_embedding")
+    dec = prep.head.decoder_config()
+    dec_names = CELLS.get(dec["cell"]).state_names
+    same = (not bidi and m.layers == dec["layers"] and tuple(names) == tuple(dec_names)
+            and m.units == dec["units"])
+    dirs = (0, 1) if bidi else (0,)
+    k_max = int(max_lag)
+    keys = [(i, d, s) for i in range(m.layers) for d in dirs for s in range(nstate)]
+    sums = {key: np.zeros(k_max + 1) for key in keys}
+    rows = np.zeros(k_max + 1, np.int64)
+    seen = 0
+    for (src, dec_in), tgt in prep.head.dataset(_held_out(prep, split, examples), training=False):
+        src, dec_in, tgt = np.asarray(src), np.asarray(dec_in), np.asarray(tgt)
+        keep = (src != 0).any(axis=1) & (tgt != 0).any(axis=1)
+        seen += src.shape[0]
+        if not keep.any():
+            continue
+        src, dec_in, tgt = src[keep], dec_in[keep], tgt[keep]
+        valid = src != 0
+        n = valid.sum(axis=1)
+        emb = embed(tf.convert_to_tensor(src), training=False)
+        with tf.GradientTape() as tape:
+            if bidi:
+                memory, raw = unroll_bidirectional(pairs, emb, valid)
+                finals = []
+                for fwd, bwd in raw:  # forward: after its last valid step; backward: after position 0
+                    finals.append([_final([st[s] for st in fwd], n) for s in range(nstate)]
+                                  + [_final([st[s] for st in bwd], n) for s in range(nstate)])
+                wrt_raw = {(i, d): raw[i][d] for i in range(m.layers) for d in dirs}
+            else:
+                outs, raw1 = unroll(cells, emb, _zeros(cells, len(n)), valid)
+                memory = tf.stack(outs, axis=1)
+                finals = [[_final([r[i][s] for r in raw1], n) for s in range(nstate)]
+                          for i in range(m.layers)]
+                wrt_raw = {(i, 0): [r[i] for r in raw1] for i in range(m.layers)}
+            if same:  # seqkit.heads.seq2seq.bridge, with the model's own bridge layers
+                start = [st for layer in finals for st in layer]
+            else:
+                start, joined = [], {}
+                for i in range(dec["layers"]):
+                    j = m.layers - dec["layers"] + i if m.layers >= dec["layers"] else min(i, m.layers - 1)
+                    if j not in joined:
+                        st = finals[j]
+                        joined[j] = st[0] if len(st) == 1 else tf.concat(st, axis=-1)
+                    for nm in dec_names:
+                        start.append(encoder.get_layer(f"bridge_{i}_{nm}")(joined[j], training=False))
+            logits = decoder(tf.convert_to_tensor(dec_in), memory, tf.constant(valid), start, training=False)
+            tmask = tf.cast(tf.constant(tgt != 0), tf.float32)
+            ce = tf.nn.sparse_softmax_cross_entropy_with_logits(tf.constant(tgt.astype(np.int32)), logits)
+            loss = tf.reduce_sum(ce * tmask)
+        ref = np.asarray(model([tf.convert_to_tensor(src), tf.convert_to_tensor(dec_in)], training=False))
+        tv = tgt != 0
+        if not np.allclose(np.asarray(logits)[tv], ref[tv], atol=1e-4, rtol=1e-4):
+            raise SeqkitError(
+                f"internal error in seqkit diagnose: the unrolled encoder + the model's decoder give "
+                f"logits that differ from the model's by up to "
+                f"{np.abs(np.asarray(logits)[tv] - ref[tv]).max():.3g}; no gradient flow is reported. "
+                f"Please report this with the run.")
+        w = src.shape[1]
+        wrt = [wrt_raw[(i, d)][j][s] for (i, d, s) in keys for j in range(w)]
+        grads = tape.gradient(loss, wrt, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+        r_all = np.arange(len(n))
+        for q, key in enumerate(keys):
+            g = np.stack([_row_norms(gj) for gj in grads[q * w:(q + 1) * w]])  # [W, R]
+            for k in range(k_max + 1):
+                ok = n - 1 - k >= 0  # forward: position n-1-k; backward: position k, its own step n-1-k
+                if not ok.any():
+                    continue
+                sums[key][k] += float(g[(n - 1 - k)[ok], r_all[ok]].sum())
+                if q == 0:
+                    rows[k] += int(ok.sum())
+    curves = []
+    for (i, d, s) in keys:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            norm = np.where(rows > 0, sums[(i, d, s)] / np.maximum(rows, 1), np.nan)
+        c = {"layer": f"encoder_rnn_{i}/{('forward', 'backward')[d]}" if bidi else f"encoder_rnn_{i}",
+             "state": names[s] if s < len(names) else f"s{s}", "lags": list(range(k_max + 1)),
+             "norm": [float(v) for v in norm], "rows": [int(r) for r in rows], "horizon": horizon(norm)}
+        if bidi:
+            c["direction"] = ("forward", "backward")[d]
+        curves.append(c)
+    return {"head": prep.recipe.head.type, "cell": m.cell, "max_lag": k_max, "sequences": seen,
+            "horizon_ratio": HORIZON_RATIO, "bidirectional": bidi, "seq2seq": True,
+            "lag_definition": SEQ2SEQ_LAGS, "curves": curves}
+
+
 # ---------------------------------------------------------------------- gates
 def cell_gate_statistics(plugin, cells, inputs, valid=None, *, bins: int = 20) -> dict | None:
     """Gate statistics of a stack of step cells over a batch.
@@ -445,7 +765,11 @@ def gate_statistics(prep, model, *, examples: int = 32, split: str = "test", bin
 
     import warnings
 
-    cells = [layer.cell for layer in _check_run(prep, model)[1]]
+    kind, layers = _check_run(prep, model)
+    if kind == "seq2seq":  # the gradient flow only (its encoder gates are not read)
+        return None
+    bidi = bool(getattr(prep.recipe.model, "bidirectional", False))
+    cells = [layer.cell for layer in layers] if not bidi else None
     with warnings.catch_warnings():  # the fast-path warning was given at training time
         warnings.simplefilter("ignore")
         plugin = make_plugin(prep.recipe.model, prep.recipe.cell_options)
@@ -453,6 +777,8 @@ def gate_statistics(prep, model, *, examples: int = 32, split: str = "test", bin
     for emb, valid, _ in _batches(prep, model, _held_out(prep, split, examples)):
         embs.append(emb)
         valids.append(valid)
+    if bidi:
+        return _bidirectional_gates(plugin, layers, embs, valids, bins)
     parts = [cell_gate_statistics(plugin, cells, e, v, bins=bins) for e, v in zip(embs, valids)]
     if not parts or parts[0] is None:
         return None

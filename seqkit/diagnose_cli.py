@@ -43,13 +43,18 @@ def summary_lines(results: list) -> list[str]:
             lines.append(f"{r['run']}: {flow['cell']} layer {c['layer']} {c['state']}: gradient horizon "
                          f"{h if h is not None else '> ' + str(flow['max_lag'])} steps "
                          f"(|dL/ds| {c['norm'][0]:.3g} at k = 0, {c['rows'][0]} rows)")
+        if r["gates"] is None and flow.get("seq2seq"):
+            lines.append(f"{r['run']}: {flow['lag_definition']} (gate statistics are not read for "
+                         f"seq2seq encoders)")
+            continue
         if r["gates"] is None:
             lines.append(f"{r['run']}: cell '{flow['cell']}' exposes no gates (CellPlugin.gates); "
                          f"gradient flow only")
             continue
+        gnames = r["gates"].get("names") or list(range(len(r["gates"]["layers"])))
         for i, layer in enumerate(r["gates"]["layers"]):
             for name, g in layer.items():
-                lines.append(f"{r['run']}: layer {i} {name} gate: mean {g['mean']:.3f}, saturated "
+                lines.append(f"{r['run']}: layer {gnames[i]} {name} gate: mean {g['mean']:.3f}, saturated "
                              f"{g['saturated']:.1%} (< 0.1: {g['below']:.1%}, > 0.9: {g['above']:.1%})")
     return lines
 

@@ -112,11 +112,16 @@ def draw_diagnose(results: list, path: str) -> str:
             lab = (f"{_label(r['run'])} ({r['gradient_flow']['cell']}) layer {c['layer']} {c['state']}: "
                    f"horizon {h if h is not None else '> ' + str(r['gradient_flow']['max_lag'])}")
             ax.plot(np.asarray(c["lags"])[ok], norm[ok], label=lab,
-                    linestyle="--" if c["state"] != "h" else "-")
+                    linestyle="--" if c["state"] != "h" else ("-." if c.get("direction") == "backward" else "-"))
     ax.set_yscale("log")
     ax.set_xlabel("lag k (steps)")
     ax.set_ylabel("mean ||dL_t / ds_{t-k}||")
-    ax.set_title("gradient flow through time (horizon: first k below 1e-3 of k = 0)")
+    title = "gradient flow through time (horizon: first k below 1e-3 of k = 0)"
+    if any(r["gradient_flow"].get("seq2seq") for r in results):
+        title += "\nseq2seq: whole target loss w.r.t. encoder states, lag from the source end"
+    if any(r["gradient_flow"].get("bidirectional") for r in results):
+        title += "\nbackward direction: lag k = dL_t/ds_(t+k), k positions later in the sequence"
+    ax.set_title(title, fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
     for n, (r, i, layer) in enumerate(panels):
@@ -126,7 +131,8 @@ def draw_diagnose(results: list, path: str) -> str:
         for name, g in layer.items():
             a.step(centers, g["histogram"], where="mid",
                    label=f"{name}: mean {g['mean']:.2f}, sat. {g['saturated']:.0%}")
-        a.set_title(f"{_label(r['run'])} layer {i} gates", fontsize=9)
+        gname = r["gates"]["names"][i] if r["gates"].get("names") else i
+        a.set_title(f"{_label(r['run'])} layer {gname} gates", fontsize=9)
         a.set_xlim(0, 1)
         a.set_xlabel("gate value", fontsize=8)
         a.set_ylabel("fraction", fontsize=8)

@@ -203,21 +203,171 @@ def test_confusion_matrix_png_for_a_tagger(tmp_path, keras):
     assert h["norm"][0] > 0
 
 
-def test_seq2seq_and_bidirectional_runs_are_refused():
+def test_plugin_heads_and_unnamed_bidirectional_layers_are_refused():
     from types import SimpleNamespace
 
     from seqkit.diagnose import gradient_flow
     from seqkit.errors import SeqkitError
     from seqkit.heads.tagger import TaggerHead
 
-    prep = SimpleNamespace(head=object(), recipe=SimpleNamespace(head=SimpleNamespace(type="seq2seq")))
-    with pytest.raises(SeqkitError, match="seq2seq runs are refused"):
+    prep = SimpleNamespace(head=object(), recipe=SimpleNamespace(head=SimpleNamespace(type="plugin")))
+    with pytest.raises(SeqkitError, match="this run's head is 'plugin'"):
         gradient_flow(prep, None)
     tagger = TaggerHead.__new__(TaggerHead)
     prep = SimpleNamespace(head=tagger, recipe=SimpleNamespace(head=SimpleNamespace(type="tagger"),
                                                                model=SimpleNamespace(bidirectional=True)))
-    with pytest.raises(SeqkitError, match="bidirectional"):
-        gradient_flow(prep, None)
+    import keras
+
+    inp = keras.Input((None, 2))
+    with pytest.raises(SeqkitError, match="no layers named rnn_bi_0"):
+        gradient_flow(prep, keras.Model(inp, keras.layers.Dense(1)(inp)))
+
+
+def test_backward_direction_lag_k_is_w_to_the_k_and_ignores_padding(keras):
+    """Bidirectional linear SimpleRNN(1), backward recurrent weight w: the backward state at
+    position t depends on the one at t + k (computed k backward steps earlier) by w^k; the
+    unrolled path equals the Keras layer on a right-padded batch."""
+    import tensorflow as tf
+
+    from seqkit.diagnose import unroll_bidirectional
+
+    w_f, w_b = 0.9, -0.5
+    inp = keras.Input((None, 1))
+    masked = keras.layers.Masking(0.0)(inp)
+    bi = keras.layers.Bidirectional(keras.layers.SimpleRNN(1, activation="linear", return_sequences=True))
+    model = keras.Model(inp, bi(masked))
+    for cell, w in ((bi.forward_layer.cell, w_f), (bi.backward_layer.cell, w_b)):
+        cell.kernel.assign([[1.0]])
+        cell.recurrent_kernel.assign([[w]])
+        cell.bias.assign([0.0])
+    x = np.zeros((2, 6, 1), np.float32)
+    x[0, :6, 0] = [1.0, 2.0, -1.0, 0.5, 3.0, 1.5]
+    x[1, :4, 0] = [0.3, -2.0, 1.0, 2.5]  # 2 padding steps
+    valid = x[:, :, 0] != 0
+    with tf.GradientTape(persistent=True) as tape:
+        out, [(fwd, bwd)] = unroll_bidirectional([(bi.forward_layer.cell, bi.backward_layer.cell)], x, valid)
+    ref = np.asarray(model(x))
+    np.testing.assert_allclose(np.asarray(out)[valid], ref[valid], atol=1e-6)
+    n = valid.sum(axis=1)
+    for r in range(2):
+        t = 1
+        own = n[r] - 1 - t  # the backward cell's own step at position t
+        for k in range(n[r] - t):
+            g = tape.gradient(bwd[own][0], bwd[own - k][0])  # state at position t + k (rows independent)
+            np.testing.assert_allclose(np.asarray(g)[r, 0], w_b ** k, rtol=1e-6)
+        for k in range(t + 1):
+            g = tape.gradient(fwd[t][0], fwd[t - k][0])
+            np.testing.assert_allclose(np.asarray(g)[r, 0], w_f ** k, rtol=1e-6)
+    # the backward state at the last valid position of the padded row read its input first
+    np.testing.assert_allclose(np.asarray(bwd[0][0])[1, 0], 2.5, rtol=1e-6)
+    del tape
+
+
+def _bidi_run(tmp_path, head):
+    import yaml
+
+    from seqkit.cli import main
+
+    if head == "tagger":
+        (tmp_path / "train.txt").write_text(TAGS, encoding="utf-8")
+        data = {"source": "word_tag", "path": "train.txt", "max_length": 4}
+        head_cfg = {"type": "tagger"}
+    else:
+        lines = ["ab ab ab\tx", "ba ba\ty", "ab ba ab ba\tx", "ba\ty", "ab ab\tx", "ba ab ba\ty"] * 4
+        (tmp_path / "d.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        data = {"source": "tsv_text_label", "path": "d.tsv", "tokenizer": "whitespace", "max_length": 8}
+        head_cfg = {"type": "acceptor"}
+    data["split"] = {"valid": 0.25, "test": 0.25, "shuffle": True}
+    recipe = {"name": f"bi-{head}", "seed": 1, "data": data, "head": head_cfg,
+              "model": {"cell": "lstm", "units": 4, "embedding_dim": 4, "bidirectional": True},
+              "training": {"epochs": 1, "batch_size": 4, "learning_rate": 0.05, "early_stopping": None}}
+    (tmp_path / "r.yaml").write_text(yaml.safe_dump(recipe), encoding="utf-8")
+    run = tmp_path / "run"
+    res = CliRunner().invoke(main, ["train", str(tmp_path / "r.yaml"), "--run-dir", str(run), "--quiet"])
+    assert res.exit_code == 0, res.output
+    return run
+
+
+@pytest.mark.parametrize("head", ["tagger", "acceptor"])
+def test_bidirectional_runs_are_diagnosed_per_direction(tmp_path, keras, head):
+    """One curve per direction; k = 0 equals W_half (p - onehot) read off the model itself
+    (forward: the loss step / last step; backward: the loss step / first step); the CLI writes them."""
+    import tensorflow as tf
+
+    from seqkit.cli import main
+    from seqkit.diagnose import gradient_flow
+    from seqkit.train import load_run
+
+    run = _bidi_run(tmp_path, head)
+    prep, model = load_run(str(run), with_data=True)
+    flow = gradient_flow(prep, model, max_lag=4, examples=6, positions=1000)
+    curves = {(c["layer"], c["state"]): c for c in flow["curves"]}
+    assert set(curves) == {(f"rnn_0/{d}", s) for d in ("forward", "backward") for s in ("h", "c")}
+    w = np.asarray(model.get_layer("logits").kernel)
+    hu = w.shape[0] // 2
+    fw, bw = [], []
+    for x, y in prep.head.dataset(prep.splits["test"][:6], training=False):
+        p = np.asarray(tf.nn.softmax(model(x, training=False), axis=-1))  # the model's own output
+        y = np.asarray(y)
+        cells = zip(*np.nonzero(y > 0)) if head == "tagger" else [(b,) for b in range(len(y))]
+        for ix in cells:
+            g = p[ix].copy()
+            g[int(y[ix]) - 1] -= 1.0
+            fw.append(np.linalg.norm(w[:hu] @ g))
+            bw.append(np.linalg.norm(w[hu:] @ g))
+    f, b = curves[("rnn_0/forward", "h")], curves[("rnn_0/backward", "h")]
+    assert f["rows"][0] == b["rows"][0] == len(fw)
+    np.testing.assert_allclose(f["norm"][0], np.mean(fw), rtol=1e-4)
+    np.testing.assert_allclose(b["norm"][0], np.mean(bw), rtol=1e-4)
+    if head == "tagger":  # the forward lag k needs t >= k, the backward t + k < n
+        assert f["rows"][1] < f["rows"][0] and b["rows"][1] < b["rows"][0]
+    assert all(np.isfinite(c["norm"][1]) and c["norm"][1] > 0 for c in flow["curves"])
+
+    out = tmp_path / "diag"
+    res = CliRunner().invoke(main, ["diagnose", str(run), "--out", str(out), "--max-lag", "3",
+                                    "--examples", "4"])
+    assert res.exit_code == 0, res.output
+    assert "layer rnn_0/backward h: gradient horizon" in res.output
+    assert "layer rnn_0/backward forget gate" in res.output
+    data = json.load(open(out / "diagnose.json"))
+    assert "backward lag k" in data["runs"][0]["gradient_flow"]["lag_definition"]
+    assert os.path.getsize(out / "diagnose.png") > 1000
+
+
+def test_bidirectional_padded_row_equals_unpadded_and_mismatch_is_refused(tmp_path, keras, monkeypatch):
+    import tensorflow as tf
+
+    from seqkit import diagnose
+    from seqkit.errors import SeqkitError
+    from seqkit.train import load_run
+
+    run = _bidi_run(tmp_path, "tagger")
+    prep, model = load_run(str(run), with_data=True)
+    bi = model.get_layer("rnn_bi_0")
+    pairs = [(bi.forward_layer.cell, bi.backward_layer.cell)]
+    emb = np.random.default_rng(0).normal(size=(2, 7, 4)).astype("float32")
+    valid = np.ones((2, 7), bool)
+    valid[0, 4:] = False  # row 0: 4 steps + 3 padding (garbage embeddings there)
+
+    def grads(xs, vs, t):
+        with tf.GradientTape() as tape:
+            out, [(fwd, bwd)] = diagnose.unroll_bidirectional(pairs, xs, vs)
+            loss = tf.reduce_sum(out[0, t] ** 2)
+        n = int(vs[0].sum())
+        g = tape.gradient(loss, [fwd[j][0] for j in range(n)] + [bwd[i][0] for i in range(n)])
+        return np.asarray(out)[0, :n], [np.asarray(v)[0] for v in g]
+
+    o1, g1 = grads(emb, valid, 2)
+    o2, g2 = grads(emb[:1, :4], valid[:1, :4], 2)
+    np.testing.assert_allclose(o1, o2, atol=1e-6)
+    for a, b in zip(g1, g2):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+
+    real = diagnose.unroll_bidirectional  # a path that disagrees with the model is refused
+    monkeypatch.setattr(diagnose, "unroll_bidirectional", lambda p, x, v: (
+        lambda o: (o[0] * 1.01, o[1]))(real(p, x, v)))
+    with pytest.raises(SeqkitError, match="internal error"):
+        diagnose.gradient_flow(prep, model, max_lag=2, examples=4)
 
 
 def test_confusion_picture_at_44_tags_and_missing_matplotlib(tmp_path, monkeypatch):
@@ -289,3 +439,66 @@ def test_training_diagnostics_clip_fraction(tmp_path, keras, clipnorm, fraction)
     assert [h["clip_fraction"] for h in hist] == [fraction]
     for h in hist:
         assert 0 < h["grad_norm_mean"] <= h["grad_norm_max"] and np.isfinite(h["grad_norm_max"])
+
+
+S2S_WORDS = {"ab": "AE B", "ba": "B AA", "abba": "AE B B AA", "baba": "B AA B AA", "aab": "AE AE B",
+             "bab": "B AA B", "aba": "AE B AA", "bba": "B B AA", "abab": "AE B AE B", "bbaa": "B B AA AA",
+             "a": "AE", "b": "B", "aa": "AE AE", "bb": "B B", "abb": "AE B B", "baa": "B AA AA"}
+
+
+def _s2s_run(d, bidirectional):
+    from seqkit.recipe import recipe_from_dict
+    from seqkit.train import train
+
+    (d / "tiny.dict").write_text("\n".join(f"{w} {p}" for w, p in S2S_WORDS.items()) + "\n", encoding="utf-8")
+    recipe = {"name": "tiny-g2p", "seed": 1,
+              "data": {"source": "cmudict", "path": str(d / "tiny.dict"), "max_length": 6,
+                       "split": {"valid": 0.0, "test": 0.4, "shuffle": True}},
+              "model": {"units": 6, "embedding_dim": 4, "bidirectional": bidirectional},
+              "head": {"type": "seq2seq", "attention": "bahdanau"},
+              "training": {"epochs": 1, "batch_size": 4, "learning_rate": 0.02, "early_stopping": None}}
+    run = d / ("bi" if bidirectional else "uni")
+    train(recipe_from_dict(recipe), str(run), verbose=0)
+    return run
+
+
+def test_seq2seq_encoder_flow_matches_the_model(tmp_path, keras):
+    """Unidirectional encoder whose final states start the decoder as they are: dL/dh_{S-1}
+    is the tape gradient through the model's own encoder outputs (memory at the last source
+    step plus the start state h). A bidirectional one runs (its logits are checked inside)."""
+    import tensorflow as tf
+
+    from seqkit.cli import main
+    from seqkit.diagnose import gradient_flow
+    from seqkit.train import load_run
+
+    run = _s2s_run(tmp_path, False)
+    prep, model = load_run(str(run), with_data=True)
+    flow = gradient_flow(prep, model, max_lag=3, examples=8)
+    assert flow["seq2seq"] and "lag from the source end" in flow["lag_definition"]
+    curves = {(c["layer"], c["state"]): c for c in flow["curves"]}
+    assert set(curves) == {("encoder_rnn_0", "h"), ("encoder_rnn_0", "c")}
+    encoder, decoder = model.get_layer("encoder"), model.get_layer("decoder")
+    norms = []
+    for (src, dec_in), tgt in prep.head.dataset(prep.splits["test"][:8], training=False):
+        memory, h, c = encoder(src, training=False)
+        with tf.GradientTape() as tape:
+            tape.watch([memory, h, c])
+            logits = decoder(dec_in, memory, tf.not_equal(src, 0), [h, c], training=False)
+            loss = tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(tgt, logits)
+                                 * tf.cast(tgt != 0, tf.float32))
+        g_mem, g_h = tape.gradient(loss, [memory, h])
+        n = np.asarray(src != 0).sum(axis=1)
+        for r in range(len(n)):
+            norms.append(np.linalg.norm(np.asarray(g_mem)[r, n[r] - 1] + np.asarray(g_h)[r]))
+    h0 = curves[("encoder_rnn_0", "h")]
+    assert h0["rows"][0] == len(norms) and h0["rows"][3] < h0["rows"][0]
+    np.testing.assert_allclose(h0["norm"][0], np.mean(norms), rtol=1e-4)
+
+    bi = _s2s_run(tmp_path, True)
+    out = tmp_path / "diag"
+    res = CliRunner().invoke(main, ["diagnose", str(bi), "--out", str(out), "--max-lag", "3"])
+    assert res.exit_code == 0, res.output
+    assert "encoder_rnn_0/backward h: gradient horizon" in res.output
+    assert "seq2seq: whole target loss w.r.t. encoder states" in res.output
+    assert os.path.getsize(out / "diagnose.png") > 1000
