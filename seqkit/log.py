@@ -46,11 +46,13 @@ def to_stderr(level: int = logging.INFO):
     if any(isinstance(h, StderrHandler) for h in logger.handlers):
         yield
         return
-    handler, old = StderrHandler(level), logger.level
+    handler, old, propagate = StderrHandler(level), logger.level, logger.propagate
     logger.addHandler(handler)
     logger.setLevel(level)
+    logger.propagate = False  # a root handler (TF/absl install one) would print each line again
     try:
         yield
     finally:
         logger.removeHandler(handler)
         logger.setLevel(old)
+        logger.propagate = propagate

@@ -484,6 +484,46 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- loading
 
+MAX_YAML_NODES = 100_000  # a recipe has a few hundred; aliases may not expand past this
+MAX_YAML_DEPTH = 64
+
+
+def _check_size(node, path: str) -> None:
+    """Refuse a YAML node graph whose alias-expanded size or depth is far beyond any recipe.
+
+    Aliases make the graph a DAG whose expansion can be exponential in the file's size (the
+    "billion laughs" attack); the expanded size is counted once per distinct node (memoised), so
+    this check costs time linear in the file.
+
+    Raises:
+        RecipeError: more than :data:`MAX_YAML_NODES` values once aliases are expanded, or more
+            than :data:`MAX_YAML_DEPTH` levels of nesting.
+    """
+    sizes: dict[int, int] = {}
+
+    def size(n, depth: int) -> int:
+        if depth > MAX_YAML_DEPTH:
+            raise RecipeError(f"{path}: the YAML is nested more than {MAX_YAML_DEPTH} levels deep; a "
+                              f"recipe is a few levels of mappings. Check the file.")
+        if id(n) in sizes:
+            return sizes[id(n)]
+        if isinstance(n, yaml.MappingNode):
+            total = 1 + sum(size(k, depth + 1) + size(v, depth + 1) for k, v in n.value)
+        elif isinstance(n, yaml.SequenceNode):
+            total = 1 + sum(size(v, depth + 1) for v in n.value)
+        else:
+            total = 1
+        sizes[id(n)] = total
+        if total > MAX_YAML_NODES:
+            raise RecipeError(f"{path}: the YAML expands to more than {MAX_YAML_NODES:,} values "
+                              f"(anchors and aliases repeated inside each other); a recipe has a few "
+                              f"hundred. Write the values out, or check the file.")
+        return total
+
+    if node is not None:
+        size(node, 0)
+
+
 def read_yaml(path: str) -> tuple[dict, dict]:
     """Read a YAML mapping; return ``(data, key_lines)``.
 
@@ -500,7 +540,11 @@ def read_yaml(path: str) -> tuple[dict, dict]:
         raise RecipeError(f"{path}: not UTF-8 text (byte {exc.start}): save the recipe as UTF-8.") from exc
     try:
         node = yaml.compose(text, Loader=RecipeLoader)
+        _check_size(node, path)  # before anything expands aliases (a "billion laughs" file)
         data = yaml.load(text, Loader=RecipeLoader)
+    except RecursionError as exc:
+        raise RecipeError(f"{path}: the YAML is nested too deeply to be a recipe (a recipe is a "
+                          f"few levels of mappings). Check the file.") from exc
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
@@ -614,6 +658,10 @@ def recipe_from_dict(raw: dict, *, source: str = "<recipe>", lines: dict | None 
     except ValidationError as exc:
         errors.from_pydantic(exc, RecipeModel, ())
         config = None
+    if config is not None and config.data.layout == "stream" and config.head.type != "language_model":
+        errors.add(("data", "layout"), f"'stream' (one token stream read with truncated BPTT) is for "
+                                       f"head.type language_model; a {config.head.type} reads one "
+                                       f"example at a time. Remove data.layout or set it to 'line'.")
     errors.raise_if_any()
     data_opts = plugin_opts.get("data")
     if data_opts is not None:  # file paths are kept absolute so a run's recipe copy stays valid

@@ -40,6 +40,10 @@ def _texts(inputs, what: str) -> str:
 
 
 
+#: The most new tokens one ``generate`` call may ask for (the in-graph loop's buffers grow with it).
+MAX_NEW_TOKENS = 1_000_000
+
+
 def check_decoding_options(*, greedy: bool, beam_width: int | None, length_penalty: float | None,
                            n_best: int | None, min_length: int | None) -> None:
     """Refuse contradictory decoding options before any run is loaded (CLI and API alike).
@@ -234,14 +238,14 @@ class Run:
                                n_best=n_best, min_length=min_length)
         beam_asked = beam_width is not None or length_penalty is not None or n_best is not None \
             or min_length is not None
-        for name, value, ok in (("max_length", max_length, max_length is None or max_length >= 1),
+        for name, value, ok in (("max_length", max_length, max_length is None or 1 <= max_length <= MAX_NEW_TOKENS),
                                 ("temperature", temperature, temperature is None or temperature > 0),
                                 ("top_k", top_k, top_k is None or top_k >= 0),
                                 ("top_p", top_p, top_p is None or 0 < top_p <= 1),
                                 ("num", num, num >= 1)):
             if not ok:
-                raise SeqkitError(f"{name}={value!r}: out of range (max_length, num >= 1; "
-                                  f"temperature > 0; top_k >= 0; 0 < top_p <= 1).")
+                raise SeqkitError(f"{name}={value!r}: out of range (1 <= max_length <= "
+                                  f"{MAX_NEW_TOKENS:,}; num >= 1; temperature > 0; top_k >= 0; 0 < top_p <= 1).")
         from seqkit.generate import generate_beam, generate_text
 
         prep, model = self._load()

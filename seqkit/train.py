@@ -379,6 +379,7 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
         run.check(need_model=False)
         if not os.path.isfile(run.file(LAST)):
             raise RunDirError(f"{run_path}: nothing to resume (no {LAST}: no epoch finished).")
+        _check_resume_changes(recipe, run)
         state, history = run.resume_point()  # what last.keras itself records (see RunDir.resume_point)
         if state.get("epoch", 0) >= t.epochs and state.get("status") == "finished":
             raise RunDirError(f"{run_path}: already trained for {state['epoch']} of {t.epochs} epochs. "
@@ -522,6 +523,50 @@ def _nonfinite_advice(recipe: Recipe) -> str:
     return (f"Usual fixes: lower training.learning_rate (now {t.learning_rate:g}); {clip}; or check "
             f"the cell (model.cell: {recipe.model.cell}) for an operation that overflows or divides "
             f"by zero.")
+
+
+#: Recipe keys a resumed run may change (the rest is fixed by the run's model, optimizer and data).
+RESUMABLE_CHANGES = ("training.epochs", "training.early_stopping", "training.steps_per_epoch",
+                     "training.diagnostics", "decoding.", "evaluation.")
+
+
+def _flatten(d, prefix=""):
+    out = {}
+    for k, v in (d or {}).items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict) and v:
+            out.update(_flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def _check_resume_changes(recipe: Recipe, run: RunDir) -> None:
+    """Refuse a resume whose recipe changes what the checkpoint fixes (model, optimizer, data).
+
+    ``last.keras`` holds the model and its compiled optimizer, so a changed ``model.units`` or
+    ``training.learning_rate`` would be ignored or fail obscurely; only the keys in
+    :data:`RESUMABLE_CHANGES` may differ from the run's ``recipe.yaml``.
+
+    Raises:
+        RunDirError: naming each changed key and the fix (train a new run).
+    """
+    import yaml
+
+    try:
+        with open(run.file(RECIPE), encoding="utf-8") as f:
+            saved = _flatten(yaml.safe_load(f))
+    except (OSError, yaml.YAMLError):
+        return  # load_recipe has named a damaged recipe.yaml already
+    now = _flatten(yaml.safe_load(recipe.to_yaml()))
+    changed = sorted(k for k in set(saved) | set(now)
+                     if saved.get(k) != now.get(k) and not k.startswith(RESUMABLE_CHANGES))
+    if changed:
+        shown = ", ".join(f"{k} ({saved.get(k)!r} -> {now.get(k)!r})" for k in changed[:4])
+        raise RunDirError(f"{run.path}: --resume cannot change {shown}: the checkpoint fixes the model, "
+                          f"its optimizer and the data. Only training.epochs, training.early_stopping, "
+                          f"training.steps_per_epoch, training.diagnostics, decoding.* and "
+                          f"evaluation.* may change; to change the rest, train a new run.")
 
 
 def _mark_failed(run: RunDir, exc: BaseException) -> None:

@@ -33,6 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from seqkit.data.vocab import END_ID, START_ID
+from seqkit.errors import DataError
 
 
 def token_stream(lines: list, end_id: int = END_ID) -> np.ndarray:
@@ -52,6 +53,10 @@ def token_stream(lines: list, end_id: int = END_ID) -> np.ndarray:
     return np.concatenate(parts)
 
 
+
+class StreamTooShort(DataError, ValueError):
+    """A token stream too short for the columns asked of it (a user's data or batch size)."""
+
 def batchify(stream, n_columns: int) -> np.ndarray:
     """Cut a stream into ``n_columns`` contiguous columns (row ``b`` is the ``b``-th piece).
 
@@ -64,16 +69,18 @@ def batchify(stream, n_columns: int) -> np.ndarray:
         ``L = N // B``; the trailing ``N mod B`` tokens are dropped.
 
     Raises:
-        ValueError: ``B`` < 1, or the stream is too short to give each column
-            two tokens (one input and one target).
+        ValueError: ``B`` < 1.
+        StreamTooShort: (a :class:`~seqkit.errors.DataError` and a ``ValueError``) the
+            stream is too short to give each column two tokens (one input and one target).
     """
     stream = np.asarray(stream, np.int32).reshape(-1)
     if n_columns < 1:
         raise ValueError(f"batchify: need at least one column, got {n_columns}.")
     length = len(stream) // n_columns
     if length < 2:
-        raise ValueError(f"batchify: a stream of {len(stream)} tokens cannot fill {n_columns} "
-                         f"columns of at least 2 tokens; use fewer columns (training.batch_size).")
+        raise StreamTooShort(f"data.layout stream: a stream of {len(stream)} tokens cannot fill "
+                             f"{n_columns} columns of at least 2 tokens; use fewer columns "
+                             f"(training.batch_size) or more text.")
     return stream[: n_columns * length].reshape(n_columns, length)
 
 

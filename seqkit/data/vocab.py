@@ -95,6 +95,8 @@ class Vocabulary:
         try:
             with open(path, encoding="utf-8") as f:
                 tokens = json.load(f)
+            if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
+                raise ValueError(f"expected a JSON list of token strings, found a {type(tokens).__name__}")
             return cls(tokens)
         except (OSError, ValueError) as exc:
             raise RunDirError(f"{path}: cannot read the vocabulary ({exc}); the run directory is "
