@@ -78,6 +78,34 @@ class _Holder:
         self.stats = stats
 
 
+#: ``clip_fraction`` at or above this is reported: clipping is then the rule, not a safety net.
+CLIP_WARN_FRACTION = 0.9
+#: An epoch's largest gradient norm this many times its mean is reported as an explosion.
+SPIKE_WARN_RATIO = 100.0
+
+
+def explosion_warning(epoch: int, result: dict) -> str | None:
+    """The warning for an epoch whose gradients exploded or were nearly always clipped, else ``None``.
+
+    Args:
+        epoch: the epoch, counted from 1.
+        result: :meth:`GradientStats.result` of that epoch (may be empty).
+
+    Returns:
+        One sentence naming the epoch, the figure and the usual fixes, or ``None``.
+    """
+    frac, mean, top = result.get("clip_fraction"), result.get("grad_norm_mean"), result.get("grad_norm_max")
+    if frac is not None and frac >= CLIP_WARN_FRACTION:
+        return (f"epoch {epoch}: clipping changed {frac:.0%} of the steps (gradient norm mean {mean:.3g}, "
+                f"max {top:.3g}): the gradients are exploding or training.clipnorm is far below their "
+                f"usual size; lower training.learning_rate or raise training.clipnorm.")
+    if mean and top is not None and top >= SPIKE_WARN_RATIO * mean:
+        return (f"epoch {epoch}: the gradient norm spiked to {top:.3g}, {top / mean:.0f}x its mean "
+                f"{mean:.3g} (an exploding gradient); keep training.clipnorm set and consider a lower "
+                f"training.learning_rate.")
+    return None
+
+
 def callback(stats: GradientStats):
     """A Keras callback that resets ``stats`` each epoch and adds its :meth:`~GradientStats.result`
     to the epoch's logs (put it *before* the callback that writes history.json)."""
@@ -88,7 +116,13 @@ def callback(stats: GradientStats):
             stats.reset()
 
         def on_epoch_end(self, epoch, logs=None):
+            result = stats.result()
             if logs is not None:
-                logs.update(stats.result())
+                logs.update(result)
+            warning = explosion_warning(epoch + 1, result)
+            if warning:
+                from seqkit import log
+
+                log.warn(warning)
 
     return GradientStatsCallback()

@@ -408,6 +408,10 @@ class Run:
         from seqkit.guards import check_writable
 
         import_tensorflow_quietly()
+        from seqkit.export.writer import FORMATS
+
+        if format not in FORMATS + ("keras",):
+            raise SeqkitError(f"--format {format}: expected one of {', '.join(FORMATS + ('keras',))}.")
         out = os.fspath(out) if out is not None else os.path.join("exports", self.recipe.name)
         check_writable(out, "export")  # before the conversion, which takes a while
         if format == "keras":

@@ -437,6 +437,8 @@ def test_training_diagnostics_clip_fraction(tmp_path, keras, clipnorm, fraction)
     assert res.exit_code == 0, res.output
     hist = json.load(open(tmp_path / "run" / "history.json"))
     assert [h["clip_fraction"] for h in hist] == [fraction]
+    # clipping on every step is reported; none is not
+    assert ("clipping changed 100% of the steps" in res.output) == (fraction == 1.0), res.output
     for h in hist:
         assert 0 < h["grad_norm_mean"] <= h["grad_norm_max"] and np.isfinite(h["grad_norm_max"])
 
@@ -502,3 +504,13 @@ def test_seq2seq_encoder_flow_matches_the_model(tmp_path, keras):
     assert "encoder_rnn_0/backward h: gradient horizon" in res.output
     assert "seq2seq: whole target loss w.r.t. encoder states" in res.output
     assert os.path.getsize(out / "diagnose.png") > 1000
+
+
+def test_explosion_warning_thresholds():
+    from seqkit.grad_stats import explosion_warning
+
+    assert explosion_warning(2, {}) is None
+    calm = {"clip_fraction": 0.5, "grad_norm_mean": 1.0, "grad_norm_max": 99.0}
+    assert explosion_warning(2, calm) is None
+    assert "epoch 3: clipping changed 90%" in explosion_warning(3, {**calm, "clip_fraction": 0.9})
+    assert "100x its mean" in explosion_warning(1, {**calm, "grad_norm_max": 100.0})
