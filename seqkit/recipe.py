@@ -662,6 +662,10 @@ def recipe_from_dict(raw: dict, *, source: str = "<recipe>", lines: dict | None 
         errors.add(("data", "layout"), f"'stream' (one token stream read with truncated BPTT) is for "
                                        f"head.type language_model; a {config.head.type} reads one "
                                        f"example at a time. Remove data.layout or set it to 'line'.")
+    check = getattr(plugins.get("data"), "check_recipe", None)
+    if config is not None and "data" in plugin_opts and callable(check):
+        for key, message in check(plugin_opts["data"], config) or ():  # e.g. table columns vs the head
+            errors.add(("data", key), message)
     errors.raise_if_any()
     data_opts = plugin_opts.get("data")
     if data_opts is not None:  # file paths are kept absolute so a run's recipe copy stays valid

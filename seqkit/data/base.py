@@ -41,6 +41,29 @@ class DataSource:
         self.options = options
         self.recipe = recipe
 
+    @classmethod
+    def check_recipe(cls, options: BaseModel, config) -> list:
+        """Recipe-level checks of this source's keys against the rest of the recipe.
+
+        Called while the recipe is validated (before any file is read), so a key that does not
+        fit the head is a :class:`~seqkit.errors.RecipeError` naming ``data.KEY`` and its line.
+
+        Args:
+            options: the validated ``Options`` instance.
+            config: the validated :class:`seqkit.recipe.RecipeModel` (``config.head.type``, ...).
+
+        Returns:
+            ``[(key under data, message), ...]``; empty when all is well.
+        """
+        return []
+
+    @classmethod
+    def text_tokenizer(cls, recipe) -> str:
+        """How ``seqkit predict`` splits a line of text input for an acceptor or tagger run:
+        ``recipe.data.tokenizer`` when this source tokenizes raw text, else ``"whitespace"``
+        (pre-split tokens)."""
+        return recipe.data.tokenizer if cls.tokenizes_text else "whitespace"
+
     def describe(self) -> str:
         """One line saying where the examples come from (for logs and metrics.json)."""
         return type(self).__name__
@@ -113,6 +136,17 @@ class FileSource(DataSource, abc.ABC):
                                 f"({type(self).__name__}).")
             out[split] = records
         return out
+
+
+def text_tokenizer(recipe) -> str:
+    """:meth:`DataSource.text_tokenizer` of the recipe's source (a plugin source that is no
+    :class:`DataSource` subclass: its ``tokenizes_text`` flag)."""
+    from seqkit.registry import DATA
+
+    src = DATA.get(recipe.data.source)
+    if isinstance(src, type) and issubclass(src, DataSource):
+        return src.text_tokenizer(recipe)
+    return recipe.data.tokenizer if getattr(src, "tokenizes_text", False) else "whitespace"
 
 
 def read_text(path: str, key: str = "data.path") -> str:

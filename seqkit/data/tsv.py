@@ -24,17 +24,22 @@ def parse_tsv(text: str, path: str, *, tokenizer: str = "whitespace", label_firs
               header: bool = False) -> list[Record]:
     """Parse ``text<TAB>label`` lines into ``Record(tokens, label)``.
 
+    Rows are read by :func:`seqkit.data.table.csv_rows` (the :mod:`csv` module, tab-delimited,
+    ``csv.QUOTE_NONE``: a ``"`` is an ordinary character, one row per line). The label is after
+    the *last* tab (with ``label_first``, before the first), so the text may hold tabs.
+
     Raises:
         DataError: a line without a tab, or with an empty text or label (``path:line``).
     """
+    from seqkit.data.table import csv_rows
+
     out = []
-    for n, line in enumerate(text.splitlines(), start=1):
-        if (header and n == 1) or not line.strip():
+    for n, row in csv_rows(text, path, delimiter="\t", quotes=False):
+        if (header and n == 1) or not "".join(row).strip():
             continue
-        if "\t" not in line:
+        if len(row) < 2:
             raise DataError(f"{path}:{n}: no tab; a line is text<TAB>label.")
-        a, b = (line.split("\t", 1) if label_first else line.rsplit("\t", 1))
-        label, txt = (a, b) if label_first else (b, a)
+        label, txt = (row[0], "\t".join(row[1:])) if label_first else (row[-1], "\t".join(row[:-1]))
         label = label.strip()
         toks = tokenize(txt.strip(), tokenizer)
         if not label:

@@ -81,7 +81,7 @@ class LanguageModelHead(Head):
 
             raise DataError(f"data: the language_model head reads text lines; the source "
                             f"'{d.source}' gives tokens/frames. Use a text source (text_lines, "
-                            f"pydoc_topics).")
+                            f"pydoc_topics, or table with data.text_column).")
         if self.stream:  # one continuous stream: lines are never cut (data.max_length unused)
             return records
         texts, n_cut = chunk_long([r.text for r in records], d.max_length - 1, d.tokenizer)

@@ -122,7 +122,8 @@ class Seq2SeqHead(Head):
                 raise DataError(f"{r.where or split}: the seq2seq head needs a source text and a "
                                 f"non-empty target sequence for every example; the source "
                                 f"'{d.source}' gave {'no text' if r.text is None else 'no target'}. "
-                                f"Use a source of (source, target) pairs such as cmudict.")
+                                f"Use a source of (source, target) pairs such as parallel_text, table (source and target "
+                                f"columns) or cmudict.")
         keep = [r for r in records if len(self.source_tokens(r.text)) <= d.max_length
                 and len(r.target) + 1 <= d.max_length]
         if len(keep) < len(records):

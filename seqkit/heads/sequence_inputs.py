@@ -68,8 +68,8 @@ class SequenceInputs:
         kinds = {r.input_kind for r in records}
         if kinds == {"text"}:
             raise DataError(f"data: the source '{source}' gives raw text lines; the acceptor and "
-                            f"tagger heads read tokens or frames. Use tsv_text_label, conll, "
-                            f"word_tag, ts or tfds.")
+                            f"tagger heads read tokens or frames. Use table, tsv_text_label, "
+                            f"conll, word_tag, ts or tfds.")
         if len(kinds) > 1:
             raise DataError(f"data: the source '{source}' mixes input kinds {sorted(kinds)}.")
         for r in records:

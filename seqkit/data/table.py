@@ -1,0 +1,527 @@
+"""Tables: CSV, TSV, JSON lines (and Parquet when pandas + pyarrow are installed), read
+with the standard :mod:`csv` and :mod:`json` modules, as the ``table`` data source of
+every head.
+
+Which columns a row must have depends on ``head.type`` (the defaults in brackets are the
+column names with ``data.header: true``, the column numbers with ``header: false``):
+
+=================  =====================================================  ===========================
+head               columns                                                record
+=================  =====================================================  ===========================
+acceptor           ``text_column`` [text / 0], ``label_column`` [label / 1]  ``Record(tokens, label)``
+tagger             ``tokens_column`` [tokens / 0], ``tags_column`` [tags / 1]  ``Record(tokens, tags)``
+language_model     ``text_column`` [text / 0]                             ``Record(text)``
+seq2seq            ``source_column`` [source / 0], ``target_column`` [target / 1]  ``Record(text, target)``
+=================  =====================================================  ===========================
+
+* acceptor text is split by ``data.tokenizer`` (as ``tsv_text_label`` does);
+* tagger tokens and tags are a space-separated string or a JSON list (``["New", "York"]``;
+  in JSON lines also a real list), one tag per token;
+* seq2seq: the source text is split later by the head (``data.tokenizer``), the target here by
+  ``data.target_tokenizer`` (default: ``data.tokenizer``); see :mod:`seqkit.data.parallel`.
+
+File format (``data.format: auto`` reads it from the extension: ``.csv``; ``.tsv``/``.tab``;
+``.jsonl``/``.ndjson``; ``.parquet``/``.pq``): CSV and TSV follow :mod:`csv`'s ``excel`` /
+``excel-tab`` dialects -- fields may be quoted with ``"`` (then they may hold the delimiter and
+newlines; a quote inside is doubled), ``data.quotes: false`` makes ``"`` an ordinary
+character (``csv.QUOTE_NONE``), ``data.delimiter`` replaces ``,`` / tab. A UTF-8 byte-order
+mark is dropped. The first non-blank row is the header unless ``data.header: false``; blank
+rows are skipped. JSON lines: one object per non-blank line, its keys the columns.
+
+Errors (:class:`~seqkit.errors.DataError`) name ``file:line`` (the line a row starts on):
+malformed CSV or JSON, a row with another number of fields than the header, an empty cell, a
+tagger row with more tokens than tags; a column the recipe names but the file lacks is named
+with the file and the columns it has.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Iterator, Literal, Optional, Union
+
+from pydantic import Field
+
+from seqkit.data.base import FileSource, FileSplitsOptions, read_text
+from seqkit.data.records import Record
+from seqkit.data.vocab import tokenize
+from seqkit.errors import DataError
+from seqkit.registry import register_data
+
+Column = Union[str, int]
+EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl",
+              ".parquet": "parquet", ".pq": "parquet"}
+
+#: the columns each head reads, with their defaults (header name, column number)
+HEAD_COLUMNS = {
+    "acceptor": {"text_column": ("text", 0), "label_column": ("label", 1)},
+    "tagger": {"tokens_column": ("tokens", 0), "tags_column": ("tags", 1)},
+    "language_model": {"text_column": ("text", 0)},
+    "seq2seq": {"source_column": ("source", 0), "target_column": ("target", 1)},
+}
+COLUMN_KEYS = ("text_column", "label_column", "tokens_column", "tags_column", "source_column",
+               "target_column")
+
+
+# ---------------------------------------------------------------- reading
+
+
+@contextlib.contextmanager
+def _no_field_limit():
+    """Lift :mod:`csv`'s 128 KiB field limit while reading (a long text is no error)."""
+    old = csv.field_size_limit()
+    csv.field_size_limit(2**31 - 1)
+    try:
+        yield
+    finally:
+        csv.field_size_limit(old)
+
+
+def csv_rows(text: str, path: str, *, delimiter: str, quotes: bool = True) -> Iterator[tuple[int, list]]:
+    """Rows of delimited text with the line each starts on, blank lines included (``[]``).
+
+    Args:
+        text: the file's contents (a leading UTF-8 byte-order mark is dropped).
+        path: its name, for messages.
+        delimiter: one character.
+        quotes: ``"`` quotes fields (:data:`csv.QUOTE_MINIMAL`, strict); False: an
+            ordinary character (:data:`csv.QUOTE_NONE`, one row per line).
+
+    Yields:
+        ``(line number from 1, [field strings])``.
+
+    Raises:
+        DataError: malformed quoting (``path:line``).
+    """
+    text = text.removeprefix("\ufeff")
+    kw = dict(quotechar='"', doublequote=True, strict=True) if quotes else dict(quoting=csv.QUOTE_NONE)
+    with _no_field_limit():
+        reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, **kw)
+        start = 1
+        while True:
+            try:
+                row = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as exc:
+                raise DataError(f"{path}:{start}: malformed {'CSV' if delimiter != chr(9) else 'TSV'} "
+                                f"({exc}). A field holding the delimiter, a quote or a line break "
+                                f"must be quoted (\"a, b\"), with quotes inside doubled (\"\"); if "
+                                f"'\"' is an ordinary character in this file, set data.quotes: "
+                                f"false.") from None
+            yield start, row
+            start = reader.line_num + 1
+
+
+@dataclass
+class Table:
+    """A table read from a file.
+
+    Attributes:
+        path: the file.
+        columns: column names (header names, JSON keys) or numbers (``header: false``).
+        rows: ``(where, {column: value})`` per row; ``where`` is ``"path:line"``.
+    """
+
+    path: str
+    columns: list = field(default_factory=list)
+    rows: list = field(default_factory=list)
+
+    def column(self, spec: Column, key: str) -> Column:
+        """The column a recipe key names (a name, or a number counted from 0).
+
+        Raises:
+            DataError: no such column (naming the key, the file and the columns it has).
+        """
+        names = self.columns
+        if isinstance(spec, int) and not isinstance(spec, bool) and not all(isinstance(c, int) for c in names):
+            if not -len(names) <= spec < len(names):
+                raise DataError(f"data.{key}: column number {spec} does not exist; {self.path} has "
+                                f"{len(names)} columns ({', '.join(map(str, names))}).")
+            return names[spec]
+        if spec not in names:
+            listed = ", ".join(repr(c) if isinstance(c, str) else str(c) for c in names) or "(none)"
+            hint = (" (columns are numbered from 0: data.header is false)" if names and
+                    all(isinstance(c, int) for c in names) else "")
+            raise DataError(f"data.{key}: no column {spec!r} in {self.path}; its columns are "
+                            f"{listed}{hint}. Fix data.{key} or the file's header.")
+        return spec
+
+
+def table_format(path: str, fmt: str) -> str:
+    """``fmt``, or (``auto``) the format named by the file's extension.
+
+    Raises:
+        DataError: ``auto`` and an extension that names no table format.
+    """
+    if fmt != "auto":
+        return fmt
+    ext = os.path.splitext(path)[1].lower()
+    if ext not in EXTENSIONS:
+        raise DataError(f"{path}: cannot tell the table format from the extension '{ext}'; set "
+                        f"data.format to csv, tsv, jsonl or parquet.")
+    return EXTENSIONS[ext]
+
+
+def read_table(path: str, fmt: str = "auto", *, delimiter: Optional[str] = None, header: bool = True,
+               quotes: bool = True, key: str = "data.path") -> Table:
+    """Read a CSV / TSV / JSON lines / Parquet file (see the module docstring).
+
+    Args:
+        path: the file.
+        fmt: ``auto``, ``csv``, ``tsv``, ``jsonl`` or ``parquet``.
+        delimiter: CSV/TSV field delimiter (default ``,`` / tab).
+        header: CSV/TSV: the first non-blank row names the columns; False: numbered from 0.
+        quotes: CSV/TSV: ``"`` quotes fields (False: ``csv.QUOTE_NONE``).
+        key: the recipe key naming the file, for a missing-file message.
+
+    Returns:
+        A :class:`Table` (cells: strings for CSV/TSV, JSON values for JSON lines).
+
+    Raises:
+        DataError: missing or non-UTF-8 file, malformed rows (``path:line``), Parquet without
+            pandas/pyarrow.
+    """
+    fmt = table_format(path, fmt)
+    if fmt == "parquet":
+        return _read_parquet(path, key)
+    text = read_text(path, key)
+    if fmt == "jsonl":
+        return _read_jsonl(text, path)
+    sep = delimiter or ("\t" if fmt == "tsv" else ",")
+    table, header_line = Table(path), None
+    for line, row in csv_rows(text, path, delimiter=sep, quotes=quotes):
+        if not any(c.strip() for c in row):
+            continue
+        if header_line is None:
+            header_line = line
+            if header:
+                names = [c.strip() for c in row]
+                dup = next((c for i, c in enumerate(names) if c in names[:i]), None)
+                if dup is not None:
+                    raise DataError(f"{path}:{line}: the header names the column {dup!r} twice; "
+                                    f"give every column its own name.")
+                table.columns = names
+                continue
+            table.columns = list(range(len(row)))
+        if len(row) != len(table.columns):
+            what = "the header" if header else "the first row"
+            raise DataError(f"{path}:{line}: {len(row)} fields, but {what} ({path}:{header_line}) has "
+                            f"{len(table.columns)}. A field holding the delimiter "
+                            f"({'tab' if sep == chr(9) else repr(sep)}) must be quoted.")
+        table.rows.append((f"{path}:{line}", dict(zip(table.columns, row))))
+    return table
+
+
+def _read_jsonl(text: str, path: str) -> Table:
+    table, seen = Table(path), {}
+    # split at "\n" only: a JSON string may hold U+2028 and other characters str.splitlines breaks at
+    for n, line in enumerate(text.removeprefix("\ufeff").split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path}:{n}: not JSON ({exc.msg} at column {exc.colno}); a JSON lines "
+                            f"file has one object per line, e.g. {{\"text\": \"...\", \"label\": "
+                            f"\"...\"}}.") from None
+        if not isinstance(obj, dict):
+            raise DataError(f"{path}:{n}: a JSON {type(obj).__name__}, not an object; each line of a "
+                            f"JSON lines table is one {{\"column\": value, ...}} object.")
+        for k in obj:
+            seen.setdefault(k, None)
+        table.rows.append((f"{path}:{n}", obj))
+    table.columns = list(seen)
+    return table
+
+
+def _read_parquet(path: str, key: str) -> Table:
+    if not os.path.isfile(path):
+        read_text(path, key)  # the missing-file message
+    try:
+        import pandas as pd
+
+        frame = pd.read_parquet(path)
+    except ImportError as exc:
+        raise DataError(f"{path}: reading Parquet needs pandas and pyarrow (`pip install pandas "
+                        f"pyarrow`), or convert the file to CSV or JSON lines ({exc}).") from exc
+    except Exception as exc:  # pyarrow's errors are many; name the file and the cause
+        raise DataError(f"{path}: cannot read it as Parquet ({type(exc).__name__}: {exc}).") from exc
+    table = Table(path, [str(c) for c in frame.columns])
+    for i, row in enumerate(frame.to_dict("records"), start=1):
+        table.rows.append((f"{path} row {i}", {str(k): v for k, v in row.items()}))
+    return table
+
+
+# ---------------------------------------------------------------- cells
+
+
+def _missing(v) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def cell_text(row: dict, col: Column, where: str, key: str) -> str:
+    """A cell as a stripped string (JSON numbers and booleans as written: ``5`` -> ``"5"``).
+
+    Raises:
+        DataError: the row lacks the column, or the cell is empty or a list/object.
+    """
+    if col not in row:
+        raise DataError(f"{where}: this row has no {col!r} (data.{key}); its columns are "
+                        f"{', '.join(map(repr, row))}.")
+    v = row[col]
+    if hasattr(v, "tolist"):  # numpy scalars from Parquet
+        v = v.tolist()
+    if isinstance(v, (list, dict)):
+        raise DataError(f"{where}: column {col!r} (data.{key}) holds a {type(v).__name__}; it needs "
+                        f"a string.")
+    if isinstance(v, bool):
+        v = "true" if v else "false"
+    text = "" if _missing(v) else str(v).strip()
+    if not text:
+        raise DataError(f"{where}: column {col!r} (data.{key}) is empty; every example needs it. Fill "
+                        f"it or remove the row.")
+    return text
+
+
+def cell_list(row: dict, col: Column, where: str, key: str) -> list[str]:
+    """A cell holding a sequence: a list (JSON), a JSON list in a string, or space-separated.
+
+    Raises:
+        DataError: the row lacks the column, the cell is empty, or a ``[`` string is bad JSON.
+    """
+    v = row.get(col) if col in row else None
+    if hasattr(v, "tolist"):  # numpy arrays from Parquet
+        v = v.tolist()
+    if isinstance(v, str) and v.strip().startswith("["):
+        try:
+            v = json.loads(v)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{where}: column {col!r} (data.{key}) starts with '[' but is not a JSON "
+                            f"list ({exc.msg}); write [\"a\", \"b\"] or space-separated a b.") from None
+    if isinstance(v, list):
+        items = [str(x) for x in v]
+        bad = next((x for x in items if x.split() != [x]), None)  # empty, or white space inside
+        if bad is not None:
+            raise DataError(f"{where}: column {col!r} (data.{key}) has the item {bad!r}; a token or "
+                            f"tag is non-empty and holds no white space.")
+        if not items:
+            raise DataError(f"{where}: column {col!r} (data.{key}) is an empty list; remove the row.")
+        return items
+    return cell_text(row, col, where, key).split()
+
+
+# ---------------------------------------------------------------- records
+
+
+def pair_record(source: str, target: str, where: str, *, data, target_tokenizer: Optional[str],
+                target_lowercase: bool, too_long: str, source_where: Optional[str] = None,
+                target_where: Optional[str] = None) -> Record:
+    """One seq2seq example ``Record(text=source, target=[U target tokens])``.
+
+    Args:
+        source, target: the two sides (stripped here).
+        where: the record's ``where`` (``file:line``).
+        data: the recipe's ``data`` section (``tokenizer``, ``lowercase``, ``max_length``).
+        target_tokenizer: how the target is split (``None``: ``data.tokenizer``), through
+            :func:`seqkit.data.vocab.tokenize`.
+        target_lowercase: lowercase the target.
+        too_long: ``refuse`` (an error) or ``skip`` (return the record; the seq2seq head leaves
+            it out with a counted warning).
+        source_where / target_where: where each side is (aligned files: two files), default ``where``.
+
+    Returns:
+        The record.
+
+    Raises:
+        DataError: an empty side, or (``refuse``) a source of more than ``data.max_length``
+            symbols or a target of more than ``data.max_length - 1`` (room for ``</s>``).
+    """
+    source_where, target_where = source_where or where, target_where or where
+    source, target = source.strip(), target.strip()
+    for side, text, at in (("source", source, source_where), ("target", target, target_where)):
+        if not text:
+            raise DataError(f"{at}: empty {side}; every example needs a source and a target. Fill it "
+                            f"or remove the pair (from both files when they are aligned).")
+    src_len = len(tokenize(source, data.tokenizer, data.lowercase))
+    tgt = tokenize(target, target_tokenizer or data.tokenizer, target_lowercase)
+    if not tgt:
+        raise DataError(f"{target_where}: the target has no tokens; fill it or remove the pair.")
+    if too_long == "refuse":
+        limit = data.max_length
+        if src_len > limit:
+            raise DataError(f"{source_where}: the source has {src_len} symbols, more than "
+                            f"data.max_length = {limit}. Raise data.max_length, shorten or remove the "
+                            f"pair, or set data.too_long: skip to leave such pairs out (counted).")
+        if len(tgt) + 1 > limit:
+            raise DataError(f"{target_where}: the target has {len(tgt)} symbols, more than "
+                            f"data.max_length - 1 = {limit - 1} (one step is the end marker). Raise "
+                            f"data.max_length, shorten or remove the pair, or set data.too_long: skip "
+                            f"to leave such pairs out (counted).")
+    return Record(text=source, target=tgt, where=where)
+
+
+def records_from_table(table: Table, head: str, options, data) -> list[Record]:
+    """The records of ``head`` from a table (see the module docstring).
+
+    Args:
+        table: a read :class:`Table`.
+        head: ``acceptor``, ``tagger``, ``language_model`` or ``seq2seq``.
+        options: the source's options (``*_column``, and for seq2seq ``target_tokenizer``,
+            ``target_lowercase``, ``too_long``).
+        data: the recipe's ``data`` section.
+
+    Raises:
+        DataError: a missing column (naming it, the file and the columns present) or a bad row.
+    """
+    header = getattr(options, "header", True)
+    cols = {}
+    for key, (name, number) in HEAD_COLUMNS[head].items():
+        spec = getattr(options, key, None)
+        cols[key] = table.column(spec if spec is not None else (name if header else number), key)
+    out = []
+    for where, row in table.rows:
+        if head == "acceptor":
+            text = cell_text(row, cols["text_column"], where, "text_column")
+            toks = tokenize(text, data.tokenizer)
+            if not toks:
+                raise DataError(f"{where}: the text has no tokens; remove the row.")
+            out.append(Record(tokens=toks, label=cell_text(row, cols["label_column"], where, "label_column"),
+                              where=where))
+        elif head == "tagger":
+            toks = cell_list(row, cols["tokens_column"], where, "tokens_column")
+            tags = cell_list(row, cols["tags_column"], where, "tags_column")
+            if len(toks) != len(tags):
+                raise DataError(f"{where}: {len(toks)} tokens but {len(tags)} tags; a tagger needs one "
+                                f"tag per token.")
+            out.append(Record(tokens=toks, tags=tags, where=where))
+        elif head == "language_model":
+            out.append(Record(text=cell_text(row, cols["text_column"], where, "text_column"), where=where))
+        else:
+            out.append(pair_record(cell_text(row, cols["source_column"], where, "source_column"),
+                                   cell_text(row, cols["target_column"], where, "target_column"), where,
+                                   data=data, target_tokenizer=options.target_tokenizer,
+                                   target_lowercase=options.target_lowercase, too_long=options.too_long))
+    return out
+
+
+# ---------------------------------------------------------------- recipe keys and checks
+
+
+def _tokenizer_type():
+    """The type of ``data.tokenizer`` (so a tokenizer added there is accepted per side too)."""
+    from seqkit.recipe import DataConfig
+
+    return DataConfig.model_fields["tokenizer"].annotation
+
+
+class TableReadOptions(FileSplitsOptions):
+    """How a table file is read (under ``data``): ``format``, ``delimiter``, ``header``, ``quotes``."""
+
+    format: Literal["auto", "csv", "tsv", "jsonl", "parquet"] = "auto"
+    delimiter: Optional[str] = Field(None, min_length=1, max_length=1)
+    header: bool = True
+    quotes: bool = True
+
+
+class PairOptions(TableReadOptions):
+    """Keys of (source, target) pairs: the target side's tokenizer, and over-long pairs."""
+
+    target_tokenizer: Optional[_tokenizer_type()] = None  # None: data.tokenizer
+    target_lowercase: bool = False
+    too_long: Literal["refuse", "skip"] = "refuse"
+
+
+class TableOptions(PairOptions):
+    """Recipe keys of the ``table`` source (under ``data``); see :mod:`seqkit.data.table`."""
+
+    text_column: Optional[Column] = None
+    label_column: Optional[Column] = None
+    tokens_column: Optional[Column] = None
+    tags_column: Optional[Column] = None
+    source_column: Optional[Column] = None
+    target_column: Optional[Column] = None
+
+
+def non_default(options, key: str) -> bool:
+    """True when ``options.key`` differs from its default (a run's resolved ``recipe.yaml`` lists
+    every key, so "given" means "not the default")."""
+    return getattr(options, key) != type(options).model_fields[key].default
+
+
+def check_table_keys(options, config, *, tables: bool = True) -> list:
+    """Recipe-level checks of the table-reading keys: ``[(key, message)]``."""
+    out = []
+    if not options.header:
+        for key in COLUMN_KEYS:
+            if isinstance(getattr(options, key, None), str):
+                out.append((key, f"data.header is false, so columns are numbered from 0; give the "
+                                 f"column's number (e.g. {key}: 0), or set data.header: true."))
+    if tables and options.delimiter is not None and options.format in ("jsonl", "parquet"):
+        out.append(("delimiter", f"{options.format} files have no delimiter; remove data.delimiter."))
+    return out
+
+
+def check_split_paths(options) -> list:
+    """``path`` xor ``train_path``; ``valid_path``/``test_path`` only with ``train_path``."""
+    if options.path and options.train_path:
+        return [("train_path", "give either data.path (one file, divided by data.split) or "
+                               "data.train_path (plus optional valid_path and test_path), not both.")]
+    if not options.path and not options.train_path:
+        extra = [k for k in ("valid_path", "test_path") if getattr(options, k)]
+        if extra:
+            return [(extra[0], "needs data.train_path (the training file) beside it.")]
+        return [("path", "missing; give data.path (one file, divided by data.split) or "
+                         "data.train_path (plus optional valid_path and test_path).")]
+    return []
+
+
+@register_data("table")
+class TableSource(FileSource):
+    """Rows of a CSV / TSV / JSON lines / Parquet file as the examples of any head."""
+
+    Options = TableOptions
+    tokenizes_text = True  # acceptor text, LM lines and seq2seq sources; tagger: see text_tokenizer
+
+    @classmethod
+    def check_recipe(cls, options, config) -> list:
+        """The columns fit ``head.type``; keys of other heads are refused (``[(key, message)]``)."""
+        head = config.head.type
+        out = check_split_paths(options) + check_table_keys(options, config)
+        if head not in HEAD_COLUMNS:
+            return out + [("source", f"a table feeds the heads {', '.join(HEAD_COLUMNS)}; head.type "
+                                     f"is '{head}'. Use a data source made for that head.")]
+        wanted = HEAD_COLUMNS[head]
+        for key in COLUMN_KEYS + ("target_tokenizer", "target_lowercase", "too_long"):
+            pair_key = key in ("target_tokenizer", "target_lowercase", "too_long")
+            if non_default(options, key) and key not in wanted and not (pair_key and head == "seq2seq"):
+                reads = " and ".join(f"data.{k}" for k in wanted)
+                out.append((key, f"{'an' if head[0] in 'aeiou' else 'a'} {head} head reads {reads} from a table; {key} is for "
+                                 f"{_heads_of(key)}. Remove data.{key}."))
+        return out
+
+    @classmethod
+    def text_tokenizer(cls, recipe) -> str:
+        """Tagger tables hold pre-split tokens (white space); otherwise ``data.tokenizer``."""
+        return "whitespace" if recipe.head.type == "tagger" else recipe.data.tokenizer
+
+    def describe(self) -> str:
+        return "table " + ", ".join(f"{k}={v}" for k, v in self.files().items())
+
+    def read_file(self, path):
+        o, r = self.options, self.recipe
+        key = next((f"data.{k}" for k in ("path", "train_path", "valid_path", "test_path")
+                    if getattr(o, k) == path), "data.path")
+        table = read_table(path, o.format, delimiter=o.delimiter, header=o.header, quotes=o.quotes,
+                           key=key)
+        return records_from_table(table, r.head.type, o, r.data)
+
+
+def _heads_of(key: str) -> str:
+    heads = [h for h, cols in HEAD_COLUMNS.items() if key in cols] or ["seq2seq"]
+    return "the " + " and ".join(heads) + " head" + ("s" if len(heads) > 1 else "")
