@@ -28,7 +28,7 @@ both through :func:`seqkit.data.vocab.tokenize`. A pair becomes
 :mod:`seqkit.data.cmudict` gives.
 
 Refused with ``file:line`` (:class:`~seqkit.errors.DataError`): aligned files with different
-numbers of lines (trailing blank lines aside; the first line without a partner is named), a
+numbers of lines (blank lines at the ends aside; the first line without a partner is named), a
 pair with one side empty (a line blank in both files is skipped), a source longer than
 ``data.max_length`` symbols or a target longer than ``data.max_length - 1`` (with
 ``data.too_long: skip`` such pairs are left out instead, counted by the head).
@@ -68,8 +68,13 @@ class ParallelTextOptions(PairOptions):
 
 def aligned_lines(text: str) -> list[str]:
     """The lines of a text file, split at ``\\n`` only (a form feed or U+2028 inside a sentence
-    does not shift the alignment), ``\\r`` and a byte-order mark dropped, trailing blank lines cut."""
+    does not shift the alignment), ``\\r`` and a byte-order mark dropped."""
     lines = [ln.removesuffix("\r") for ln in text.removeprefix("\ufeff").split("\n")]
+    return lines[:-1] if lines and lines[-1] == "" else lines
+
+
+def _trim(lines: list[str]) -> list[str]:
+    lines = list(lines)
     while lines and not lines[-1].strip():
         lines.pop()
     return lines
@@ -93,6 +98,8 @@ def read_aligned(source_path: str, target_path: str, *, data, options, keys=("da
     """
     src = aligned_lines(read_text(source_path, keys[0]))
     tgt = aligned_lines(read_text(target_path, keys[1]))
+    if len(src) != len(tgt):  # blank lines at the end of a file are no examples
+        src, tgt = _trim(src), _trim(tgt)
     if len(src) != len(tgt):
         longer, n = (source_path, len(tgt) + 1) if len(src) > len(tgt) else (target_path, len(src) + 1)
         raise DataError(f"{longer}:{n}: {source_path} has {len(src)} lines but {target_path} has "
