@@ -332,3 +332,29 @@ def test_parquet_table_reads_when_pandas_and_pyarrow_are_installed(tmp_path):
     got = load(tmp_path, par(path="p.parquet"))["all"]
     assert [(r.text, r.target, r.where.rsplit(" ", 1)[1]) for r in got] == [
         ("ab", ["A", "B"], "1"), ("ba", ["B", "A"], "2")]
+
+
+def test_predict_splits_text_input_as_each_source_does():
+    """``seqkit predict`` (and the export metadata) split a text line with data.tokenizer when the
+    source tokenized raw text, at white space when it held pre-split tokens."""
+    import seqkit
+    from seqkit.data.base import text_tokenizer
+
+    def mode(source, head, **data):
+        return text_tokenizer(seqkit.Recipe.from_dict(recipe({"source": source, "tokenizer": "char",
+                                                              **data}, head)))
+
+    assert mode("table", "acceptor", path="x.csv") == "char"
+    assert mode("table", "tagger", path="x.csv") == "whitespace"
+    assert mode("tsv_text_label", "acceptor", path="x.tsv") == "char"
+    assert mode("conll", "tagger", path="x.conll") == "whitespace"
+
+
+def test_tsv_text_label_quotes_are_ordinary_characters():
+    """parse_tsv reads through the csv module with QUOTE_NONE: a '"' opens no quoted field, the
+    label is after the last tab, a byte-order mark is dropped."""
+    from seqkit.data.tsv import parse_tsv
+
+    recs = parse_tsv(BOM + 'say "hi\tthere\tpos\n"a\tneg\n', "q.tsv")
+    assert [(r.tokens, r.label, r.where) for r in recs] == [
+        (["say", '"hi', "there"], "pos", "q.tsv:1"), (['"a'], "neg", "q.tsv:2")]

@@ -142,7 +142,7 @@ class ParallelText(DataSource):
                                           "(aligned files, one example per line), or data.path (a "
                                           "table with source and target columns).")]
         if table:
-            return out + check_split_paths(options) + check_table_keys(options, config)
+            return out + check_split_paths(options) + check_table_keys(options)
         for prefix in ("",) + tuple(f"{s}_" for s in SPLITS):
             a, b = f"{prefix}source_path", f"{prefix}target_path"
             if bool(getattr(options, a)) != bool(getattr(options, b)):

@@ -248,8 +248,8 @@ def _read_parquet(path: str, key: str) -> Table:
 
         frame = pd.read_parquet(path)
     except ImportError as exc:
-        raise DataError(f"{path}: reading Parquet needs pandas and pyarrow (`pip install pandas "
-                        f"pyarrow`), or convert the file to CSV or JSON lines ({exc}).") from exc
+        raise DataError(f"{path}: reading Parquet needs pandas and pyarrow (`pip install "
+                        f"\"seqkit[parquet]\"`), or convert the file to CSV or JSON lines ({exc}).") from exc
     except Exception as exc:  # pyarrow's errors are many; name the file and the cause
         raise DataError(f"{path}: cannot read it as Parquet ({type(exc).__name__}: {exc}).") from exc
     table = Table(path, [str(c) for c in frame.columns])
@@ -454,15 +454,16 @@ def non_default(options, key: str) -> bool:
     return getattr(options, key) != type(options).model_fields[key].default
 
 
-def check_table_keys(options, config, *, tables: bool = True) -> list:
-    """Recipe-level checks of the table-reading keys: ``[(key, message)]``."""
+def check_table_keys(options) -> list:
+    """Recipe-level checks of the table-reading keys: ``[(key, message)]`` (column names with
+    ``header: false``; a delimiter for a format that has none)."""
     out = []
     if not options.header:
         for key in COLUMN_KEYS:
             if isinstance(getattr(options, key, None), str):
                 out.append((key, f"data.header is false, so columns are numbered from 0; give the "
                                  f"column's number (e.g. {key}: 0), or set data.header: true."))
-    if tables and options.delimiter is not None and options.format in ("jsonl", "parquet"):
+    if options.delimiter is not None and options.format in ("jsonl", "parquet"):
         out.append(("delimiter", f"{options.format} files have no delimiter; remove data.delimiter."))
     return out
 
@@ -492,7 +493,7 @@ class TableSource(FileSource):
     def check_recipe(cls, options, config) -> list:
         """The columns fit ``head.type``; keys of other heads are refused (``[(key, message)]``)."""
         head = config.head.type
-        out = check_split_paths(options) + check_table_keys(options, config)
+        out = check_split_paths(options) + check_table_keys(options)
         if head not in HEAD_COLUMNS:
             return out + [("source", f"a table feeds the heads {', '.join(HEAD_COLUMNS)}; head.type "
                                      f"is '{head}'. Use a data source made for that head.")]
@@ -501,7 +502,8 @@ class TableSource(FileSource):
             pair_key = key in ("target_tokenizer", "target_lowercase", "too_long")
             if non_default(options, key) and key not in wanted and not (pair_key and head == "seq2seq"):
                 reads = " and ".join(f"data.{k}" for k in wanted)
-                out.append((key, f"{'an' if head[0] in 'aeiou' else 'a'} {head} head reads {reads} from a table; {key} is for "
+                article = "an" if head[0] in "aeiou" else "a"
+                out.append((key, f"{article} {head} head reads {reads} from a table; {key} is for "
                                  f"{_heads_of(key)}. Remove data.{key}."))
         return out
 
