@@ -5,20 +5,19 @@ every head.
 Which columns a row must have depends on ``head.type`` (the defaults in brackets are the
 column names with ``data.header: true``, the column numbers with ``header: false``):
 
-=================  =====================================================  ===========================
-head               columns                                                record
-=================  =====================================================  ===========================
-acceptor           ``text_column`` [text / 0], ``label_column`` [label / 1]  ``Record(tokens, label)``
-tagger             ``tokens_column`` [tokens / 0], ``tags_column`` [tags / 1]  ``Record(tokens, tags)``
-language_model     ``text_column`` [text / 0]                             ``Record(text)``
-seq2seq            ``source_column`` [source / 0], ``target_column`` [target / 1]  ``Record(text, target)``
-=================  =====================================================  ===========================
+* ``acceptor``: ``text_column`` [text / 0] and ``label_column`` [label / 1] ->
+  ``Record(tokens, label)``;
+* ``tagger``: ``tokens_column`` [tokens / 0] and ``tags_column`` [tags / 1] ->
+  ``Record(tokens, tags)``;
+* ``language_model``: ``text_column`` [text / 0] -> ``Record(text)``;
+* ``seq2seq``: ``source_column`` [source / 0] and ``target_column`` [target / 1] ->
+  ``Record(text, target)``.
 
-* acceptor text is split by ``data.tokenizer`` (as ``tsv_text_label`` does);
-* tagger tokens and tags are a space-separated string or a JSON list (``["New", "York"]``;
-  in JSON lines also a real list), one tag per token;
-* seq2seq: the source text is split later by the head (``data.tokenizer``), the target here by
-  ``data.target_tokenizer`` (default: ``data.tokenizer``); see :mod:`seqkit.data.parallel`.
+Acceptor text is split by ``data.tokenizer`` (as ``tsv_text_label`` does); tagger tokens
+and tags are a space-separated string or a JSON list (``["New", "York"]``; in JSON lines
+also a real list), one tag per token; a seq2seq source is split later by the head
+(``data.tokenizer``), the target here by ``data.target_tokenizer`` (default:
+``data.tokenizer``); see :mod:`seqkit.data.parallel`.
 
 File format (``data.format: auto`` reads it from the extension: ``.csv``; ``.tsv``/``.tab``;
 ``.jsonl``/``.ndjson``; ``.parquet``/``.pq``): CSV and TSV follow :mod:`csv`'s ``excel`` /
