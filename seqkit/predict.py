@@ -36,8 +36,6 @@ def read_records(text: str, name: str, fmt: str, prep) -> list[Record]:
     Raises:
         SeqkitError: an input of the wrong kind for the run, or malformed input.
     """
-    from seqkit.registry import DATA
-
     head = prep.head
     kind = head.inputs.kind
     if fmt == "auto":
@@ -55,9 +53,9 @@ def read_records(text: str, name: str, fmt: str, prep) -> list[Record]:
 
         records = parse_conll(text, name, token_column=0, tag_column=None)
     else:
-        d = prep.recipe.data
-        src = DATA.get(d.source)
-        mode = d.tokenizer if getattr(src, "tokenizes_text", False) else "whitespace"
+        from seqkit.data.base import input_token_mode
+
+        mode = input_token_mode(prep.recipe)
         records = [Record(tokens=tokenize(line, mode), where=f"{name}:{n}")
                    for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
     if not records:

@@ -275,7 +275,7 @@ HEADS.add_builtin_modules("seqkit.heads.language_model", "seqkit.heads.acceptor"
                         "seqkit.heads.seq2seq")
 DATA.add_builtin_modules("seqkit.data.text_lines", "seqkit.data.ts_file", "seqkit.data.word_tag",
                        "seqkit.data.conll", "seqkit.data.tsv", "seqkit.data.tfds_source",
-                       "seqkit.data.packaged", "seqkit.data.cmudict")
+                       "seqkit.data.packaged", "seqkit.data.cmudict", "seqkit.data.hf_datasets")
 
 
 def register_cell(name: str) -> Callable[[Any], Any]:

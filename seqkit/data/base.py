@@ -41,6 +41,13 @@ class DataSource:
         self.options = options
         self.recipe = recipe
 
+    @classmethod
+    def splits_text(cls, options: BaseModel) -> bool:
+        """True when, with these recipe ``options``, acceptor/tagger inputs are raw text split by
+        ``data.tokenizer`` (default: :attr:`tokenizes_text`); sources whose input column is
+        chosen in the recipe (``tfds``, ``hf_datasets``) override this."""
+        return cls.tokenizes_text
+
     def describe(self) -> str:
         """One line saying where the examples come from (for logs and metrics.json)."""
         return type(self).__name__
@@ -64,6 +71,17 @@ class DataSource:
         from seqkit.data.records import Record
 
         return {"all": [Record(text=x, where=f"example {i + 1}") for i, x in enumerate(self.examples())]}
+
+
+def input_token_mode(recipe) -> str:
+    """How new acceptor/tagger input text is split into tokens, as the recipe's source split
+    its training text: ``data.tokenizer`` or ``"whitespace"`` (tokens came pre-split)."""
+    from seqkit.registry import DATA
+
+    src = DATA.get(recipe.data.source)
+    splits = src.splits_text(recipe.data_options) if hasattr(src, "splits_text") \
+        else getattr(src, "tokenizes_text", False)
+    return recipe.data.tokenizer if splits else "whitespace"
 
 
 class FileSplitsOptions(BaseModel):

@@ -126,11 +126,10 @@ def metadata_for(prep, stepper, quantize: str, full_sequence: dict | None = None
                                  "input": describe(full_sequence["spec"])}
     head = prep.head
     if hasattr(head, "inputs"):  # acceptor / tagger
-        from seqkit.registry import DATA
+        from seqkit.data.base import input_token_mode
 
-        src = DATA.get(d.source)
         meta["labels"] = list(head.labels.names)
-        meta["token_mode"] = d.tokenizer if getattr(src, "tokenizes_text", False) else "whitespace"
+        meta["token_mode"] = input_token_mode(prep.recipe)
         if head.inputs.kind == "frames":
             meta["normalizer"] = {"mean": head.inputs.normalizer.mean.tolist(),
                                   "std": head.inputs.normalizer.std.tolist(),
