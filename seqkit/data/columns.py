@@ -12,7 +12,8 @@ columns                              record                                     
 ``source``, ``target``               ``Record(text=str, target=[U] str)``            seq2seq
 ===================================  ==============================================  ===========
 
-``text`` is split into tokens with ``data.tokenizer`` (acceptor, tagger); a
+Naming both ``label`` and ``tags`` gives records carrying both (each head reads
+its own). ``text`` is split into tokens with ``data.tokenizer`` (acceptor, tagger); a
 ``target`` string with the source's ``target_tokenizer`` (default ``data.tokenizer``),
 a target that is already a sequence of strings is taken as it is. Class ids are
 turned into names with the data set's class-label names where it has them
@@ -54,8 +55,6 @@ def shape_error(cols: dict, key: str) -> Optional[str]:
         return None
     if {"text", "tokens"} <= given:
         return f"give {k('text')} (split by data.tokenizer) or {k('tokens')} (pre-split), not both."
-    if {"label", "tags"} <= given:
-        return f"give {k('label')} (acceptor) or {k('tags')} (tagger), not both."
     if not given & {"text", "tokens"}:
         return f"an input column is missing: {shapes}."
     if "tokens" in given and not given & {"label", "tags"}:
@@ -123,13 +122,15 @@ def row_to_record(row: dict, cols: dict, *, names: dict, tokenizer: str, target_
     toks = _seq(get("tokens", seq=True)) if cols.get("tokens") else tokenize(_text(get("text", seq=False)),
                                                                              tokenizer)
     rec = Record(tokens=toks, where=where)
-    try:
+    role = None
+    try:  # both may be named: the tagger reads the tags, the acceptor the label
         if cols.get("tags"):
+            role = "tags"
             rec.tags = [_class(t, names.get("tags")) for t in get("tags", seq=True)]
-        else:
+        if cols.get("label"):
+            role = "label"
             rec.label = _class(get("label", seq=False), names.get("label"))
     except ValueError as exc:
-        role = "tags" if cols.get("tags") else "label"
         raise DataError(f"{where}: column '{cols[role]}' (data.{role}_{key}): {exc}. Drop unlabelled "
                         f"examples first.") from exc
     return rec
