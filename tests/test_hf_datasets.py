@@ -77,7 +77,7 @@ def test_acceptor_from_a_saved_dataset_dict_uses_its_splits_and_class_names(tmp_
     assert [len(prep.splits[k]) for k in ("train", "valid", "test")] == [12, 2, 1]
     v = prep.splits["valid"][1]
     assert (v.tokens, v.label) == (["bad"], "neg")  # ClassLabel id 0 -> its name
-    assert v.where == f"{tmp_path / 'sentiment'}[validation] row 1"
+    assert v.where == f"{tmp_path / 'sentiment'} [validation] row 1"
     assert prep.splits["test"][0].tokens == ["fun", "day"]
     run = seqkit.train(rec, tmp_path / "runs" / "acc")
     assert run.metrics["examples"] == {"train": 12, "valid": 2, "test": 1}
@@ -179,6 +179,7 @@ def test_seq2seq_from_local_csv_files_per_split(tmp_path):
     prep = prepare(rec)
     assert [len(prep.splits[k]) for k in ("train", "valid", "test")] == [12, 1, 2]
     assert (prep.splits["valid"][0].text, prep.splits["valid"][0].target) == ("aa", ["A", "A"])
+    assert prep.splits["valid"][0].where == f"{tmp_path / 'dev.csv'} [validation] row 0"
     assert prep.splits["train"][5].target == ["B", "A", "A"] and prep.splits["train"][5].text == "ba a"
     run = seqkit.train(rec, tmp_path / "runs" / "g2p")
     out = run.transduce(["abab"], beam_width=2, n_best=2)
@@ -217,6 +218,18 @@ def test_a_hub_id_or_url_is_refused_before_anything_is_read(tmp_path, write_reci
     msg = str(err.value)
     assert f"'{tmp_path / 'stanfordnlp' / 'imdb'}' is no such folder" in msg
     assert "load_dataset('stanfordnlp/imdb').save_to_disk('stanfordnlp_imdb_local')" in msg
+
+
+def test_text_builder_skips_blank_lines_and_a_null_csv_value_is_named(tmp_path):
+    from seqkit.data.hf_datasets import HfDatasets
+
+    (tmp_path / "a.txt").write_text("one line\n\n  \ntwo lines\n", encoding="utf-8")
+    rec = recipe(tmp_path, {"builder": "text", "data_files": "a.txt", "text_column": "text"}, "language_model")
+    assert [r.text for r in HfDatasets(rec.data_options, rec).load()["train"]] == ["one line", "two lines"]
+    (tmp_path / "b.csv").write_text("w,p\nab,A B\nba,\n", encoding="utf-8")
+    rec = recipe(tmp_path, {"data_files": "b.csv", "source_column": "w", "target_column": "p"}, "seq2seq")
+    with pytest.raises(DataError, match=r"b.csv \[train\] row 1: column 'p' \(data.target_column\) is empty"):
+        HfDatasets(rec.data_options, rec).load()
 
 
 def test_recipe_shape_errors(tmp_path):

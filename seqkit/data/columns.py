@@ -134,3 +134,17 @@ def row_to_record(row: dict, cols: dict, *, names: dict, tokenizer: str, target_
         raise DataError(f"{where}: column '{cols[role]}' (data.{role}_{key}): {exc}. Drop unlabelled "
                         f"examples first.") from exc
     return rec
+
+
+def drop_blank_texts(records: list, cols: dict, where: str) -> list:
+    """Language-model lines (``text`` alone) that are empty or white space are dropped, as
+    ``text_lines`` drops empty lines (counted in a logged line); other shapes are returned as
+    they are (their heads refuse an empty sequence by name)."""
+    if cols.get("source") or cols.get("label") or cols.get("tags"):
+        return records
+    keep = [r for r in records if r.text.strip()]
+    if len(keep) < len(records):
+        from seqkit import log
+
+        log.info(f"{where}: {len(records) - len(keep)} empty text value(s) skipped.")
+    return keep

@@ -41,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from seqkit import log
 from seqkit.data.base import DataSource
-from seqkit.data.columns import ROLES, row_to_record, shape_error
+from seqkit.data.columns import ROLES, drop_blank_texts, row_to_record, shape_error
 from seqkit.errors import DataError, RecipeError, did_you_mean
 from seqkit.registry import register_data
 
@@ -234,7 +234,7 @@ class HfDatasets(DataSource):
             except Exception as exc:  # the builders raise many kinds (pyarrow, pandas, FileNotFound)
                 raise DataError(f"data.data_files: the '{o.builder}' builder cannot read {files} "
                                 f"({type(exc).__name__}: {exc}). Check the files' format.") from exc
-            return ds, f"{o.builder} {files}"
+            return ds, files if isinstance(files, str) else f"{o.builder} {files}"
         path = o.path if self.recipe is None else self.recipe.resolve_path(o.path)
         if not os.path.isdir(path):
             given = os.path.relpath(path, self.recipe.base_dir) if self.recipe is not None else path
@@ -295,8 +295,9 @@ class HfDatasets(DataSource):
         table = ds.select_columns(sorted({c for c in cols.values() if c})).to_dict()
         n = ds.num_rows
         rows = ({c: table[c][i] for c in table} for i in range(n))
-        return [row_to_record(row, cols, names=names, tokenizer=tokenizer, target_tokenizer=target_tokenizer,
+        recs = [row_to_record(row, cols, names=names, tokenizer=tokenizer, target_tokenizer=target_tokenizer,
                               where=f"{where} row {i}") for i, row in enumerate(rows)]
+        return drop_blank_texts(recs, cols, where)
 
     def load(self) -> dict:
         """``{"all": records}`` (a Dataset) or the DatasetDict's splits as seqkit's.
@@ -311,9 +312,10 @@ class HfDatasets(DataSource):
             ds, where = self._open(datasets, cache)
             if isinstance(ds, datasets.DatasetDict):
                 picked = self._pick_splits(list(ds), where)
-                if "train" not in picked:  # pragma: no cover - train_split is always named
-                    raise DataError(f"data.train_split: the data set {where} has no train split.")
-                out = {split: self._records(ds[name], f"{where}[{name}]") for split, name in picked.items()}
+                files = self._data_files() if self.options.builder else None
+                out = {split: self._records(ds[name], f"{files[name]} [{name}]" if isinstance(files, dict)
+                                            and isinstance(files.get(name), str) else f"{where} [{name}]")
+                       for split, name in picked.items()}
             elif isinstance(ds, datasets.Dataset):
                 out = {"all": self._records(ds, where)}
             else:

@@ -21,7 +21,7 @@ from typing import Literal, Optional
 from pydantic import BaseModel, ConfigDict
 
 from seqkit.data.base import DataSource
-from seqkit.data.columns import ROLES, row_to_record, shape_error
+from seqkit.data.columns import ROLES, drop_blank_texts, row_to_record, shape_error
 from seqkit.errors import DataError
 from seqkit.registry import register_data
 
@@ -71,10 +71,11 @@ def records_from_examples(examples, info_features, o: TfdsOptions, tokenizer: st
             raise DataError(f"data.{role}_key: the TFDS data set {o.name} has no feature '{k}'; it has "
                             f"{', '.join(sorted(info_features))}.")
     names = {r: _names(info_features[keys[r]]) for r in ("tags", "label") if keys[r]}
-    return [row_to_record(ex, keys, names=names, tokenizer=tokenizer,
+    recs = [row_to_record(ex, keys, names=names, tokenizer=tokenizer,
                           target_tokenizer=o.target_tokenizer or tokenizer,
                           where=f"{where} example {i}", key="key")
             for i, ex in enumerate(examples)]
+    return drop_blank_texts(recs, keys, where)
 
 
 @register_data("tfds")
