@@ -202,7 +202,7 @@ def test_a_hub_id_or_url_is_refused_before_anything_is_read(tmp_path, write_reci
                                             "text_column": "text"}})
     from seqkit.recipe import load_recipe
 
-    with pytest.raises(RecipeError, match=r"recipe.yaml:\d+.*'imdb' is not one of the local builders"):
+    with pytest.raises(RecipeError, match=r"recipe.yaml:4: data.builder: 'imdb' is not one of the local builders"):
         load_recipe(p)
     with pytest.raises(RecipeError, match="is a URL; seqkit reads local files"):
         recipe(tmp_path, {"data_files": "https://example.org/a.csv", "text_column": "t"}, "language_model")
@@ -240,7 +240,7 @@ def test_recipe_shape_errors(tmp_path):
                         "not both"),
                        ({"path": "d", "label_column": "l"}, "an input column is missing"),
                        ({"data_files": "a.xlsx", "text_column": "t"}, "cannot tell the builder"),
-                       ({"builder": "csv", "text_column": "t"}, "needs the local files")):
+                       ({"builder": "csv", "text_column": "t"}, "needs data.data_files")):
         with pytest.raises(RecipeError, match=text):
             recipe(tmp_path, data, "language_model")
 
@@ -283,3 +283,22 @@ def test_import_seqkit_and_validation_import_no_datasets():
     env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT)
     assert res.returncode == 0 and res.stdout.strip() == "ok", res.stderr
+
+
+def test_the_cli_gives_the_same_refusals(tmp_path, write_recipe):
+    from click.testing import CliRunner
+
+    from seqkit.cli import main
+
+    base = {"name": "x", "model": {"units": 8}, "head": {"type": "acceptor"}}
+    p = write_recipe({**base, "data": {"source": "hf_datasets", "path": "imdb", "data_files": "a.csv",
+                                       "text_column": "text", "label_column": "label"}})
+    res = CliRunner().invoke(main, ["train", p, "--run-dir", str(tmp_path / "run")])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert "'imdb' is not one of the local builders" in res.output and "never downloads" in res.output
+    p = write_recipe({**base, "data": {"source": "hf_datasets", "path": "imdb", "text_column": "text",
+                                       "label_column": "label"}}, name="folder.yaml")
+    res = CliRunner().invoke(main, ["train", p, "--run-dir", str(tmp_path / "run")])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert "is no such folder" in res.output and "save_to_disk('imdb_local')" in res.output
+    assert not (tmp_path / "run").exists()

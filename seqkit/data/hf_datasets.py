@@ -37,7 +37,7 @@ import os
 import tempfile
 from typing import Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from seqkit import log
 from seqkit.data.base import DataSource
@@ -72,6 +72,13 @@ def save_hint(name: str) -> str:
             f"({', '.join(LOCAL_BUILDERS)}) and data.data_files.")
 
 
+def _fail(key: str, value, message: str):
+    """Raise a validation error located at ``data.KEY`` (the recipe names that key's line)."""
+    raise ValidationError.from_exception_data(
+        "HfDatasetsOptions", [{"type": "value_error", "loc": (key,), "input": value,
+                               "ctx": {"error": ValueError(message)}}])
+
+
 class HfDatasetsOptions(BaseModel):
     """Recipe keys of ``hf_datasets`` (under ``data``); see the module docstring."""
 
@@ -96,34 +103,35 @@ class HfDatasetsOptions(BaseModel):
         for key, val in (("path", self.path), ("builder", self.builder),
                          *(("data_files", f) for f in _files(self.data_files))):
             if isinstance(val, str) and "://" in val:
-                raise ValueError(f"data.{key}: '{val}' is a URL; seqkit reads local files and folders "
-                                 f"only and never downloads. Download it yourself and name the local "
-                                 f"copy.")
+                _fail(key, val, f"'{val}' is a URL; seqkit reads local files and folders only and never "
+                                f"downloads. Download it yourself and name the local copy.")
         if self.data_files is not None and not _files(self.data_files):
-            raise ValueError("data.data_files: no file named; give a file, a glob, a list or "
-                             "{split: file}.")
+            _fail("data_files", self.data_files, "no file named; give a file, a glob, a list or {split: file}.")
+        builder_key = "builder"
         if self.data_files is not None and self.builder is None:
             if self.path is not None:  # load_dataset(path="csv", data_files=...): path is the builder
-                self.builder, self.path = self.path, None
+                self.builder, self.path, builder_key = self.path, None, "path"
             else:
                 exts = {os.path.splitext(f)[1].lower() for f in _files(self.data_files)}
                 kinds = {_EXTENSIONS.get(e) for e in exts}
                 if len(kinds) != 1 or None in kinds:
-                    raise ValueError(f"data.builder: cannot tell the builder from the extensions "
-                                     f"{', '.join(sorted(exts))} of data.data_files; set data.builder "
-                                     f"to one of {', '.join(LOCAL_BUILDERS)}.")
+                    _fail("data_files", self.data_files,
+                          f"cannot tell the builder from the extension(s) {', '.join(sorted(exts))}; set "
+                          f"data.builder to one of {', '.join(LOCAL_BUILDERS)}.")
                 self.builder = kinds.pop()
         if self.builder is not None:
             if self.builder not in LOCAL_BUILDERS:
-                raise ValueError(f"data.builder: '{self.builder}' is not one of the local builders "
-                                 f"({', '.join(LOCAL_BUILDERS)}); it would be a Hugging Face Hub data "
-                                 f"set, which seqkit does not fetch. " + save_hint(self.builder))
+                _fail(builder_key, self.builder,
+                      ("with data.data_files, data.path names the builder: " if builder_key == "path" else "")
+                      + f"'{self.builder}' is not one of the local builders ({', '.join(LOCAL_BUILDERS)}); it "
+                      f"would be a Hugging Face Hub data set, which seqkit does not fetch. "
+                      + save_hint(self.builder))
             if self.path is not None:
-                raise ValueError("give data.path (a save_to_disk folder) or data.builder with "
-                                 "data.data_files (local files), not both.")
+                _fail("path", self.path, "give data.path (a save_to_disk folder) or data.builder with "
+                                         "data.data_files (local files), not both.")
             if self.data_files is None:
-                raise ValueError(f"data.data_files: the '{self.builder}' builder needs the local files "
-                                 f"to read (a file, a glob, a list or {{split: file}}).")
+                _fail("builder", self.builder, f"the '{self.builder}' builder needs data.data_files: the "
+                                               f"local files to read (a file, a glob, a list or {{split: file}}).")
         elif self.path is None:
             raise ValueError("give data.path (a folder written by save_to_disk) or data.data_files "
                              "(local csv/json/parquet/text files, with data.builder).")
