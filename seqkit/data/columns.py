@@ -28,7 +28,7 @@ from seqkit.data.records import Record
 from seqkit.data.vocab import tokenize
 from seqkit.errors import DataError
 
-#: role -> what it is, for messages
+#: the roles a column can play (recipe keys `data.<role>_column` / `data.<role>_key`)
 ROLES = ("text", "tokens", "label", "tags", "source", "target")
 
 
