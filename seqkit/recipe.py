@@ -672,13 +672,24 @@ def recipe_from_dict(raw: dict, *, source: str = "<recipe>", lines: dict | None 
         for key in type(data_opts).model_fields:
             val = getattr(data_opts, key)
             if (key == "path" or key.endswith("_path")) and isinstance(val, str) and val:
-                p = os.path.expanduser(val)
-                setattr(data_opts, key, p if os.path.isabs(p) else os.path.normpath(os.path.join(base_dir, p)))
+                setattr(data_opts, key, _absolute(val, base_dir))
+            elif key == "data_files" and val:  # a file, a list, or {split: file(s)} (hf_datasets)
+                setattr(data_opts, key, _absolute(val, base_dir))
     return Recipe(config=config,
                   data_options=plugin_opts.get("data", _empty()),
                   cell_options=plugin_opts.get("model", _empty()),
                   head_options=plugin_opts.get("head", _empty()),
                   path=source, base_dir=base_dir)
+
+
+def _absolute(val, base_dir: str):
+    """A recipe path (or a list / ``{name: path(s)}`` of them) made absolute from ``base_dir``."""
+    if isinstance(val, dict):
+        return {k: _absolute(v, base_dir) for k, v in val.items()}
+    if isinstance(val, list):
+        return [_absolute(v, base_dir) for v in val]
+    p = os.path.expanduser(val)
+    return p if os.path.isabs(p) else os.path.normpath(os.path.join(base_dir, p))
 
 
 def _empty():

@@ -220,3 +220,56 @@ def test_tfds_source_reads_a_local_data_dir(tmp_path, tf, capsys):
     raw["data"]["test_split"] = "validation"
     with pytest.raises(DataError, match="has no split 'validation'"):
         prepare(recipe_from_dict(raw))
+
+
+def test_tfds_feeds_the_language_model_and_seq2seq(tmp_path, tf, capsys):
+    """TFDS data sets prepared in a local data dir (no network): a text feature alone gives LM
+    lines; source/target features give seq2seq pairs (a string target split by
+    data.target_tokenizer, a sequence-of-strings target taken as it is)."""
+    import tensorflow_datasets as tfds
+
+    from seqkit.errors import RecipeError
+    from seqkit.recipe import recipe_from_dict
+    from seqkit.train import prepare
+
+    def build(name, feats, spec, splits):
+        def gen(rows):
+            return tf.data.Dataset.from_generator(lambda: iter(rows), output_signature=spec)
+
+        tfds.dataset_builders.TfDataBuilder(
+            name=name, config="c", version="1.0.0", features=tfds.features.FeaturesDict(feats),
+            data_dir=str(tmp_path), split_datasets={k: gen(v) for k, v in splits.items()}).download_and_prepare()
+
+    build("seqkit_toy_lines", {"line": tfds.features.Text()}, {"line": tf.TensorSpec([], tf.string)},
+          {"train": [{"line": t} for t in ["the cat", "a dog", "the dog"]], "test": [{"line": "a cat"}]})
+    build("seqkit_toy_g2p", {"word": tfds.features.Text(), "phones": tfds.features.Text(),
+                             "syll": tfds.features.Sequence(tfds.features.Text())},
+          {"word": tf.TensorSpec([], tf.string), "phones": tf.TensorSpec([], tf.string),
+           "syll": tf.TensorSpec([None], tf.string)},
+          {"train": [{"word": "ab", "phones": "A B", "syll": ["ab"]},
+                     {"word": "baba", "phones": "B A B A", "syll": ["ba", "ba"]}],
+           "test": [{"word": "b", "phones": "B", "syll": ["b"]}]})
+    capsys.readouterr()
+    base = {"name": "t", "model": {"units": 4, "embedding_dim": 3}}
+    lm = prepare(recipe_from_dict({**base, "head": {"type": "language_model"},
+                                   "data": {"source": "tfds", "name": "seqkit_toy_lines", "data_dir": str(tmp_path),
+                                            "download": False, "text_key": "line",
+                                            "split": {"valid": 0.34, "test": 0.0}}}))
+    assert [[r.text for r in lm.splits[k]] for k in ("train", "valid", "test")] == \
+        [["the cat", "a dog"], ["the dog"], ["a cat"]]
+    g2p = {**base, "head": {"type": "seq2seq"},
+           "data": {"source": "tfds", "name": "seqkit_toy_g2p", "data_dir": str(tmp_path), "download": False,
+                    "source_key": "word", "target_key": "phones", "target_tokenizer": "whitespace",
+                    "valid_split": "train", "split": {"valid": 0.0, "test": 0.0}}}
+    prep = prepare(recipe_from_dict(g2p))
+    assert [(r.text, r.target) for r in prep.splits["train"]] == [("ab", ["A", "B"]), ("baba", ["B", "A", "B", "A"])]
+    assert [(r.text, r.target) for r in prep.splits["test"]] == [("b", ["B"])]
+    g2p["data"]["target_key"] = "syll"
+    del g2p["data"]["target_tokenizer"]
+    assert [r.target for r in prepare(recipe_from_dict(g2p)).splits["train"]] == [["ab"], ["ba", "ba"]]
+    g2p["data"]["tags_key"] = "syll"
+    with pytest.raises(DataError, match=r"data.source_key and data.target_key \(seq2seq\) go together"):
+        prepare(recipe_from_dict(g2p))
+    g2p["data"]["target_tokenizer"] = "bpe"
+    with pytest.raises(RecipeError, match="target_tokenizer"):
+        recipe_from_dict(g2p)

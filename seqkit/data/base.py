@@ -60,9 +60,16 @@ class DataSource:
     @classmethod
     def text_tokenizer(cls, recipe) -> str:
         """How ``seqkit predict`` splits a line of text input for an acceptor or tagger run:
-        ``recipe.data.tokenizer`` when this source tokenizes raw text, else ``"whitespace"``
-        (pre-split tokens)."""
-        return recipe.data.tokenizer if cls.tokenizes_text else "whitespace"
+        ``recipe.data.tokenizer`` when this source tokenizes raw text (:meth:`splits_text`), else
+        ``"whitespace"`` (pre-split tokens)."""
+        return recipe.data.tokenizer if cls.splits_text(recipe.data_options) else "whitespace"
+
+    @classmethod
+    def splits_text(cls, options: BaseModel) -> bool:
+        """True when, with these recipe ``options``, acceptor/tagger inputs are raw text split by
+        ``data.tokenizer`` (default: :attr:`tokenizes_text`); sources whose input column is
+        chosen in the recipe (``tfds``, ``hf_datasets``) override this."""
+        return cls.tokenizes_text
 
     def describe(self) -> str:
         """One line saying where the examples come from (for logs and metrics.json)."""
@@ -87,6 +94,12 @@ class DataSource:
         from seqkit.data.records import Record
 
         return {"all": [Record(text=x, where=f"example {i + 1}") for i, x in enumerate(self.examples())]}
+
+
+def input_token_mode(recipe) -> str:
+    """How new acceptor/tagger input text is split into tokens, as the recipe's source split
+    its training text: ``data.tokenizer`` or ``"whitespace"`` (same as :func:`text_tokenizer`)."""
+    return text_tokenizer(recipe)
 
 
 class FileSplitsOptions(BaseModel):

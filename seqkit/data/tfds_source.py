@@ -2,23 +2,26 @@
 or a prepared local TFDS data dir (``data.data_dir``); ``data.download: false``
 refuses to fetch.
 
-Feature keys map the examples onto records: ``data.tokens_key`` (a sequence of
-strings) plus ``data.tags_key`` (sequence of class ids or strings: tagger) or
-``data.label_key`` (one class: acceptor), or ``data.text_key`` (a string,
-tokenized by ``data.tokenizer``) plus ``data.label_key``. Class ids are turned
-into names with the data set's ``ClassLabel`` names where it has them.
+Feature keys map the examples onto records, one shape per head
+(:mod:`seqkit.data.columns`): ``data.text_key`` alone (a string: language model);
+``data.tokens_key`` (a sequence of strings) or ``data.text_key`` (a string,
+tokenized by ``data.tokenizer``) plus ``data.tags_key`` (a sequence of class ids
+or strings: tagger) or ``data.label_key`` (one class: acceptor);
+``data.source_key`` plus ``data.target_key`` (strings, the target split into
+symbols by ``data.target_tokenizer``, default ``data.tokenizer``, or a sequence
+of strings: seq2seq). Class ids are turned into names with the data set's
+``ClassLabel`` names where it has them.
 Splits: ``data.train_split`` (required), ``data.valid_split``, ``data.test_split``.
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict
 
 from seqkit.data.base import DataSource
-from seqkit.data.records import Record
-from seqkit.data.vocab import tokenize
+from seqkit.data.columns import ROLES, drop_blank_texts, row_to_record, shape_error
 from seqkit.errors import DataError
 from seqkit.registry import register_data
 
@@ -37,6 +40,14 @@ class TfdsOptions(BaseModel):
     text_key: Optional[str] = None
     tags_key: Optional[str] = None
     label_key: Optional[str] = None
+    source_key: Optional[str] = None
+    target_key: Optional[str] = None
+    #: how a string target (seq2seq) is split into symbols; default: data.tokenizer
+    target_tokenizer: Optional[Literal["char", "whitespace"]] = None
+
+    def keys(self) -> dict:
+        """``{role: feature key or None}`` (see :mod:`seqkit.data.columns`)."""
+        return {r: getattr(self, f"{r}_key") for r in ROLES}
 
 
 def _names(feature):
@@ -45,35 +56,26 @@ def _names(feature):
     return list(f.names) if hasattr(f, "names") else None
 
 
-def _text(x) -> str:
-    return x.decode("utf-8") if isinstance(x, bytes) else str(x)
-
-
 def records_from_examples(examples, info_features, o: TfdsOptions, tokenizer: str, where: str) -> list:
     """Map TFDS numpy examples (dicts) onto records (see the module docstring).
 
     Raises:
-        DataError: a feature key the data set does not have.
+        DataError: a feature key the data set does not have, or keys that make no record shape.
     """
-    keys = [k for k in (o.tokens_key, o.text_key, o.tags_key, o.label_key) if k]
-    for k in keys:
-        if k not in info_features:
-            raise DataError(f"data: the TFDS data set {o.name} has no feature '{k}'; it has "
+    keys = o.keys()
+    err = shape_error(keys, "key")
+    if err:
+        raise DataError(f"data (tfds): {err}")
+    for role, k in keys.items():
+        if k and k not in info_features:
+            raise DataError(f"data.{role}_key: the TFDS data set {o.name} has no feature '{k}'; it has "
                             f"{', '.join(sorted(info_features))}.")
-    tag_names = _names(info_features[o.tags_key]) if o.tags_key else None
-    label_names = _names(info_features[o.label_key]) if o.label_key else None
-    out = []
-    for i, ex in enumerate(examples):
-        toks = ([_text(t) for t in ex[o.tokens_key]] if o.tokens_key
-                else tokenize(_text(ex[o.text_key]), tokenizer))
-        rec = Record(tokens=toks, where=f"{where} example {i}")
-        if o.tags_key:
-            rec.tags = [tag_names[int(t)] if tag_names else _text(t) for t in ex[o.tags_key]]
-        if o.label_key:
-            v = ex[o.label_key]
-            rec.label = label_names[int(v)] if label_names else _text(v)
-        out.append(rec)
-    return out
+    names = {r: _names(info_features[keys[r]]) for r in ("tags", "label") if keys[r]}
+    recs = [row_to_record(ex, keys, names=names, tokenizer=tokenizer,
+                          target_tokenizer=o.target_tokenizer or tokenizer,
+                          where=f"{where} example {i}", key="key")
+            for i, ex in enumerate(examples)]
+    return drop_blank_texts(recs, keys, where)
 
 
 @register_data("tfds")
@@ -82,6 +84,11 @@ class Tfds(DataSource):
 
     Options = TfdsOptions
 
+    @classmethod
+    def splits_text(cls, options) -> bool:
+        """Acceptor/tagger inputs come from ``text_key`` split by ``data.tokenizer``."""
+        return bool(getattr(options, "text_key", None)) and not getattr(options, "tokens_key", None)
+
     def describe(self):
         return f"tfds {self.options.name}" + (f" ({self.options.data_dir})" if self.options.data_dir else "")
 
@@ -89,10 +96,9 @@ class Tfds(DataSource):
         import tensorflow_datasets as tfds
 
         o = self.options
-        if not o.tokens_key and not o.text_key:
-            raise DataError("data: a tfds source needs data.tokens_key or data.text_key (the input feature).")
-        if not o.tags_key and not o.label_key:
-            raise DataError("data: a tfds source needs data.tags_key (tagger) or data.label_key (acceptor).")
+        err = shape_error(o.keys(), "key")
+        if err:
+            raise DataError(f"data (tfds): {err}")
         tokenizer = self.recipe.data.tokenizer if self.recipe is not None else "whitespace"
         out = {}
         splits = {"train": o.train_split, "valid": o.valid_split, "test": o.test_split}
