@@ -26,7 +26,7 @@ def convert_step(saved_model_dir: str, quantize: str = "none") -> bytes:
 
 
 def convert_signature(saved_model_dir: str, quantize: str = "none",
-                      signature: str | list[str] = "step") -> bytes:
+                      signature: str | list[str] = "step", *, resource_variables: bool = False) -> bytes:
     """Convert one signature (or several, into one model) of a SavedModel to a ``.tflite`` flatbuffer.
 
     Args:
@@ -35,6 +35,9 @@ def convert_signature(saved_model_dir: str, quantize: str = "none",
             ``"dynamic-range"`` (int8 weights, float activations).
         signature: ``"step"``, (pinned shape) ``"predict"``, or a list such as
             ``["encode", "decode_step"]`` (an encoder-decoder: one model, both signatures).
+        resource_variables: keep mutable ``tf.Variable`` s as TFLite resource variables
+            (``VAR_HANDLE`` / ``READ_VARIABLE`` / ``ASSIGN_VARIABLE``): the state of a
+            ``--state internal`` export (:mod:`seqkit.export.stateful`).
 
     Returns:
         The model bytes.
@@ -51,6 +54,8 @@ def convert_signature(saved_model_dir: str, quantize: str = "none",
     signature = " + ".join(keys)
     conv = tf.lite.TFLiteConverter.from_saved_model(saved_model_dir, signature_keys=keys)
     conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    if resource_variables:
+        conv.experimental_enable_resource_variables = True
     if quantize == "float16":
         conv.optimizations = [tf.lite.Optimize.DEFAULT]
         conv.target_spec.supported_types = [tf.float16]
