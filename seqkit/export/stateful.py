@@ -10,9 +10,12 @@ two signatures (B = the batch fixed at export, default 1):
   reads the states, runs the head's step model (the same
   :meth:`stepper.step <seqkit.heads.language_model.LanguageModelStepper.step>` as the
   explicit export), assigns the new states, returns the logits;
-- ``reset() -> {batch_size [] int32}``: assigns zeros to every state (the next
-  ``step`` starts a new sequence); the output is ``B`` (a signature without
-  outputs is dropped by the converter).
+- ``reset(rows [B] int32) -> {batch_size [] int32}``: assigns zeros to the states of
+  every row whose ``rows`` entry is not 0 (all ones: the next ``step`` starts new
+  sequences in every row; one 1: a new sequence in that row, the others carry on).
+  The output is ``B`` (the converter drops a signature without outputs); the
+  input is there because the full-integer quantizer's calibration cannot build a
+  signature without inputs ("NULL SignatureDef inputs for exported method reset").
 
 State variables: one ``[B, H]`` float32 per entry of ``metadata["state_layout"]``
 (per layer, per entry of the cell's ``state_names``; an acceptor's pooling
@@ -101,15 +104,16 @@ def build_stateful_archive(prep, model, batch: int = 1):
             v.assign(s)
         return {"logits": logits}
 
-    def reset():
+    def reset(rows):
+        zero = tf.not_equal(rows, 0)[:, None]  # [B, 1]
         for v in variables:
-            v.assign(tf.zeros_like(v))
+            v.assign(tf.where(zero, tf.zeros_like(v), v))
         return {"batch_size": tf.constant(batch, tf.int32)}
 
     spec = st.input_spec()
     archive.add_endpoint("step", step,
                          input_signature=[tf.TensorSpec([batch, *spec.shape[1:]], spec.dtype, name=spec.name)])
-    archive.add_endpoint("reset", reset, input_signature=[])
+    archive.add_endpoint("reset", reset, input_signature=[tf.TensorSpec([batch], tf.int32, name="rows")])
     return archive, st
 
 
@@ -200,4 +204,5 @@ def mark_internal(meta: dict, batch: int) -> None:
     meta["signatures"] = {
         "step": f"{meta['input']['name']} {meta['input']['shape']} {meta['input']['dtype']} -> "
                 f"logits [{batch}, C] float32; reads and assigns the states (resource variables)",
-        "reset": "() -> batch_size [] int32; assigns zeros to every state"}
+        "reset": f"rows [{batch}] int32 -> batch_size [] int32; assigns zeros to the states of the "
+                 f"rows whose entry is not 0 (all ones: every row starts a new sequence)"}

@@ -52,9 +52,10 @@ class StatefulStreamingModel(StreamingModel):
         except (KeyError, TypeError, ValueError) as exc:
             raise SeqkitError("metadata.json of a --state internal export lacks 'batch'; export the "
                               "run again.") from exc
-        step = it.get_signature_runner("step")
+        step, reset = it.get_signature_runner("step"), it.get_signature_runner("reset")
         ins, outs = step.get_input_details(), step.get_output_details()
-        del step
+        self._in_rows = int(reset.get_input_details()["rows"]["index"])
+        del step, reset
         w = self._wrapper = it._interpreter
         self._sg_step = w.GetSubgraphIndexFromSignature("step")
         self._sg_reset = w.GetSubgraphIndexFromSignature("reset")
@@ -66,7 +67,8 @@ class StatefulStreamingModel(StreamingModel):
         self.states = None
 
     def reset(self, batch_size: int | None = None) -> None:
-        """Zero the state (the ``reset`` signature): the next :meth:`step` starts a new sequence.
+        """Zero the state of every row (the ``reset`` signature, ``rows`` all ones): the next
+        :meth:`step` starts new sequences.
 
         Raises:
             SeqkitError: ``batch_size`` other than the export's batch.
@@ -76,6 +78,20 @@ class StatefulStreamingModel(StreamingModel):
                               f"row(s), fixed at export; {batch_size} asked. Export the run again with "
                               f"--state internal --batch {batch_size}, or without --state internal "
                               f"(explicit states take any batch).")
+        self.reset_rows(np.ones(self.batch, np.int32))
+
+    def reset_rows(self, rows) -> None:
+        """Zero the state of the rows where ``rows [B]`` is not 0; the other rows carry on (a
+        batch of streams where one sequence ends and the next begins while the others go on).
+
+        Raises:
+            SeqkitError: ``rows`` not of shape ``[B]``.
+        """
+        rows = np.asarray(rows, np.int32)
+        if rows.shape != (self.batch,):
+            raise SeqkitError(f"reset_rows: one flag per row of the batch ({self.batch}) expected; "
+                              f"got shape {list(rows.shape)}.")
+        self._wrapper.SetTensor(self._in_rows, rows, self._sg_reset)
         self._wrapper.Invoke(self._sg_reset)
 
     def step(self, x) -> np.ndarray:
