@@ -643,7 +643,8 @@ def inspect(path):
 @click.option("--steps", type=click.IntRange(min=10), default=500, show_default=True)
 @_common
 def bench_step(export_dir, run_dir, steps):
-    """Per-step latency (median, p95, microseconds) of the TFLite step model, batch 1."""
+    """Per-step latency (median, p95, microseconds) of the TFLite step model, batch 1 (a --state
+    internal export: its fixed batch)."""
     import time
 
     from seqkit.runtime.streaming import StreamingModel
@@ -659,7 +660,8 @@ def bench_step(export_dir, run_dir, steps):
         return float(np.median(ts)), float(np.percentile(ts, 95))
 
     rt = StreamingModel(export_dir)
-    shape = [1] + [int(v) for v in rt.metadata["input"]["shape"][1:]]
+    rows = int(rt.metadata.get("batch") or 1)  # a --state internal export takes its fixed batch
+    shape = [rows] + [int(v) for v in rt.metadata["input"]["shape"][1:]]
     x1 = np.full(shape, 4 if rt.input_dtype.kind == "i" else 0.5, rt.input_dtype)  # one token id / frame
     rows = [("tflite " + rt.metadata["quantize"], *timeit(lambda: rt.step(x1)))]
     if run_dir:

@@ -133,12 +133,13 @@ def convert_stateful(saved_model_dir: str, quantize: str) -> bytes:
     try:
         data = convert_signature(saved_model_dir, quantize, ["step", "reset"], resource_variables=True)
     except SeqkitError as exc:
+        other = [q for q in ("dynamic-range", "none") if q != quantize]
         raise SeqkitError(
             f"--state internal --quantize {quantize}: the converter cannot produce this stateful "
             f"model: {exc.__cause__ or exc}. Nothing was written. The explicit-state model "
             f"converts with the same --quantize {quantize} (export without --state internal; the "
             f"runtime carries the states), or keep the state internal with --quantize "
-            f"dynamic-range (int8 weights) or none.") from exc
+            f"{' or '.join(other)}.") from exc
     missing = [op for op in STATE_OPS if op not in op_names(data)]
     if missing:
         raise SeqkitError(f"--state internal: the converted model lacks {', '.join(missing)} (its state "
@@ -148,8 +149,8 @@ def convert_stateful(saved_model_dir: str, quantize: str) -> bytes:
 
 def stream_fixed_batch(rt, x: np.ndarray, batch: int) -> np.ndarray:
     """Stream ``x [N, T(, D)]`` through a runtime (``reset(b)``, ``step(x_t [b(, D)]) -> [b, C]``)
-    whose batch is fixed to ``batch`` rows: groups of ``batch`` rows (the last padded with zero rows), ``reset`` before each group, one step per
-    position. Returns logits ``[N, T, C]``."""
+    whose batch is fixed to ``batch`` rows: groups of ``batch`` rows (the last padded with zero
+    rows), ``reset`` before each group, one step per position. Returns logits ``[N, T, C]``."""
     b, n = batch, len(x)
     out = []
     for i in range(0, n, b):
