@@ -57,7 +57,7 @@ def run(args):
     inside = export_stateful_models(prep, model, QUANT)
     build_s = time.time() - t0
 
-    contenders, notes, parity = {}, {}, {}
+    contenders, notes, parity, logs = {}, {}, {}, {}
     x = np.array([5], np.int32)
     for q in QUANT:
         L = LABEL[q]
@@ -85,7 +85,7 @@ def run(args):
                  lambda rt=in_rt: rt.step(x), "one interpreter, alternating calls"),
                 (f"explicit runtime / explicit bare invoke, {L} (paired)", ex_rt.interpreter.invoke,
                  lambda rt=ex_rt: rt.step(x), "one interpreter, alternating calls")):
-            contenders[name] = lambda a=first, b=second, n=pairs: _paired(a, b, n)
+            contenders[name] = lambda a=first, b=second, n=pairs, log=logs.setdefault(name, []): _paired(a, b, n, log)
             notes[name] = note + "; ratio of per-call medians"
 
     samples = interleaved(contenders, args.repeats, warmup=1)
@@ -101,12 +101,15 @@ def run(args):
         rows.append(row)
     med = {r["contender"]: r["median"] for r in rows}
     target = {L: round(med[f"state-inside runtime / explicit bare invoke, {L} (paired)"], 3) for L in LABEL.values()}
+    per_call = {name: {"first_us": round(statistics.median(a for a, _ in v[1:]), 1),  # v[0]: warm-up
+                       "second_us": round(statistics.median(b for _, b in v[1:]), 1)} for name, v in logs.items()}
     extra = {
         "model": {"vocab": 5000, "embedding": 128, "units": 256, "cell": "lstm", "batch": 1,
                   "weights": "untrained (seeded)", "build_and_convert_s": round(build_s, 1)},
         "state_inside_runtime_over_explicit_bare_invoke": target,
         "target": 1.10,
         "parity_max_abs_logit_diff_state_inside_vs_explicit_50_steps": parity,
+        "paired_per_call_medians": per_call,
         "summary": "state-inside seqkit runtime / explicit bare invoke (paired): "
                    + ", ".join(f"{k} {v:.3f}" for k, v in target.items()) + " (target <= 1.10)",
     }
