@@ -6,6 +6,8 @@ Suites (each in ``bench/suite_NAME.py``, each a ``run(args) -> (rows, extra)``):
   model, PyTorch (when installed: ``pip install -e ".[bench]"``).
 * ``stream`` -- TFLite step latency: bare ``invoke`` vs the ``seqkit.runtime`` step,
   float32 / float16 / int8, Keras and PyTorch steps beside them.
+* ``state``  -- the ``--state internal`` step (state kept in the model) against the
+  explicit-state step and a bare ``invoke``, float32 and int8 dynamic-range.
 * ``decode`` -- greedy vs beam search (in-graph) vs a Python loop over steps.
 * ``data``   -- tf.data input pipeline throughput against the training step.
 * ``scale``  -- time per step and peak memory against sequence length and width
@@ -22,13 +24,13 @@ import importlib
 import os
 import sys
 
-SUITES = ("train", "stream", "decode", "data", "scale")
+SUITES = ("train", "stream", "state", "decode", "data", "scale")
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m bench",
-        description="seqkit benchmarks (measurements, not tests): train, stream, decode, data, scale. "
+        description="seqkit benchmarks (measurements, not tests): train, stream, state, decode, data, scale. "
                     "Run from the repository root; reports go to bench/results/SUITE.json and .md.")
     ap.add_argument("--suite", action="append", choices=SUITES + ("all",), required=True,
                     help="suite to run (repeatable; 'all' = every suite)")

@@ -65,6 +65,25 @@ def export_step_models(prep, model, quantizations=("none", "float16", "dynamic-r
     return out
 
 
+def export_stateful_models(prep, model, quantizations=("none", "dynamic-range"), batch: int = 1) -> dict:
+    """``{quantize: (model_bytes, metadata)}``: the ``--state internal`` TFLite step model as
+    ``seqkit export --state internal`` makes it (:mod:`seqkit.export.stateful`), without the
+    parity check."""
+    from seqkit.export.stateful import build_stateful_archive, convert_stateful, mark_internal
+    from seqkit.export.writer import metadata_for
+
+    archive, stepper = build_stateful_archive(prep, model, batch)
+    out = {}
+    with tempfile.TemporaryDirectory(prefix="seqkit-bench-") as tmp:
+        sm = os.path.join(tmp, "saved_model")
+        archive.write_out(sm, verbose=False)
+        for q in quantizations:
+            meta = metadata_for(prep, stepper, q)
+            mark_internal(meta, batch)
+            out[q] = (convert_stateful(sm, q), meta)
+    return out
+
+
 def write_export(model_bytes: bytes, metadata: dict, out_dir: str) -> str:
     """Write ``model.tflite`` + ``metadata.json`` (what :class:`StreamingModel` reads); return ``out_dir``."""
     import json

@@ -422,20 +422,25 @@ def validate(recipe, overrides, check_data, show):
               help="TFLite: the whole-sequence model for a pinned --batch/--length instead of the step "
               "model (needed for bidirectional encoders).")
 @click.option("--batch", type=click.IntRange(min=1), default=1, show_default=True,
-              help="--full-sequence: rows per call.")
+              help="--full-sequence: rows per call; --state internal: rows of the state.")
 @click.option("--length", type=click.IntRange(min=1),
               help="--full-sequence: steps per row; seq2seq runs: the encoder's pinned source "
               "length [default: the run's data.max_length].")
+@click.option("--state", type=click.Choice(["explicit", "internal"]), default="explicit",
+              show_default=True,
+              help="TFLite step model: explicit (takes and returns its states) or internal (keeps "
+              "them inside, signatures step + reset, --batch rows fixed; LM, acceptor, tagger).")
 @_common
 def export(run_dir, fmt, out, quantize, tolerance, min_agreement, parity_examples, overwrite,
-           full_sequence, batch, length):
+           full_sequence, batch, length, state):
     """Export a trained run (SavedModel / TFLite step model; seq2seq: encode + decode_step signatures),
     checked against Keras before writing."""
     from seqkit.run import Run
 
     report = Run(run_dir).export(out, format=fmt, quantize=quantize, tolerance=tolerance,
                                  min_agreement=min_agreement, parity_examples=parity_examples,
-                                 overwrite=overwrite, full_sequence=full_sequence, batch=batch, length=length)
+                                 overwrite=overwrite, full_sequence=full_sequence, batch=batch, length=length,
+                                 state=state)
     out = report["out"]
     if fmt == "keras":
         r = report
@@ -447,7 +452,9 @@ def export(run_dir, fmt, out, quantize, tolerance, min_agreement, parity_example
             r = report[kind]
             click.echo(f"{kind}: max |logit diff| {r['max_abs_diff']:.3g}, arg-max agreement "
                        f"{r['argmax_agreement']:.4f} ({r['positions']} positions)"
-                       + (f", {r['bytes']:,} bytes, ops {', '.join(r['ops'])}" if kind == "tflite" else ""))
+                       + (f", {r['bytes']:,} bytes, ops {', '.join(r['ops'])}" if kind == "tflite" else "")
+                       + (f"; state internal, max |logit diff| vs the explicit-state model "
+                          f"{r['explicit_state_max_abs_diff']:.3g}" if "explicit_state_max_abs_diff" in r else ""))
         if f"{kind}_decoding" in report:  # seq2seq: outputs identical to Keras's transduce
             r = report[f"{kind}_decoding"]
             click.echo(f"{kind} decoding: identical to Keras on {r['greedy']['identical']:.4f} (greedy), "
@@ -622,6 +629,9 @@ def inspect(path):
             sizes += (f", target vocabulary {len(meta['target_vocab'])}, encoder pinned to "
                       f"[1, {enc['pinned_length']}], attention {meta['attention']}, states "
                       + " ".join(s["name"] for s in meta["state_layout"]))
+        if meta.get("state") == "internal":
+            sizes += (f", state inside the model (batch {meta.get('batch')}): "
+                      + " ".join(s["name"] for s in meta["state_layout"]))
         click.echo(f"head {meta['head']}, {meta.get('artefact', 'step')} model, input {inp['kind']}, "
                    f"{sizes}, quantize {meta['quantize']}, seqkit {meta['seqkit_version']}")
 
@@ -633,7 +643,8 @@ def inspect(path):
 @click.option("--steps", type=click.IntRange(min=10), default=500, show_default=True)
 @_common
 def bench_step(export_dir, run_dir, steps):
-    """Per-step latency (median, p95, microseconds) of the TFLite step model, batch 1."""
+    """Per-step latency (median, p95, microseconds) of the TFLite step model, batch 1 (a --state
+    internal export: its fixed batch)."""
     import time
 
     from seqkit.runtime.streaming import StreamingModel
@@ -649,7 +660,8 @@ def bench_step(export_dir, run_dir, steps):
         return float(np.median(ts)), float(np.percentile(ts, 95))
 
     rt = StreamingModel(export_dir)
-    shape = [1] + [int(v) for v in rt.metadata["input"]["shape"][1:]]
+    rows = int(rt.metadata.get("batch") or 1)  # a --state internal export takes its fixed batch
+    shape = [rows] + [int(v) for v in rt.metadata["input"]["shape"][1:]]
     x1 = np.full(shape, 4 if rt.input_dtype.kind == "i" else 0.5, rt.input_dtype)  # one token id / frame
     rows = [("tflite " + rt.metadata["quantize"], *timeit(lambda: rt.step(x1)))]
     if run_dir:

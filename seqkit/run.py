@@ -379,7 +379,7 @@ class Run:
     def export(self, out: str | None = None, *, format: str = "tflite", quantize: str = "none",
                tolerance: float | None = None, min_agreement: float | None = None,
                parity_examples: int = 32, overwrite: bool = False, full_sequence: bool = False,
-               batch: int = 1, length: int | None = None) -> dict:
+               batch: int = 1, length: int | None = None, state: str = "explicit") -> dict:
         """Export the run, checked against Keras before anything is written (``seqkit export``).
 
         Args:
@@ -393,6 +393,10 @@ class Run:
             full_sequence / batch / length: a whole-sequence TFLite model for a pinned
                 ``[batch, length]`` input (bidirectional encoders); ``length`` also pins a
                 seq2seq encoder.
+            state: ``"explicit"`` (the TFLite step model takes and returns its states) or
+                ``"internal"`` (it keeps them in resource variables, signatures ``step`` and
+                ``reset``, ``batch`` rows fixed at export; language model, acceptor, tagger; see
+                :mod:`seqkit.export.stateful`). :class:`seqkit.runtime.StreamingModel` runs both.
 
         Returns:
             The parity report: per artefact (``"tflite"``, ``"saved_model"``, ...)
@@ -424,7 +428,7 @@ class Run:
             report = export_run(self.path, out, fmt=format, quantize=quantize, tolerance=tolerance,
                                 min_agreement=min_agreement, parity_examples=parity_examples,
                                 overwrite=overwrite, full_sequence=full_sequence, batch=batch,
-                                length=length)
+                                length=length, state=state)
         return {**report, "out": out}
 
     # ------------------------------------------------------------ from a model you trained

@@ -272,3 +272,16 @@ def test_cli_export_stream_equals_predict_and_inspect(runs, tmp_path):
     assert res.exit_code == 0, res.output
     assert "signature 'encode'" in res.output and "signature 'decode_step'" in res.output
     assert f"encoder pinned to [1, {S_MAX}]" in res.output and "states dec_0_h dec_0_c" in res.output
+
+
+def test_state_internal_is_refused_naming_what_is_supported(runs, tmp_path):
+    from click.testing import CliRunner
+
+    from seqkit.cli import main
+
+    res = CliRunner().invoke(main, ["export", runs["simple_rnn-none"], "--out", str(tmp_path / "e"),
+                                    "--state", "internal"])
+    assert res.exit_code != 0 and "Traceback" not in res.output
+    assert "supported for the step models of language_model, acceptor, tagger" in res.output
+    assert "beam search reorders" in res.output
+    assert os.listdir(tmp_path) == []

@@ -10,7 +10,9 @@ loop that keeps the padding mask -- the artefact for bidirectional encoders. A C
 tagger's in-graph Viterbi (``tf.scan``) converts the same way, as a second WHILE.
 An encoder-decoder converts to one model with two signatures, ``encode``
 (pinned ``[1, S_max]``) and ``decode_step`` (dynamic batch), see
-:mod:`seqkit.export.seq2seq_archive`.
+:mod:`seqkit.export.seq2seq_archive`. A ``--state internal`` step model converts with resource
+variables enabled (``VAR_HANDLE`` / ``READ_VARIABLE`` / ``ASSIGN_VARIABLE`` / ``CALL_ONCE``, all
+builtins), signatures ``step`` + ``reset``, see :mod:`seqkit.export.stateful`.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ def convert_step(saved_model_dir: str, quantize: str = "none") -> bytes:
 
 
 def convert_signature(saved_model_dir: str, quantize: str = "none",
-                      signature: str | list[str] = "step") -> bytes:
+                      signature: str | list[str] = "step", *, resource_variables: bool = False) -> bytes:
     """Convert one signature (or several, into one model) of a SavedModel to a ``.tflite`` flatbuffer.
 
     Args:
@@ -35,6 +37,9 @@ def convert_signature(saved_model_dir: str, quantize: str = "none",
             ``"dynamic-range"`` (int8 weights, float activations).
         signature: ``"step"``, (pinned shape) ``"predict"``, or a list such as
             ``["encode", "decode_step"]`` (an encoder-decoder: one model, both signatures).
+        resource_variables: keep mutable ``tf.Variable`` s as TFLite resource variables
+            (``VAR_HANDLE`` / ``READ_VARIABLE`` / ``ASSIGN_VARIABLE``): the state of a
+            ``--state internal`` export (:mod:`seqkit.export.stateful`).
 
     Returns:
         The model bytes.
@@ -51,6 +56,8 @@ def convert_signature(saved_model_dir: str, quantize: str = "none",
     signature = " + ".join(keys)
     conv = tf.lite.TFLiteConverter.from_saved_model(saved_model_dir, signature_keys=keys)
     conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    if resource_variables:
+        conv.experimental_enable_resource_variables = True
     if quantize == "float16":
         conv.optimizations = [tf.lite.Optimize.DEFAULT]
         conv.target_spec.supported_types = [tf.float16]

@@ -5,7 +5,9 @@ after the parity check passes, so a failed or interrupted export leaves no
 half-written model. Layout::
 
     OUT/model.tflite      the step model (--format tflite | all), or with --full-sequence
-                          the pinned-shape `predict` model
+                          the pinned-shape `predict` model; with --state internal the step
+                          model keeps its state inside (signatures step + reset, see
+                          seqkit.export.stateful)
     OUT/saved_model/      signatures step, initial_state, predict, generate, sample (--format saved_model | all;
                           acceptor/tagger: step, initial_state, predict; bidirectional: predict;
                           seq2seq: see seqkit.export.seq2seq_writer)
@@ -34,6 +36,7 @@ from seqkit.errors import SeqkitError
 from seqkit.rundir import strict_json
 
 FORMATS = ("tflite", "saved_model", "all")
+STATES = ("explicit", "internal")
 DEFAULT_TOLERANCE = {"none": 1e-4, "float16": None, "dynamic-range": None}
 DEFAULT_AGREEMENT = {"none": 0.999, "float16": 0.99, "dynamic-range": 0.99}
 
@@ -182,7 +185,7 @@ def _check_tags(res: dict, what: str, ref: list, got: list, min_agreement: float
 def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "none",
                tolerance: float | None = None, min_agreement: float | None = None,
                parity_examples: int = 32, overwrite: bool = False, full_sequence: bool = False,
-               batch: int = 1, length: int | None = None) -> dict:
+               batch: int = 1, length: int | None = None, state: str = "explicit") -> dict:
     """Export a trained run; return the parity report.
 
     Args:
@@ -201,10 +204,17 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
             A ``seq2seq`` run is exported by :func:`seqkit.export.seq2seq_writer.export_seq2seq`
             (its encoder is always full-sequence, pinned to ``[1, length]``, whatever
             ``full_sequence`` says; ``batch`` must be 1).
+            With ``state="internal"``, ``batch`` is the rows of the state kept inside the model.
+        state: ``"explicit"`` (the step model takes and returns every state tensor) or
+            ``"internal"`` (the TFLite step model keeps its state in resource variables and has
+            a ``reset`` signature, see :mod:`seqkit.export.stateful`; language model, acceptor,
+            tagger). The parity report's ``tflite`` then also holds
+            ``explicit_state_max_abs_diff`` (against the explicit-state TFLite model).
 
     Raises:
         SeqkitError: bad arguments, a step export of a head that cannot stream (bidirectional),
-            a non-builtin op, or a parity failure.
+            ``state="internal"`` where it does not apply (seq2seq, full-sequence, SavedModel
+            only), a non-builtin op, a conversion the converter refuses, or a parity failure.
     """
     import numpy as np
     import tensorflow as tf
@@ -218,6 +228,8 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
 
     if fmt not in FORMATS:
         raise SeqkitError(f"--format {fmt}: expected one of {', '.join(FORMATS)}.")
+    if state not in STATES:
+        raise SeqkitError(f"--state {state}: expected one of {', '.join(STATES)}.")
     check_out(out, run_dir, overwrite)
     if batch < 1 or (length is not None and length < 1):
         raise SeqkitError(f"--batch {batch} --length {length}: the pinned shape needs positive sizes.")
@@ -227,6 +239,10 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
     tolerance = DEFAULT_TOLERANCE[quantize] if tolerance is None else tolerance
     min_agreement = DEFAULT_AGREEMENT[quantize] if min_agreement is None else min_agreement
     prep, model = load_run(run_dir, with_data=True)
+    if state == "internal":
+        from seqkit.export.stateful import check_stateful_request
+
+        check_stateful_request(prep, fmt=fmt, full_sequence=full_sequence, batch=batch, run_dir=run_dir)
     if prep.recipe.head.type == "seq2seq":  # encoder (full sequence) + decoder step signatures
         if batch != 1:
             raise SeqkitError(f"--batch {batch}: a seq2seq export pins its encoder to one source "
@@ -241,10 +257,10 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
         raise SeqkitError("--full-sequence: a language model streams (its TFLite artefact is the "
                           "step model that `seqkit stream` runs token by token); --full-sequence "
                           "is for bidirectional acceptors and taggers. Drop --full-sequence.")
-    if not full_sequence and (batch != 1 or length is not None):
+    if not full_sequence and ((batch != 1 and state != "internal") or length is not None):
         raise SeqkitError("--batch / --length pin the shape of a --full-sequence export (and "
-                          "--length the encoder of a seq2seq export); this export has none. "
-                          "Add --full-sequence or drop them.")
+                          "--length the encoder of a seq2seq export; --batch also the state of "
+                          "--state internal); this export has none. Add --full-sequence or drop them.")
     can_step = hasattr(prep.head, "stepper") and not prep.recipe.model.bidirectional
     if prep.recipe.model.bidirectional and not full_sequence and fmt != "saved_model":
         from seqkit.heads.sequence_stepper import refuse_bidirectional
@@ -326,6 +342,13 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
                 report["tflite"] = case.check_full(got)
                 if crf is not None:
                     tflite_tags = runner.predict_tags([case.x[i, : n] for i, n in enumerate(case.lengths)])
+            elif state == "internal":
+                from seqkit.export.stateful import export_stateful_tflite
+
+                data, report["tflite"], z = export_stateful_tflite(prep, model, tmp, meta, case,
+                                                                   quantize, batch, sm_dir)
+                if crf is not None:
+                    tflite_tags = _viterbi_rows(z, case.lengths, crf)
             else:
                 data = convert_step(sm_dir, quantize)
                 rt = StreamingModel(model_bytes=data, metadata=meta)

@@ -62,9 +62,24 @@ class StreamingModel:
             (the exporter checks a model before writing it).
         metadata: optional metadata dict instead of ``metadata.json``.
 
+    An export whose metadata says ``"state": "internal"`` (``seqkit export --state internal``)
+    opens as a :class:`~seqkit.runtime.stateful.StatefulStreamingModel`: same ``step`` /
+    ``reset`` / ``generate``, the state kept inside the model, the batch fixed at export.
+
     Raises:
         SeqkitError: missing or unreadable files, or a full-sequence or encoder-decoder export.
     """
+
+    def __new__(cls, export_dir: str | None = None, *, model_bytes: bytes | None = None,
+                metadata: dict | None = None):
+        if cls is StreamingModel:
+            meta = metadata if metadata is not None and model_bytes is not None \
+                else read_export_metadata(export_dir)
+            if isinstance(meta, dict) and meta.get("state") == "internal":
+                from seqkit.runtime.stateful import StatefulStreamingModel
+
+                cls = StatefulStreamingModel
+        return super().__new__(cls)
 
     def __init__(self, export_dir: str | None = None, *, model_bytes: bytes | None = None,
                  metadata: dict | None = None):
