@@ -39,8 +39,16 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=os.path.join("bench", "results"), help="report directory [bench/results]")
     ap.add_argument("--threads", type=int, default=None,
                     help="intra-op threads for TF and PyTorch [default: the libraries' own]")
+    ap.add_argument("--isa", choices=("avx2",), default=None,
+                    help="cap oneDNN/MKL (TensorFlow) and ATen (PyTorch) kernels to AVX2 on an AVX-512 "
+                         "machine: an approximation of an AVX2 CPU (its kernels, not its cores); "
+                         "recorded in the report")
     args = ap.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    if args.isa:
+        from bench.machine import cap_isa
+
+        cap_isa(args.isa)  # before TensorFlow or PyTorch is imported
     from bench.common import write_report
 
     names = SUITES if "all" in args.suite else tuple(dict.fromkeys(args.suite))

@@ -47,15 +47,20 @@ def time_calls(fn: Callable[[], object], calls: int) -> float:
 
 
 def environment() -> dict:
-    """Versions, CPU and thread settings (what a reader needs to compare two reports)."""
+    """Versions, CPU kind and vector extensions, oneDNN and thread settings (what a reader needs
+    to compare two reports; see :mod:`bench.machine`)."""
+    from bench.machine import cpu_flags, cpu_kind, onednn
+
+    flags = cpu_flags()
     env = {"python": platform.python_version(), "machine": platform.machine(),
-           "cpu": _cpu_name(), "cpus": os.cpu_count(),
+           "cpu": _cpu_name(), "cpus": os.cpu_count(), "cpu_kind": cpu_kind(flags),
+           "cpu_flags": " ".join(f for f, on in flags.items() if on) or None,
            "time": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
     try:
         import keras
         import tensorflow as tf
 
-        env.update(tensorflow=tf.__version__, keras=keras.__version__,
+        env.update(tensorflow=tf.__version__, keras=keras.__version__, onednn=onednn(),
                    tf_intra_op_threads=tf.config.threading.get_intra_op_parallelism_threads(),
                    tf_inter_op_threads=tf.config.threading.get_inter_op_parallelism_threads())
     except ImportError:  # pragma: no cover

@@ -5,6 +5,13 @@ batch 32, length 64, Adam (lr 1e-3), global clip norm 1.0, cross-entropy over
 every position. One measurement = ``--steps`` training steps (default 8) after
 the warm-up, timed end to end; tokens/s = ``steps * 32 * 64 / seconds``.
 
+Roofline (issue 20): the float32 GFLOP/s of the shape's largest product, the
+output projection ``[B*T, H] @ [H, V]``, is measured before and after the
+contenders (:func:`bench.machine.matmul_gflops`); each row's
+``roofline_fraction`` is its tokens/s over ``GFLOP/s * 1e9 /
+lm_flops_per_token`` (10,039,296 matmul FLOPs per token for the LSTM,
+9,449,472 for the GRU, forward + backward: :func:`bench.machine.lm_flops_per_token`).
+
 Contenders (one process, interleaved repeat by repeat):
 
 * ``seqkit``: the recipe path -- a recipe (``text_lines`` source over a
@@ -207,6 +214,7 @@ def run(args):
     import tensorflow as tf
 
     from bench.common import interleaved, summarize
+    from bench.machine import lm_flops_per_token, matmul_gflops, roofline_fraction
 
     if args.threads:
         tf.config.threading.set_intra_op_parallelism_threads(args.threads)
@@ -247,15 +255,21 @@ def run(args):
             return steps * B * T / (time.perf_counter() - t0)
 
         contenders[name] = measure
+    roof_before = matmul_gflops(B * T, H, V)
     res = interleaved(contenders, repeats=repeats, warmup=1)
     for child in children:
         child.close()
+    roof_after = matmul_gflops(B * T, H, V)
+    gflops = (roof_before["gflops"] + roof_after["gflops"]) / 2
     base = {k: summarize(v)["median"] for k, v in res.items()}
     rows = []
     for name, vals in res.items():
+        per_token = lm_flops_per_token("gru" if "GRU" in name else "lstm", V, E, H)
+        frac = roofline_fraction(base[name], gflops, per_token)
         row = {"contender": name, "metric": "tokens/s", **summarize(vals),
                "ratio": base[name] / base["keras GRU" if "GRU" in name else "keras"],
-               "notes": f"first step {build_s[name]:.1f} s"}
+               "roofline_fraction": frac,
+               "notes": f"first step {build_s[name]:.1f} s; {frac:.0%} of roofline"}
         rows.append(row)
     extra = {"shape": f"V {V}, E {E}, LSTM {H}, B {B}, T {T}, Adam, global clipnorm 1.0",
              "steps_per_measurement": steps, "repeats": repeats,
@@ -264,5 +278,10 @@ def run(args):
              "seqkit_gru_vs_keras_gru": base["seqkit GRU"] / base["keras GRU"],
              "seqkit_gru_vs_torch_gru": (base["seqkit GRU"] / base["torch GRU"]) if "torch GRU" in base else None,
              "seqkit_vs_torch": (base["seqkit"] / base["torch"]) if "torch" in base else None,
-             "seqkit_vs_keras": base["seqkit"] / base["keras"]}
+             "seqkit_vs_keras": base["seqkit"] / base["keras"],
+             "roofline": f"{gflops:.1f} GFLOP/s float32 for {roof_before['shape']} in TensorFlow (mean of "
+                         f"{roof_before['gflops']:.1f} before and {roof_after['gflops']:.1f} after the contenders); "
+                         f"{lm_flops_per_token('lstm', V, E, H):,} FLOPs/token (LSTM), "
+                         f"{lm_flops_per_token('gru', V, E, H):,} (GRU), see bench/machine.py",
+             "roofline_gflops": gflops}
     return rows, extra
