@@ -4,6 +4,8 @@ Suites (each in ``bench/suite_NAME.py``, each a ``run(args) -> (rows, extra)``):
 
 * ``train``  -- LM training tokens/s: seqkit recipe path, the hand-written Keras
   model, PyTorch (when installed: ``pip install -e ".[bench]"``).
+* ``parts``  -- the train suite's step taken apart (embedding, projections, recurrence,
+  softmax CE, clip, Adam) in TensorFlow beside PyTorch: where the time goes.
 * ``stream`` -- TFLite step latency: bare ``invoke`` vs the ``seqkit.runtime`` step,
   float32 / float16 / int8, Keras and PyTorch steps beside them.
 * ``state``  -- the ``--state internal`` step (state kept in the model) against the
@@ -24,13 +26,13 @@ import importlib
 import os
 import sys
 
-SUITES = ("train", "stream", "state", "decode", "data", "scale")
+SUITES = ("train", "parts", "stream", "state", "decode", "data", "scale")
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m bench",
-        description="seqkit benchmarks (measurements, not tests): train, stream, state, decode, data, scale. "
+        description="seqkit benchmarks (measurements, not tests): train, parts, stream, state, decode, data, scale. "
                     "Run from the repository root; reports go to bench/results/SUITE.json and .md.")
     ap.add_argument("--suite", action="append", choices=SUITES + ("all",), required=True,
                     help="suite to run (repeatable; 'all' = every suite)")
