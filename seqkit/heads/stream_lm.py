@@ -276,3 +276,25 @@ def fit_stream(model, train, *, validation_data=None, epochs: int, initial_epoch
             break
     cbs.on_train_end(logs)
     return history
+
+
+def prime_states(model, ids, batch_size: int = 1) -> list:
+    """The states after reading ``ids`` from zero states, in one forward pass (a prompt's priming).
+
+    Args:
+        model: the language model.
+        ids: int ``[P]`` input ids (e.g. :func:`seqkit.data.stream.prompt_ids` without its last id,
+            which is the first input of generation).
+        batch_size: rows to tile the states to.
+
+    Returns:
+        float32 ``[batch_size, H]`` states in :class:`StreamRunner`'s (= the stepper's) layout;
+        equal to stepping through ``ids`` one token at a time (tested).
+    """
+    import tensorflow as tf
+
+    runner = StreamRunner(model)
+    states = runner.zero_states(1)
+    if len(ids):
+        _, states = runner.forward(tf.constant([list(ids)], tf.int32), states, truncate=False)
+    return [tf.tile(s, [batch_size, 1]) for s in states]
