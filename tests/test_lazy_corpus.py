@@ -167,3 +167,22 @@ def test_generation_goes_on_past_line_ends(stream_run):
     assert run.generate("abcd\n", greedy=True, max_length=4)[0] == "abcd\nxyz\n"
     assert run.generate("xyz\n", greedy=True, max_length=5)[0] == "xyz\nabcd\n"
     assert run.generate("abcd\nxyz\nab", greedy=True, max_length=3)[0] == "abcd\nxyz\nabcd\n"
+
+
+def test_seqkit_stream_carries_state_across_lines(stream_run, tmp_path):
+    """The TFLite step model of a stream run: `seqkit stream` primes across the prompt's lines and
+    goes on past line ends, as `seqkit generate` does."""
+    from click.testing import CliRunner
+
+    from seqkit.cli import main
+    from seqkit.run import Run
+
+    out = str(tmp_path / "export")
+    Run(stream_run[0]).export(out, parity_examples=4)
+    with open(os.path.join(out, "metadata.json"), encoding="utf-8") as f:
+        assert json.load(f)["layout"] == "stream"
+    res = CliRunner().invoke(main, ["stream", out, "--prompt", "abcd\n", "--greedy", "--max-length", "9"])
+    assert res.exit_code == 0, res.output
+    assert res.output == "abcd\nxyz\nabcd\n\n"  # the echoed text ends with a line break, then echo's own
+    res = CliRunner().invoke(main, ["stream", out, "--prompt", "ab", "--greedy", "--max-length", "7"])
+    assert res.output == "abcd\nxyz\n\n"  # "ab" + 7 new tokens: "cd", </s>, "xyz", </s>
