@@ -222,8 +222,8 @@ class LazyCorpus:
         """The counting pass (once; cached): ``{"lines", "length", "seek", "counter", "seconds"}``.
 
         ``length``: tokens of the stream, ``1 + sum(T_i + 1)``; ``seek``: sorted
-        ``(stream position, file index, byte offset)`` of line starts, one per ``seek_bytes``
-        of each file; ``counter``: the :class:`BoundedCounter` (None when ``count`` is False).
+        ``(stream position, file index, byte offset)`` of line starts, one per block of about
+        ``seek_bytes`` of each file (the files are read in such blocks of whole lines); ``counter``: the :class:`BoundedCounter` (None when ``count`` is False).
 
         Raises:
             DataError: a file is not UTF-8, or the files hold no line.
@@ -236,19 +236,29 @@ class LazyCorpus:
         counter = BoundedCounter(self.capacity) if count else None
         pos, lines, seek = 1, 0, []
         for i, path in enumerate(self.paths):
-            offset, next_mark = 0, 0
+            offset, n = 0, 0
             with _open(path) as f:
-                for n, raw in enumerate(f, 1):
-                    if offset >= next_mark:
-                        seek.append((pos, i, offset))
-                        next_mark = offset + self.seek_bytes
-                    offset += len(raw)
-                    for line in _lines_of(raw, path, n):
-                        toks = self.tokens(line)
-                        if counter is not None:
-                            counter.update(toks)
-                        pos += len(toks) + 1
-                        lines += 1
+                while True:  # a block of whole lines, about seek_bytes long: a seek entry at its start
+                    raws = f.readlines(self.seek_bytes)
+                    if not raws:
+                        break
+                    seek.append((pos, i, offset))
+                    raw = b"".join(raws)
+                    try:
+                        block = [ln.rstrip() for ln in raw.decode("utf-8").splitlines() if ln.strip()]
+                    except UnicodeDecodeError:  # name the line
+                        for k, r in enumerate(raws):
+                            _lines_of(r, path, n + k + 1)
+                        raise
+                    offset, n = offset + len(raw), n + len(raws)
+                    if self.tokenizer == "char":
+                        toks = "".join(ln.lower() for ln in block) if self.lowercase else "".join(block)
+                    else:
+                        toks = [t for ln in block for t in tokenize(ln, self.tokenizer, self.lowercase)]
+                    if counter is not None:
+                        counter.update(toks)
+                    pos += len(toks) + len(block)
+                    lines += len(block)
         if not lines:
             raise DataError(f"{', '.join(self.paths[:3])}: no non-empty line in the files; a text "
                             f"corpus needs text.")
