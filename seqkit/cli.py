@@ -220,7 +220,9 @@ def evaluate(run_dir, split, as_json, confusion_matrix, out, dynamic=False, dyna
 
 @main.command()
 @click.argument("run_dir", type=click.Path(file_okay=False))
-@click.option("--prompt", default="", help="Text to continue (tokenized like the training data).")
+@click.option("--prompt", default="", help="Text to continue (tokenized like the training data; a run "
+              "trained with data.layout stream: its lines prime the state, and generation goes on past "
+              "line ends).")
 @click.option("--max-length", type=click.IntRange(min=1, max=1_000_000),
               help="Most new tokens (at most 1,000,000) [default: recipe decoding.max_length].")
 @click.option("--temperature", type=click.FloatRange(min=0, min_open=True), help="Sampling temperature [default: recipe].")
