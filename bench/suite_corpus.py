@@ -138,18 +138,25 @@ def run(args):
             print(f"  corpus: training on {name} ({'text_corpus, lazy' if lazy else 'text_lines, in memory'}) ...",
                   flush=True)
             r = _spawn(path, valid, os.path.join(tmp, f"run-{size}-{lazy}"), lazy)
-            row = {"text": name, "path": "text_corpus (lazy)" if lazy else "text_lines (in memory)"}
+            label = f"{name}, {'text_corpus (lazy)' if lazy else 'text_lines (in memory)'}"
             if "error" in r:
-                row["error"] = r["error"]
+                row = {"contender": label, "metric": "error", "median": 0, "min": 0, "max": 0,
+                       "notes": r["error"][-300:]}
             else:
-                row.update({"peak RSS MB": round(r["ru_maxrss_mb"]), "VmHWM MB": round(r["vm_hwm_mb"] or 0),
-                            "count pass s": r["count_pass_s"][0] if r["count_pass_s"] else None,
-                            "train s": round(r["train_s"], 1), "lines": r["lines"],
-                            "vocabulary": r["vocabulary"], "valid bits/char": round(r["valid_bits"], 3)})
+                mb = round(r["ru_maxrss_mb"])
+                count = f"count pass {r['count_pass_s'][0]:.1f} s; " if r["count_pass_s"] else ""
+                row = {"contender": label, "metric": "peak RSS MB", "median": mb, "min": mb, "max": mb,
+                       "ratio": None, "notes": f"{count}train {r['train_s']:.1f} s (whole call); "
+                       f"{r['lines']:,} lines; VmHWM {r['vm_hwm_mb']:.0f} MB; valid "
+                       f"{r['valid_bits']:.3f} bits/char", **{"raw": r}}
             rows.append(row)
             print(f"  corpus: {row}", flush=True)
             if os.path.exists(path) and not any(j[1] == size for j in jobs[jobs.index((name, size, lazy)) + 1:]):
                 os.remove(path)
+    base = next((r["median"] for r in rows if r["metric"] == "peak RSS MB"), None)
+    for r in rows:
+        if base and r["metric"] == "peak RSS MB":
+            r["ratio"] = r["median"] / base  # against the smallest lazy text
     return rows, extra
 
 

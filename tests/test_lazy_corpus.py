@@ -186,3 +186,16 @@ def test_seqkit_stream_carries_state_across_lines(stream_run, tmp_path):
     assert res.output == "abcd\nxyz\nabcd\n\n"  # the echoed text ends with a line break, then echo's own
     res = CliRunner().invoke(main, ["stream", out, "--prompt", "ab", "--greedy", "--max-length", "7"])
     assert res.output == "abcd\nxyz\n\n"  # "ab" + 7 new tokens: "cd", </s>, "xyz", </s>
+
+
+def test_lazy_spans_equal_chunk_spans():
+    from seqkit.data.stream import chunk_spans
+
+    class Fake(LazyStreamData):
+        def __init__(self, length, bptt):
+            self.length, self.bptt = length, bptt
+            self.n_chunks = -(-(length - 1) // bptt)
+
+    for length, bptt in ((13, 4), (13, 5), (2, 7), (65, 64), (66, 64)):
+        d = Fake(length, bptt)
+        assert [d.span(j) for j in range(len(d))] == chunk_spans(length, bptt)

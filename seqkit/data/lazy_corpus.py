@@ -38,7 +38,7 @@ import os
 
 import numpy as np
 
-from seqkit.data.stream import StreamTooShort, chunk_spans
+from seqkit.data.stream import StreamTooShort
 from seqkit.data.vocab import END_ID, SPECIALS, START_ID, Vocabulary, tokenize
 from seqkit.errors import DataError
 
@@ -311,7 +311,8 @@ class LazyStreamData:
 
     Same attributes (``batch_size``, ``bptt``, ``tokens``), ``len()`` (chunks), iteration and
     :meth:`epoch_chunks`, with chunks equal to ``StreamData(batchify(token_stream(ids), B))``'s;
-    nothing but the current chunk and ``B`` line buffers is held.
+    nothing but the current chunk and ``B`` line buffers is held (not even the chunk list:
+    :meth:`span` computes a chunk's place).
 
     Raises:
         StreamTooShort: the stream cannot give each of the ``B`` columns two tokens.
@@ -327,7 +328,12 @@ class LazyStreamData:
             raise StreamTooShort(f"data.layout stream: a stream of {n} tokens cannot fill {columns} "
                                  f"columns of at least 2 tokens; use fewer columns "
                                  f"(training.batch_size) or more text.")
-        self.spans = chunk_spans(self.length, self.bptt)
+        self.n_chunks = -(-(self.length - 1) // self.bptt)  # chunk_spans' count, without its list
+
+    def span(self, j: int) -> tuple[int, int]:
+        """``(start, steps)`` of chunk ``j`` (:func:`~seqkit.data.stream.chunk_spans`' ``j``-th)."""
+        start = j * self.bptt
+        return start, min(self.bptt, self.length - 1 - start)
 
     @property
     def batch_size(self) -> int:
@@ -338,20 +344,21 @@ class LazyStreamData:
         return self.columns_n * (self.length - 1)
 
     def __len__(self) -> int:
-        return len(self.spans)
+        return self.n_chunks
 
     def __iter__(self):
         return self.chunks_from(0)
 
     def chunks_from(self, first: int):
         """Yield ``(inputs [B, k], targets [B, k])`` int32 from chunk ``first`` to the last one."""
-        if first >= len(self.spans):
+        if first >= self.n_chunks:
             return
-        start = self.spans[first][0]
+        start = self.span(first)[0]
         readers = [_Reader(self.corpus.ids_from(self.vocab, b * self.length + start))
                    for b in range(self.columns_n)]
         prev = np.stack([r.take(1) for r in readers])
-        for _, k in self.spans[first:]:
+        for j in range(first, self.n_chunks):
+            k = self.span(j)[1]
             window = np.concatenate([prev, np.stack([r.take(k) for r in readers])], axis=1)
             x = np.where(window[:, :-1] == END_ID, START_ID, window[:, :-1]).astype(np.int32)
             yield x, window[:, 1:]
@@ -359,7 +366,7 @@ class LazyStreamData:
 
     def epoch_chunks(self, epoch: int, steps: int | None = None):
         """As :meth:`seqkit.data.stream.StreamData.epoch_chunks`, as a generator."""
-        n = len(self.spans)
+        n = self.n_chunks
         if steps is None or steps >= n:
             yield from self.chunks_from(0)
             return
