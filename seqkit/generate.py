@@ -149,7 +149,6 @@ def _generate_stream(prep, model, stepper, prompt: str, *, num, max_length, gree
     """:func:`generate_text` for a stream-trained run (see there)."""
     import tensorflow as tf
 
-    from seqkit.data.vocab import END_ID
     from seqkit.decoding import decode
     from seqkit.heads.stream_lm import prime_states
 
