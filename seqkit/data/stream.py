@@ -18,6 +18,13 @@ token ids instead of independent lines:
   shorter (``k = L - 1 - i``) when ``L - 1`` is not a multiple of ``K``
   (PyTorch's ``get_batch``).
 
+* :func:`prompt_ids` / :func:`decode_lines`: generation from a stream-trained model
+  (:mod:`seqkit.generate`, ``seqkit stream``): a prompt's line breaks read as ``<s>``,
+  a generated ``</s>`` written as a line break.
+
+A corpus larger than memory gives the same columns and chunks without the arrays
+(:mod:`seqkit.data.lazy_corpus`, source ``text_corpus``).
+
 The state at the end of chunk ``n`` of a column is the initial state of chunk
 ``n + 1`` of the same column (:mod:`seqkit.heads.stream_lm`), with the gradient
 stopped there: truncated backpropagation through time (Williams & Peng 1990).
