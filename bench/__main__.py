@@ -14,6 +14,8 @@ Suites (each in ``bench/suite_NAME.py``, each a ``run(args) -> (rows, extra)``):
 * ``data``   -- tf.data input pipeline throughput against the training step.
 * ``scale``  -- time per step and peak memory against sequence length and width
   (plot to PNG with the ``plot`` extra).
+* ``corpus`` -- peak RSS of stream-LM training on a 10 MB and a 1 GB text read
+  lazily (``text_corpus``), and the counting pass's time.
 
 Results go to ``bench/results/SUITE.json`` and ``.md`` (git-ignored). These are
 measurements, not tests: nothing here asserts.
@@ -26,13 +28,13 @@ import importlib
 import os
 import sys
 
-SUITES = ("train", "parts", "stream", "state", "decode", "data", "scale")
+SUITES = ("train", "parts", "stream", "state", "decode", "data", "scale", "corpus")
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m bench",
-        description="seqkit benchmarks (measurements, not tests): train, parts, stream, state, decode, data, scale. "
+        description="seqkit benchmarks (measurements, not tests): train, parts, stream, state, decode, data, scale, corpus. "
                     "Run from the repository root; reports go to bench/results/SUITE.json and .md.")
     ap.add_argument("--suite", action="append", choices=SUITES + ("all",), required=True,
                     help="suite to run (repeatable; 'all' = every suite)")

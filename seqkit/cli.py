@@ -220,7 +220,9 @@ def evaluate(run_dir, split, as_json, confusion_matrix, out, dynamic=False, dyna
 
 @main.command()
 @click.argument("run_dir", type=click.Path(file_okay=False))
-@click.option("--prompt", default="", help="Text to continue (tokenized like the training data).")
+@click.option("--prompt", default="", help="Text to continue (tokenized like the training data; a run "
+              "trained with data.layout stream: its lines prime the state, and generation goes on past "
+              "line ends).")
 @click.option("--max-length", type=click.IntRange(min=1, max=1_000_000),
               help="Most new tokens (at most 1,000,000) [default: recipe decoding.max_length].")
 @click.option("--temperature", type=click.FloatRange(min=0, min_open=True), help="Sampling temperature [default: recipe].")
@@ -481,7 +483,8 @@ def export(run_dir, fmt, out, quantize, tolerance, min_agreement, parity_example
 def stream(export_dir, prompt, max_length, temperature, top_k, greedy, beam_width, seed, input_path):
     """Run an exported TFLite step model one input at a time, carrying the state (the on-device loop).
 
-    Language model: continue --prompt. Acceptor: print the running answer after every frame/token.
+    Language model: continue --prompt (a model trained with data.layout stream: the prompt's lines
+    prime the state and generation goes on past line ends to --max-length). Acceptor: print the running answer after every frame/token.
     Tagger: print each token's tag as it comes (a CRF tagger: each line once it ends, as the
     best tag path -- a step's tag can change until the sequence ends). Encoder-decoder (seq2seq): encode each input line,
     then decode it symbol by symbol (beam search, or --greedy) and print the output symbols.
@@ -521,12 +524,27 @@ def stream(export_dir, prompt, max_length, temperature, top_k, greedy, beam_widt
         raise SeqkitError(f"{export_dir}: streaming text generation needs a language-model export; "
                           f"this one is '{meta['head']}'.")
     vocab = Vocabulary(meta["vocab"])
-    ids = [START_ID] + vocab.encode(tokenize(prompt, meta["tokenizer"], meta["lowercase"]))
+    across = meta.get("layout") == "stream"  # a stream-trained model: the state goes on across lines
+    encode = lambda text: vocab.encode(tokenize(text, meta["tokenizer"], meta["lowercase"]))  # noqa: E731
+    if across:  # a prompt's lines prime the state, line breaks read as <s> (seqkit.data.stream)
+        from seqkit.data.stream import prompt_ids
+
+        ids = prompt_ids(prompt, encode)
+    else:
+        ids = [START_ID] + encode(prompt)
     if UNK_ID in ids:
         click.echo("seqkit: warning: prompt tokens outside the vocabulary were read as [UNK].", err=True)
     new = rt.generate(ids, max_length=max_length, greedy=greedy, temperature=temperature,
                       top_k=top_k, seed=seed)
     join = "" if meta["tokenizer"] == "char" else " "
+    if across:
+        from seqkit.data.stream import decode_lines
+
+        cont = decode_lines(vocab, new, join=join)
+        sep = join if prompt and cont and join and not prompt.endswith(("\n", " ")) \
+            and not cont.startswith("\n") else ""
+        click.echo(prompt + sep + cont)
+        return
     click.echo(prompt + (join if prompt and join else "") + vocab.decode(new, join=join))
 
 

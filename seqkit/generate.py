@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from seqkit import log
-from seqkit.data.vocab import START_ID, UNK_ID, tokenize
+from seqkit.data.vocab import END_ID, START_ID, UNK_ID, tokenize
 
 
 def _encode_prompt(prep, prompt: str):
@@ -15,6 +15,33 @@ def _encode_prompt(prep, prompt: str):
     if unknown:
         log.warn(f"{unknown} prompt token(s) are not in the vocabulary and were read as [UNK].")
     return ids, toks
+
+
+def _is_stream(prep) -> bool:
+    """A run trained with ``data.layout: stream`` (generation continues past line ends)."""
+    return prep.recipe.data.layout == "stream"
+
+
+def _encode_stream_prompt(prep, prompt: str) -> list[int]:
+    """A stream run's prompt ids: its lines joined by ``<s>`` (:func:`seqkit.data.stream.prompt_ids`)."""
+    from seqkit.data.stream import prompt_ids
+
+    d = prep.recipe.data
+    ids = prompt_ids(prompt, lambda line: prep.vocab.encode(tokenize(line, d.tokenizer, d.lowercase)))
+    unknown = sum(1 for i in ids if i == UNK_ID)
+    if unknown:
+        log.warn(f"{unknown} prompt token(s) are not in the vocabulary and were read as [UNK].")
+    return ids
+
+
+def _join_stream(prep, prompt: str, row) -> str:
+    """A stream run's prompt (as typed) followed by its continuation, ``</s>`` printed as a line break."""
+    from seqkit.data.stream import decode_lines
+
+    join = "" if prep.recipe.data.tokenizer == "char" else " "
+    cont = decode_lines(prep.vocab, row, join=join)
+    sep = join if prompt and cont and join and not prompt.endswith(("\n", " ")) and not cont.startswith("\n") else ""
+    return prompt + sep + cont
 
 
 def _join(prep, prompt: str, toks, row) -> str:
@@ -39,6 +66,11 @@ def generate_text(prep, model, prompt: str = "", *, num: int = 1, max_length: in
         max_length: most new tokens.
         greedy / temperature / top_k / top_p / seed: see :func:`seqkit.decoding.decode`.
 
+    A run trained with ``data.layout: stream`` does not stop at the end of a line: ``</s>`` is
+    printed as a line break, read back as ``<s>`` (as in training), and generation goes on to
+    ``max_length`` tokens; a prompt of several lines primes the state across its line breaks
+    (:func:`seqkit.data.stream.prompt_ids`, :func:`seqkit.heads.stream_lm.prime_states`).
+
     Returns:
         ``num`` strings: the prompt followed by its continuation.
     """
@@ -46,8 +78,12 @@ def generate_text(prep, model, prompt: str = "", *, num: int = 1, max_length: in
 
     from seqkit.decoding import decode
 
-    ids, toks = _encode_prompt(prep, prompt)
     stepper = prep.head.stepper(model)
+    if _is_stream(prep):  # past line ends, the prompt's lines priming the state
+        return _generate_stream(prep, model, stepper, prompt, num=num, max_length=max_length,
+                                greedy=greedy, temperature=temperature, top_k=top_k, top_p=top_p,
+                                seed=seed)
+    ids, toks = _encode_prompt(prep, prompt)
     prompt_t = tf.constant([ids] * num, tf.int32)
 
     @tf.function(reduce_retracing=True)
@@ -85,7 +121,8 @@ def generate_beam(prep, model, prompt: str = "", *, beam_width: int = 4, n_best:
     from seqkit.decoding import beam_search, check_beam_args
 
     check_beam_args(beam_width, n_best, length_penalty, min_length, max_length)
-    ids, toks = _encode_prompt(prep, prompt)
+    stream = _is_stream(prep)  # the prompt's lines prime the state; the beam still ends at </s>
+    ids, toks = (_encode_stream_prompt(prep, prompt), None) if stream else _encode_prompt(prep, prompt)
     stepper = prep.head.stepper(model)
 
     @tf.function(reduce_retracing=True)
@@ -96,5 +133,36 @@ def generate_beam(prep, model, prompt: str = "", *, beam_width: int = 4, n_best:
 
     res = run(tf.constant([ids], tf.int32), tf.constant(max_length), tf.constant(min_length),
               tf.constant(length_penalty, tf.float32))
-    return [(_join(prep, prompt, toks, row), float(score))
+
+    def join(row):
+        if not stream:
+            return _join(prep, prompt, toks, row)
+        row = list(row)
+        return _join_stream(prep, prompt, row[: row.index(END_ID)] if END_ID in row else row)
+
+    return [(join(row), float(score))
             for row, score in zip(res.tokens.numpy()[0], res.scores.numpy()[0])]
+
+
+def _generate_stream(prep, model, stepper, prompt: str, *, num, max_length, greedy, temperature,
+                     top_k, top_p, seed) -> list[str]:
+    """:func:`generate_text` for a stream-trained run (see there)."""
+    import tensorflow as tf
+
+    from seqkit.decoding import decode
+    from seqkit.heads.stream_lm import prime_states
+
+    ids = _encode_stream_prompt(prep, prompt)
+    states = prime_states(model, ids[:-1], num)  # the prompt read in one pass
+
+    def step(token, st):  # a generated </s> is read back as <s>, as training read line ends
+        return stepper.step(tf.where(token == END_ID, START_ID, token), st)
+
+    @tf.function(reduce_retracing=True)
+    def run(prompt_t, states, max_length, temperature, seed):
+        return decode(step, states, prompt_t, max_length=max_length, greedy=greedy,
+                      temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, stop_id=-1)
+
+    tokens, _ = run(tf.constant([ids[-1:]] * num, tf.int32), states, tf.constant(max_length),
+                    tf.constant(temperature, tf.float32), tf.constant(seed))
+    return [_join_stream(prep, prompt, row) for row in tokens.numpy()]

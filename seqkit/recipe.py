@@ -671,7 +671,7 @@ def recipe_from_dict(raw: dict, *, source: str = "<recipe>", lines: dict | None 
     if data_opts is not None:  # file paths are kept absolute so a run's recipe copy stays valid
         for key in type(data_opts).model_fields:
             val = getattr(data_opts, key)
-            if (key == "path" or key.endswith("_path")) and isinstance(val, str) and val:
+            if (key in ("path", "vocab_file") or key.endswith("_path")) and isinstance(val, (str, list)) and val:
                 setattr(data_opts, key, _absolute(val, base_dir))
             elif key == "data_files" and val:  # a file, a list, or {split: file(s)} (hf_datasets)
                 setattr(data_opts, key, _absolute(val, base_dir))

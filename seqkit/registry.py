@@ -277,7 +277,7 @@ DATA.add_builtin_modules("seqkit.data.text_lines", "seqkit.data.ts_file", "seqki
                        "seqkit.data.conll", "seqkit.data.tsv", "seqkit.data.tfds_source",
                        "seqkit.data.packaged", "seqkit.data.cmudict")
 DATA.add_builtin_modules("seqkit.data.table", "seqkit.data.parallel",  # users' own tables and pairs
-                         "seqkit.data.hf_datasets")
+                         "seqkit.data.hf_datasets", "seqkit.data.text_corpus")
 
 
 def register_cell(name: str) -> Callable[[Any], Any]:

@@ -218,7 +218,9 @@ class Run:
 
         Args:
             prompt: text tokenized like the training data (unknown tokens are read as ``[UNK]``
-                and counted in a logged warning).
+                and counted in a logged warning). A run trained with ``data.layout: stream``:
+                the prompt's lines prime the state and sampling goes on past line ends (printed
+                as line breaks) to ``max_length`` tokens (:func:`seqkit.generate.generate_text`).
             max_length: most new tokens.
             temperature / top_k / top_p / num / seed: sampling (``top_k`` 0 and ``top_p`` 1 = all
                 tokens; ``num`` continuations; the same ``seed`` gives the same text).

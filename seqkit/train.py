@@ -147,8 +147,11 @@ def prepare(recipe: Recipe, vocab: Vocabulary | None = None, *, run_dir: str | N
         if d.limit and "all" in loaded:
             loaded["all"] = loaded["all"][: d.limit]
         loaded = {k: head.check_records(v, k) for k, v in loaded.items()}
-        splits = assemble_splits(loaded, d.split.valid, d.split.test, shuffle=d.split.shuffle,
-                                 seed=recipe.seed, limit=d.limit)
+        if getattr(loaded.get("train"), "lazy", False):  # text_corpus: explicit files, never carved
+            splits = {k: loaded.get(k, []) for k in ("train", "valid", "test")}
+        else:
+            splits = assemble_splits(loaded, d.split.valid, d.split.test, shuffle=d.split.shuffle,
+                                     seed=recipe.seed, limit=d.limit)
     if run_dir is not None:
         head.load_assets(run_dir)
     elif vocab is None:

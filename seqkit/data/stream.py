@@ -18,6 +18,13 @@ token ids instead of independent lines:
   shorter (``k = L - 1 - i``) when ``L - 1`` is not a multiple of ``K``
   (PyTorch's ``get_batch``).
 
+* :func:`prompt_ids` / :func:`decode_lines`: generation from a stream-trained model
+  (:mod:`seqkit.generate`, ``seqkit stream``): a prompt's line breaks read as ``<s>``,
+  a generated ``</s>`` written as a line break.
+
+A corpus larger than memory gives the same columns and chunks without the arrays
+(:mod:`seqkit.data.lazy_corpus`, source ``text_corpus``).
+
 The state at the end of chunk ``n`` of a column is the initial state of chunk
 ``n + 1`` of the same column (:mod:`seqkit.heads.stream_lm`), with the gradient
 stopped there: truncated backpropagation through time (Williams & Peng 1990).
@@ -150,3 +157,44 @@ class StreamData:
             return chunks
         first = (epoch * steps) % len(chunks)
         return [chunks[(first + j) % len(chunks)] for j in range(steps)]
+
+
+def prompt_ids(prompt: str, encode, *, start_id: int = START_ID) -> list[int]:
+    """The input ids of a (multi-line) prompt for a stream-trained model, as training read text.
+
+    ``<s>`` first, then each line's ids, a line break read as ``<s>`` (the input side of the
+    ``</s>`` that ends a line in training, see the module docstring). As in training, the
+    complete lines (all but the last) lose trailing white space and empty ones are skipped;
+    the last line, the one being continued, is kept as typed (``"ab\\n"`` ends with ``<s>``:
+    the continuation starts a new line).
+
+    Args:
+        prompt: the text; ``\\n`` or ``\\r\\n`` break lines.
+        encode: ``str -> list[int]``, one line's token ids (the run's tokenizer and vocabulary).
+
+    Returns:
+        ``[<s>, *line_1, <s>, *line_2, ..., *last]``.
+    """
+    *done, last = prompt.split("\n")
+    ids = [start_id]
+    for line in done:
+        line = line.rstrip()
+        if line.strip():
+            ids.extend(encode(line))
+            ids.append(start_id)
+    ids.extend(encode(last))
+    return ids
+
+
+def decode_lines(vocab, ids, join: str = "") -> str:
+    """Generated ids -> text for a stream-trained model: ``</s>`` is a line break (generation goes
+    on past it); padding and ``<s>`` are skipped; tokens within a line are joined by ``join``."""
+    lines, cur = [], []
+    for i in ids:
+        i = int(i)
+        if i == END_ID:
+            lines.append(join.join(cur))
+            cur = []
+        elif i not in (0, START_ID):
+            cur.append(vocab.tokens[i] if 0 <= i < len(vocab.tokens) else "[UNK]")
+    return "\n".join(lines + [join.join(cur)])

@@ -121,6 +121,7 @@ def metadata_for(prep, stepper, quantize: str, full_sequence: dict | None = None
         [{"name": n, "size": int(s), "shape": [None, int(s)], "dtype": "float32"}
          for n, s in zip(stepper.state_names(), stepper.state_sizes())],
         "tokenizer": d.tokenizer, "lowercase": d.lowercase,
+        "layout": d.layout,  # "stream": generation carries the state across line ends
         "quantize": quantize, "vocab": prep.vocab.tokens if prep.vocab is not None else None,
         "recipe": prep.recipe.to_dict(),
     }

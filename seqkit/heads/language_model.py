@@ -38,6 +38,13 @@ def chunk_long(examples: list[str], max_tokens: int, tokenizer: str) -> tuple[li
     return out, n
 
 
+def _lazy(records) -> bool:
+    """True for a :class:`~seqkit.data.lazy_corpus.LazyCorpus` (source ``text_corpus``)."""
+    from seqkit.data.lazy_corpus import LazyCorpus
+
+    return isinstance(records, LazyCorpus)
+
+
 class LanguageModelOptions(BaseModel):
     """Recipe keys of the ``language_model`` head (under ``head``)."""
 
@@ -76,6 +83,8 @@ class LanguageModelHead(Head):
         from seqkit.data.records import Record
 
         d = self.recipe.data
+        if _lazy(records):  # text_corpus: read as it goes, never cut (stream layout only)
+            return records
         if any(r.text is None for r in records):
             from seqkit.errors import DataError
 
@@ -95,6 +104,21 @@ class LanguageModelHead(Head):
         from seqkit.data.vocab import Vocabulary, tokenize
 
         d = self.recipe.data
+        if _lazy(train):  # data.vocab_file, or one bounded counting pass over the files
+            from seqkit import log
+            from seqkit.data.lazy_corpus import read_vocab_file
+
+            if train.vocab_file:
+                self.vocab = read_vocab_file(train.vocab_file)
+                return
+            self.vocab = train.vocabulary(d.min_count, d.max_vocab)
+            s = train.scan()
+            log.info(f"vocabulary: one counting pass over {len(train.paths)} file(s), {s['lines']:,} lines, "
+                     f"{s['length']:,} stream tokens, {s['seconds']:.1f} s"
+                     + (f"; the counter was pruned {s['counter'].pruned} time(s) (more than "
+                        f"{train.capacity:,} distinct tokens: rare counts are approximate)"
+                        if s["counter"].pruned else ""))
+            return
         self.vocab = Vocabulary.build((tokenize(r.text, d.tokenizer, d.lowercase) for r in train),
                                       min_count=d.min_count, max_size=d.max_vocab)
 
@@ -124,8 +148,13 @@ class LanguageModelHead(Head):
         from seqkit.data.vocab import tokenize
 
         d = self.recipe.data
+        bptt = bptt or self.recipe.training.bptt or 128
+        if _lazy(records):
+            from seqkit.data.lazy_corpus import LazyStreamData
+
+            return LazyStreamData(records, self.vocab, columns, bptt)
         ids = [self.vocab.encode(tokenize(r.text, d.tokenizer, d.lowercase)) for r in records]
-        return StreamData(batchify(token_stream(ids), columns), bptt or self.recipe.training.bptt or 128)
+        return StreamData(batchify(token_stream(ids), columns), bptt)
 
     def dataset(self, records, *, training, first_epoch=0):
         from seqkit.data.pipeline import make_dataset
@@ -249,6 +278,12 @@ class LanguageModelHead(Head):
         from seqkit.data.vocab import tokenize
 
         d = self.recipe.data
+        if _lazy(prep.splits["train"]):
+            from seqkit import log
+
+            log.info("baselines: skipped for a text_corpus (the n-grams and compressors hold the "
+                     "training text in memory).")
+            return {}
         enc = lambda xs: [self.vocab.encode(tokenize(x, d.tokenizer, d.lowercase)) for x in xs]  # noqa: E731
         texts = {k: [r.text for r in v] for k, v in prep.splits.items()}
         train = enc(texts["train"])

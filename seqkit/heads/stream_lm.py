@@ -208,7 +208,8 @@ def fit_stream(model, train, *, validation_data=None, epochs: int, initial_epoch
 
     Args:
         model: the compiled ``tokens -> logits`` model.
-        train: :class:`~seqkit.data.stream.StreamData` ``[B, L]``.
+        train: :class:`~seqkit.data.stream.StreamData` ``[B, L]`` or a
+            :class:`~seqkit.data.lazy_corpus.LazyStreamData` (read as it goes).
         validation_data: a :class:`~seqkit.data.stream.StreamData` or None.
         epochs, initial_epoch: as ``model.fit``; a resumed run restarts at an epoch
             boundary with zero states, which is exactly where an uninterrupted run
@@ -252,8 +253,9 @@ def fit_stream(model, train, *, validation_data=None, epochs: int, initial_epoch
         cbs.on_epoch_begin(epoch)
         states = runner.zero_states(train.batch_size)
         tot = np.zeros(3)
-        chunks = train.epoch_chunks(epoch, steps_per_epoch)
-        for b, (x, y) in enumerate(chunks):
+        n_chunks = 0  # chunks may come from a generator (a lazy corpus: seqkit.data.lazy_corpus)
+        for b, (x, y) in enumerate(train.epoch_chunks(epoch, steps_per_epoch)):
+            n_chunks += 1
             cbs.on_train_batch_begin(b)
             s, n, c, states = step(tf.constant(x), tf.constant(y), states)
             tot += [float(s), float(n), float(c)]
@@ -266,7 +268,7 @@ def fit_stream(model, train, *, validation_data=None, epochs: int, initial_epoch
             logs.update({f"val_{k}": v[k] for k in ("cross_entropy", "perplexity", "accuracy")})
             logs["val_loss"] = v["cross_entropy"]
         if verbose:
-            log.info(f"epoch {epoch + 1}/{epochs}: {len(chunks)} chunks of {train.batch_size}x{train.bptt}, "
+            log.info(f"epoch {epoch + 1}/{epochs}: {n_chunks} chunks of {train.batch_size}x{train.bptt}, "
                      f"{time.time() - t0:.1f} s; " + ", ".join(f"{k} {v:.4f}" for k, v in logs.items()))
         cbs.on_epoch_end(epoch, logs)
         history.append(logs)
@@ -274,3 +276,25 @@ def fit_stream(model, train, *, validation_data=None, epochs: int, initial_epoch
             break
     cbs.on_train_end(logs)
     return history
+
+
+def prime_states(model, ids, batch_size: int = 1) -> list:
+    """The states after reading ``ids`` from zero states, in one forward pass (a prompt's priming).
+
+    Args:
+        model: the language model.
+        ids: int ``[P]`` input ids (e.g. :func:`seqkit.data.stream.prompt_ids` without its last id,
+            which is the first input of generation).
+        batch_size: rows to tile the states to.
+
+    Returns:
+        float32 ``[batch_size, H]`` states in :class:`StreamRunner`'s (= the stepper's) layout;
+        equal to stepping through ``ids`` one token at a time (tested).
+    """
+    import tensorflow as tf
+
+    runner = StreamRunner(model)
+    states = runner.zero_states(1)
+    if len(ids):
+        _, states = runner.forward(tf.constant([list(ids)], tf.int32), states, truncate=False)
+    return [tf.tile(s, [batch_size, 1]) for s in states]

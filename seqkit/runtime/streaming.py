@@ -175,10 +175,16 @@ class StreamingModel:
         Sampling draws from ``softmax(logits / temperature)`` restricted to the
         ``top_k`` best ids (0 = all) with ``numpy.random.default_rng(seed)``.
 
+        An export of a model trained with ``data.layout: stream`` (metadata ``"layout":
+        "stream"``) does not stop at the end id: it is kept in the output (a line break) and
+        read back as the start id, as in training, up to ``max_length`` new ids.
+
         Returns:
-            The new ids, without the prompt, ending before the end id.
+            The new ids, without the prompt; for a line model they end before the end id.
         """
         end_id = int(self.metadata["special_ids"]["end"])
+        start_id = int(self.metadata["special_ids"]["start"])
+        across = self.metadata.get("layout") == "stream"
         rng = np.random.default_rng(seed)
         self.reset(1)
         for t in prompt_ids[:-1]:
@@ -194,8 +200,8 @@ class StreamingModel:
                     z[z < np.sort(z)[-top_k]] = -np.inf
                 p = np.exp(z - z.max())
                 nxt = int(rng.choice(len(p), p=p / p.sum()))
-            if nxt == end_id:
+            if nxt == end_id and not across:
                 break
             out.append(nxt)
-            last = nxt
+            last = start_id if nxt == end_id else nxt
         return out
