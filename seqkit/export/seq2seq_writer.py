@@ -88,6 +88,7 @@ def export_seq2seq(prep, model, out: str, *, fmt: str, quantize: str, tolerance:
     """
     import tensorflow as tf
 
+    from seqkit.export import embedded_metadata
     from seqkit.export.seq2seq_archive import build_seq2seq_archive, state_names
     from seqkit.export.seq2seq_parity import (SavedModelSeq2Seq, Seq2SeqParityCase, identical,
                                               saved_model_decodes)
@@ -131,6 +132,7 @@ def export_seq2seq(prep, model, out: str, *, fmt: str, quantize: str, tolerance:
             shutil.rmtree(pin_dir)
             rt = Seq2SeqModel(model_bytes=data, metadata=meta)
             report["tflite"] = case.check_teacher_forced(rt)
+            data = embedded_metadata.embed(data, meta)  # the file describes itself: metadata.json inside
             report["tflite"].update({"ops": op_names(data), "bytes": len(data)})
             _check(report["tflite"], f"TFLite encode + decode_step ({quantize})", tolerance, min_agreement)
             greedy = [rt.greedy(s) for s in case.sources]

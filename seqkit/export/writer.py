@@ -219,6 +219,7 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
     import numpy as np
     import tensorflow as tf
 
+    from seqkit.export import embedded_metadata
     from seqkit.export.archive import build_archive, build_full_sequence_archive, predict_input_spec
     from seqkit.export.parity import ParityCase, stream_logits
     from seqkit.export.tflite import convert_signature, convert_step, op_names
@@ -356,6 +357,7 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
                 report["tflite"] = case.check_stream(z)
                 if crf is not None:
                     tflite_tags = _viterbi_rows(z, case.lengths, crf)
+            data = embedded_metadata.embed(data, meta)  # the file describes itself: metadata.json inside
             report["tflite"].update({"ops": op_names(data), "bytes": len(data)})
             _check(report["tflite"], f"TFLite {meta['artefact']} ({quantize})", tolerance, min_agreement)
             if crf is not None:
