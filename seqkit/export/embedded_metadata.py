@@ -70,6 +70,8 @@ def embed(model: bytes, meta: dict, files: dict[str, bytes] | None = None) -> by
     from seqkit.rundir import strict_json
 
     try:
+        if bytes(model[4:8]) != b"TFL3":
+            raise ValueError("no TFL3 file identifier")
         m = flatbuffer_utils.convert_bytearray_to_object(bytearray(model))  # no compaction: a plain unpack
     except Exception as exc:  # flatbuffers raises struct / index errors on garbage
         raise SeqkitError(f"cannot embed metadata: these bytes are not a TFLite model ({exc}).") from exc
