@@ -652,7 +652,7 @@ def inspect(path, show_metadata):
 
 
 @main.command("bench-step")
-@click.argument("export_dir", type=click.Path(file_okay=False))
+@click.argument("export_dir", type=click.Path())
 @click.option("--run", "run_dir", type=click.Path(file_okay=False),
               help="Also time the Keras step of this run (inside tf.function) for comparison.")
 @click.option("--steps", type=click.IntRange(min=10), default=500, show_default=True)
