@@ -137,6 +137,8 @@ def test_stream_needs_the_tflite_alone_and_refuses_a_disagreeing_metadata_json(l
     from click.testing import CliRunner
 
     from seqkit.cli import main
+    from seqkit.errors import SeqkitError
+    from seqkit.export.writer import check_out
     from seqkit.runtime.streaming import StreamingModel
 
     _, out, converted = lm
@@ -154,6 +156,12 @@ def test_stream_needs_the_tflite_alone_and_refuses_a_disagreeing_metadata_json(l
         assert res.exit_code == 0, res.output
         assert res.stdout == before.stdout
     assert StreamingModel(lone).metadata == json.load(open(os.path.join(out, "metadata.json")))
+    check_out(export, lm[0], overwrite=True)  # still an export to --overwrite: the model says so
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "model.tflite").write_bytes(converted)  # a .tflite seqkit did not describe: left alone
+    with pytest.raises(SeqkitError, match="left alone"):
+        check_out(str(other), lm[0], overwrite=True)
     res = r.invoke(main, ["inspect", "--metadata", lone])
     assert res.exit_code == 0 and json.loads(res.stdout) == json.load(open(os.path.join(out, "metadata.json")))
     res = r.invoke(main, ["inspect", lone])

@@ -80,13 +80,26 @@ def check_out(out: str, run_dir: str, overwrite: bool) -> None:
     if not overwrite:
         raise SeqkitError(f"{out}: exists and is not empty. Pass --overwrite to replace an earlier "
                           f"export there, or choose another --out.")
-    is_export = (os.path.isdir(out) and os.path.isfile(os.path.join(out, "metadata.json"))
-                 and (os.path.isfile(os.path.join(out, "model.tflite"))
-                      or os.path.isdir(os.path.join(out, "saved_model"))))
+    model = os.path.join(out, "model.tflite")
+    is_export = os.path.isdir(out) and (
+        (os.path.isfile(os.path.join(out, "metadata.json"))
+         and (os.path.isfile(model) or os.path.isdir(os.path.join(out, "saved_model"))))
+        or (os.path.isfile(model) and _carries_metadata(model)))  # metadata.json deleted: the model's own
     if not is_export:
         raise SeqkitError(f"--out {out}: --overwrite replaces only an earlier seqkit export (a "
-                          f"directory with metadata.json and model.tflite or saved_model/); this "
-                          f"one is something else and is left alone. Choose another --out.")
+                          f"directory with metadata.json and model.tflite or saved_model/, or with a "
+                          f"model.tflite carrying seqkit's metadata); this one is something else and "
+                          f"is left alone. Choose another --out.")
+
+
+def _carries_metadata(path: str) -> bool:
+    """Whether the ``.tflite`` at ``path`` carries seqkit's embedded metadata (an export's model)."""
+    from seqkit.export import embedded_metadata
+
+    try:
+        return embedded_metadata.read(path) is not None
+    except SeqkitError:
+        return False
 
 
 def metadata_for(prep, stepper, quantize: str, full_sequence: dict | None = None) -> dict:
