@@ -7,6 +7,7 @@ parity check passes, as for the other heads: :func:`seqkit.export.writer.staged_
     OUT/saved_model/        signatures encode, decode_step, generate, beam_search (--format saved_model | all)
     OUT/metadata.json       source and target vocabularies, special ids, state layout, encoder
                             pinned length and widths, attention kind, decoding defaults, recipe, versions
+                            (also embedded in model.tflite: seqkit.export.embedded_metadata)
     OUT/vocab.json          the source vocabulary (id = position)
     OUT/target_vocab.json   the target vocabulary (id = position)
     OUT/parity.json         the parity report (see :mod:`seqkit.export.seq2seq_parity`)

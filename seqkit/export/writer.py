@@ -12,7 +12,8 @@ half-written model. Layout::
                           acceptor/tagger: step, initial_state, predict; bidirectional: predict;
                           seq2seq: see seqkit.export.seq2seq_writer)
     OUT/metadata.json     vocabulary, labels, normaliser, special ids, input, state layout,
-                          quantization, recipe, versions
+                          quantization, recipe, versions (the same JSON is embedded in
+                          model.tflite: seqkit.export.embedded_metadata)
     OUT/vocab.json        the vocabulary (id = position; token inputs)
     OUT/labels.json       the class / tag names (id = position; acceptor, tagger)
     OUT/parity.json       the parity report (max |logit diff|, arg-max agreement; a CRF
