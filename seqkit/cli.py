@@ -8,7 +8,6 @@ internal error exits with 1 (``--debug`` shows the traceback).
 from __future__ import annotations
 
 import functools
-import json
 import os
 import sys
 
@@ -466,7 +465,7 @@ def export(run_dir, fmt, out, quantize, tolerance, min_agreement, parity_example
 
 
 @main.command()
-@click.argument("export_dir", type=click.Path(file_okay=False))
+@click.argument("export_dir", type=click.Path())
 @click.option("--prompt", default="", help="Text to continue (language-model exports).")
 @click.option("--max-length", type=click.IntRange(min=1),
               help="Most new tokens [default: 80; seq2seq: the export's decoding.max_length].")
@@ -488,11 +487,12 @@ def stream(export_dir, prompt, max_length, temperature, top_k, greedy, beam_widt
     Tagger: print each token's tag as it comes (a CRF tagger: each line once it ends, as the
     best tag path -- a step's tag can change until the sequence ends). Encoder-decoder (seq2seq): encode each input line,
     then decode it symbol by symbol (beam search, or --greedy) and print the output symbols.
-    A full-sequence export (bidirectional encoder) answers each whole input line / utterance."""
+    A full-sequence export (bidirectional encoder) answers each whole input line / utterance.
+    EXPORT_DIR may also be the export's .tflite file alone: its metadata is embedded in it."""
     from seqkit.data.vocab import START_ID, UNK_ID, Vocabulary, tokenize
-    from seqkit.runtime.streaming import StreamingModel
+    from seqkit.runtime.streaming import StreamingModel, read_export_metadata
 
-    exported = _export_meta(export_dir)
+    exported = read_export_metadata(export_dir)
     head = exported.get("head")
     if head == "seq2seq":
         if prompt:
@@ -546,16 +546,6 @@ def stream(export_dir, prompt, max_length, temperature, top_k, greedy, beam_widt
         click.echo(prompt + sep + cont)
         return
     click.echo(prompt + (join if prompt and join else "") + vocab.decode(new, join=join))
-
-
-def _export_meta(export_dir: str) -> dict:
-    """An export's ``metadata.json`` (empty when it cannot be read: the runtime then says why)."""
-    try:
-        with open(os.path.join(export_dir, "metadata.json"), encoding="utf-8") as f:
-            meta = json.load(f)
-        return meta if isinstance(meta, dict) else {}
-    except (OSError, ValueError):
-        return {}
 
 
 def _read_input(input_path: str) -> tuple[str, str]:
@@ -615,10 +605,16 @@ def _stream_sequences(rt, input_path: str) -> None:
 
 @main.command()
 @click.argument("path", type=click.Path(exists=True))
+@click.option("--metadata", "show_metadata", is_flag=True,
+              help="Print the metadata embedded in the .tflite (the export's metadata.json) and nothing else.")
 @_common
-def inspect(path):
-    """Show a .tflite model's signatures, tensor shapes, ops and size (or an export directory's)."""
+def inspect(path, show_metadata):
+    """Show a .tflite model's signatures, tensor shapes, ops and size (or an export directory's),
+    and the seqkit metadata embedded in it."""
+    from seqkit.export import embedded_metadata
     from seqkit.export.tflite import interpreter, op_names
+    from seqkit.rundir import strict_json
+    from seqkit.runtime.streaming import read_export_metadata
 
     model = os.path.join(path, "model.tflite") if os.path.isdir(path) else path
     if not os.path.isfile(model):
@@ -627,6 +623,14 @@ def inspect(path):
         it = interpreter(model)
     except ValueError as exc:
         raise SeqkitError(f"{model}: not a valid TFLite model ({exc}).") from exc
+    found = embedded_metadata.entries(model)
+    embedded = embedded_metadata.read(model)
+    if show_metadata:
+        if embedded is None:
+            raise SeqkitError(f"{model}: no seqkit metadata embedded (entry '{embedded_metadata.KEY}'): "
+                              f"not written by `seqkit export`, or by an older seqkit; export the run again.")
+        click.echo(strict_json(embedded, indent=1, ensure_ascii=False))
+        return
     click.echo(f"{model}: {os.path.getsize(model):,} bytes")
     for key in it.get_signature_list():
         runner = it.get_signature_runner(key)
@@ -636,9 +640,20 @@ def inspect(path):
                 shape = [int(v) if v >= 0 else None for v in d["shape_signature"]]
                 click.echo(f"  {kind} {name:<12} {str(shape):<14} {np.dtype(d['dtype']).name}")
     click.echo("ops: " + ", ".join(op_names(model)))
-    meta_path = os.path.join(os.path.dirname(model), "metadata.json")
-    if os.path.isfile(meta_path):
-        meta = json.load(open(meta_path, encoding="utf-8"))
+    meta = embedded
+    if os.path.basename(model) == "model.tflite" and os.path.isfile(os.path.join(os.path.dirname(model),
+                                                                                  "metadata.json")):
+        try:
+            meta = read_export_metadata(model)  # metadata.json beside it: must agree with the embedded
+        except SeqkitError as exc:
+            click.echo(f"seqkit: warning: {exc}", err=True)
+    if embedded is not None:
+        files = [k for k in found if k.startswith(embedded_metadata.FILE_PREFIX) and found[k]]
+        click.echo(f"metadata: embedded, entry '{embedded_metadata.KEY}' ({len(found[embedded_metadata.KEY]):,} "
+                   f"bytes of JSON)" + (f", files {', '.join(files)}" if files else ""))
+    elif meta is not None:
+        click.echo("metadata: metadata.json only (an export from before seqkit embedded it in the model)")
+    if meta is not None:
         inp = meta.get("full_sequence", {}).get("input") or meta["input"]
         sizes = (f"vocabulary {len(meta['vocab'])}" if meta.get("vocab") else "frames")
         sizes += f", {len(meta['labels'])} classes" if meta.get("labels") else ""
@@ -655,7 +670,7 @@ def inspect(path):
 
 
 @main.command("bench-step")
-@click.argument("export_dir", type=click.Path(file_okay=False))
+@click.argument("export_dir", type=click.Path())
 @click.option("--run", "run_dir", type=click.Path(file_okay=False),
               help="Also time the Keras step of this run (inside tf.function) for comparison.")
 @click.option("--steps", type=click.IntRange(min=10), default=500, show_default=True)

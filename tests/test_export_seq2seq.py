@@ -5,6 +5,7 @@ pinned encoder, a failed or interrupted export writes nothing, CLI export / stre
 
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -76,6 +77,7 @@ def _no_flex(ops):
 
 @pytest.mark.parametrize("name", list(RUNS))
 def test_export_all_passes_parity_with_builtin_ops(exports, name):
+    from seqkit.export import embedded_metadata
     from seqkit.export.tflite import op_names
 
     out, report = exports[name]
@@ -95,6 +97,7 @@ def test_export_all_passes_parity_with_builtin_ops(exports, name):
     assert meta["target_vocab"] == json.load(open(os.path.join(out, "target_vocab.json")))
     assert meta["vocab"][:4] == ["", "[UNK]", "<s>", "</s>"] and "AE" in meta["target_vocab"]
     assert json.load(open(os.path.join(out, "parity.json"))) == json.loads(json.dumps(report))
+    assert embedded_metadata.read(os.path.join(out, "model.tflite")) == meta
 
 
 @pytest.mark.parametrize("name", list(RUNS))
@@ -258,6 +261,10 @@ def test_cli_export_stream_equals_predict_and_inspect(runs, tmp_path):
     assert pred.exit_code == 0, pred.output
     want = [line.split("\t")[3] for line in pred.stdout.splitlines()]
     assert res.stdout.splitlines() == want and len(want) == len(SOURCES)
+    lone = str(tmp_path / "g2p.tflite")  # the model alone: its metadata is embedded
+    shutil.copy(os.path.join(out, "model.tflite"), lone)
+    res = r.invoke(main, ["stream", lone], input=words)
+    assert res.exit_code == 0 and res.stdout.splitlines() == want, res.output
     res = r.invoke(main, ["stream", out, "--greedy"], input=words)
     greedy = r.invoke(main, ["predict", run, "--beam-width", "1", "--length-penalty", "0"], input=words)
     assert res.stdout.splitlines() == [line.split("\t")[3] for line in greedy.stdout.splitlines()]

@@ -4,6 +4,7 @@ refused, pinned-shape full-sequence export keeps the mask (padded batch == unpad
 
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -160,6 +161,11 @@ def test_full_sequence_export_padded_batch_equals_unpadded(runs, tmp_path):
         np.testing.assert_allclose(padded[i], alone, atol=1e-5)
     got = FullSequenceModel(out).predict(rows + rows[:1])  # 4 rows: two calls, filler rows
     np.testing.assert_allclose(np.stack(got[:3]), padded, atol=1e-6)
+    lone = str(tmp_path / "acc.tflite")  # the model alone: its metadata is embedded
+    shutil.copy(os.path.join(out, "model.tflite"), lone)
+    alone = FullSequenceModel(lone)
+    assert alone.metadata == meta
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(alone.predict(rows), got))
     with pytest.raises(SeqkitError, match="longer than this export's pinned length 6"):
         FullSequenceModel(out).predict([np.zeros((7, 2), np.float32)])
     with pytest.raises(SeqkitError, match="full-sequence model"):

@@ -6,6 +6,7 @@ the Python API, acceptor and tagger through the same code path, and refusals."""
 
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -42,6 +43,7 @@ def _stream(rt, tokens):
 
 
 def test_lm_state_inside_equals_explicit_state_reset_and_two_interpreters(lm, tmp_path):
+    from seqkit.export import embedded_metadata
     from seqkit.export.tflite import op_names
     from seqkit.export.writer import export_run
     from seqkit.runtime import StatefulStreamingModel, StreamingModel
@@ -56,6 +58,7 @@ def test_lm_state_inside_equals_explicit_state_reset_and_two_interpreters(lm, tm
     assert not any(o.startswith("Flex") or o in ("CUSTOM", "DELEGATE") for o in ops)
     meta = json.load(open(os.path.join(out, "metadata.json")))
     assert meta["state"] == "internal" and meta["batch"] == 1 and meta["input"]["shape"] == [1]
+    assert embedded_metadata.read(os.path.join(out, "model.tflite")) == meta
     assert [s["shape"] for s in meta["state_layout"]] == [[1, 16]] * 4
 
     rt, ex = StreamingModel(out), StreamingModel(explicit_dir)
@@ -195,6 +198,10 @@ def test_cli_tagger_and_acceptor_with_state_inside_stream_as_keras_predicts(sequ
     want = [" ".join(f"{w}/{t}" for w, t in zip(p["tokens"], p["tags"]))
             for p in predict(prep, model, read_records(text, "-", "text", prep))]
     assert res.output.splitlines() == want
+    lone = str(tmp_path / "tag.tflite")  # the model alone: its metadata is embedded
+    shutil.copy(os.path.join(tag, "model.tflite"), lone)
+    res = r.invoke(main, ["stream", lone], input=text)
+    assert res.exit_code == 0 and res.output.splitlines() == want, res.output
     ts = TS_HEAD.replace("@classLabel true up down", "@classLabel false") + "".join(
         ts_case(i, False) for i in (1, 4, 7))
     (tmp_path / "x.ts").write_text(ts)

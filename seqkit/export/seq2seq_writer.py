@@ -7,6 +7,7 @@ parity check passes, as for the other heads: :func:`seqkit.export.writer.staged_
     OUT/saved_model/        signatures encode, decode_step, generate, beam_search (--format saved_model | all)
     OUT/metadata.json       source and target vocabularies, special ids, state layout, encoder
                             pinned length and widths, attention kind, decoding defaults, recipe, versions
+                            (also embedded in model.tflite: seqkit.export.embedded_metadata)
     OUT/vocab.json          the source vocabulary (id = position)
     OUT/target_vocab.json   the target vocabulary (id = position)
     OUT/parity.json         the parity report (see :mod:`seqkit.export.seq2seq_parity`)
@@ -88,6 +89,7 @@ def export_seq2seq(prep, model, out: str, *, fmt: str, quantize: str, tolerance:
     """
     import tensorflow as tf
 
+    from seqkit.export import embedded_metadata
     from seqkit.export.seq2seq_archive import build_seq2seq_archive, state_names
     from seqkit.export.seq2seq_parity import (SavedModelSeq2Seq, Seq2SeqParityCase, identical,
                                               saved_model_decodes)
@@ -131,6 +133,7 @@ def export_seq2seq(prep, model, out: str, *, fmt: str, quantize: str, tolerance:
             shutil.rmtree(pin_dir)
             rt = Seq2SeqModel(model_bytes=data, metadata=meta)
             report["tflite"] = case.check_teacher_forced(rt)
+            data = embedded_metadata.embed(data, meta)  # the file describes itself: metadata.json inside
             report["tflite"].update({"ops": op_names(data), "bytes": len(data)})
             _check(report["tflite"], f"TFLite encode + decode_step ({quantize})", tolerance, min_agreement)
             greedy = [rt.greedy(s) for s in case.sources]

@@ -12,7 +12,8 @@ half-written model. Layout::
                           acceptor/tagger: step, initial_state, predict; bidirectional: predict;
                           seq2seq: see seqkit.export.seq2seq_writer)
     OUT/metadata.json     vocabulary, labels, normaliser, special ids, input, state layout,
-                          quantization, recipe, versions
+                          quantization, recipe, versions (the same JSON is embedded in
+                          model.tflite: seqkit.export.embedded_metadata)
     OUT/vocab.json        the vocabulary (id = position; token inputs)
     OUT/labels.json       the class / tag names (id = position; acceptor, tagger)
     OUT/parity.json       the parity report (max |logit diff|, arg-max agreement; a CRF
@@ -80,13 +81,26 @@ def check_out(out: str, run_dir: str, overwrite: bool) -> None:
     if not overwrite:
         raise SeqkitError(f"{out}: exists and is not empty. Pass --overwrite to replace an earlier "
                           f"export there, or choose another --out.")
-    is_export = (os.path.isdir(out) and os.path.isfile(os.path.join(out, "metadata.json"))
-                 and (os.path.isfile(os.path.join(out, "model.tflite"))
-                      or os.path.isdir(os.path.join(out, "saved_model"))))
+    model = os.path.join(out, "model.tflite")
+    is_export = os.path.isdir(out) and (
+        (os.path.isfile(os.path.join(out, "metadata.json"))
+         and (os.path.isfile(model) or os.path.isdir(os.path.join(out, "saved_model"))))
+        or (os.path.isfile(model) and _carries_metadata(model)))  # metadata.json deleted: the model's own
     if not is_export:
         raise SeqkitError(f"--out {out}: --overwrite replaces only an earlier seqkit export (a "
-                          f"directory with metadata.json and model.tflite or saved_model/); this "
-                          f"one is something else and is left alone. Choose another --out.")
+                          f"directory with metadata.json and model.tflite or saved_model/, or with a "
+                          f"model.tflite carrying seqkit's metadata); this one is something else and "
+                          f"is left alone. Choose another --out.")
+
+
+def _carries_metadata(path: str) -> bool:
+    """Whether the ``.tflite`` at ``path`` carries seqkit's embedded metadata (an export's model)."""
+    from seqkit.export import embedded_metadata
+
+    try:
+        return embedded_metadata.read(path) is not None
+    except SeqkitError:
+        return False
 
 
 def metadata_for(prep, stepper, quantize: str, full_sequence: dict | None = None) -> dict:
@@ -220,6 +234,7 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
     import numpy as np
     import tensorflow as tf
 
+    from seqkit.export import embedded_metadata
     from seqkit.export.archive import build_archive, build_full_sequence_archive, predict_input_spec
     from seqkit.export.parity import ParityCase, stream_logits
     from seqkit.export.tflite import convert_signature, convert_step, op_names
@@ -357,6 +372,7 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
                 report["tflite"] = case.check_stream(z)
                 if crf is not None:
                     tflite_tags = _viterbi_rows(z, case.lengths, crf)
+            data = embedded_metadata.embed(data, meta)  # the file describes itself: metadata.json inside
             report["tflite"].update({"ops": op_names(data), "bytes": len(data)})
             _check(report["tflite"], f"TFLite {meta['artefact']} ({quantize})", tolerance, min_agreement)
             if crf is not None:

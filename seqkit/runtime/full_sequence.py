@@ -11,20 +11,17 @@ also answers its Viterbi paths, decoded inside the model: :meth:`FullSequenceMod
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from seqkit.errors import SeqkitError
-
-MODEL, METADATA = "model.tflite", "metadata.json"
 
 
 class FullSequenceModel:
     """The ``predict`` signature of a pinned-shape TFLite export.
 
     Args:
-        export_dir: a directory written by ``seqkit export --full-sequence``.
+        export_dir: a directory written by ``seqkit export --full-sequence``, or its
+            ``model.tflite`` alone (the metadata is embedded in it).
         model_bytes, metadata: use these instead of the files (the exporter checks a model
             before writing it).
 
@@ -36,10 +33,9 @@ class FullSequenceModel:
                  metadata: dict | None = None):
         from seqkit.export.tflite import interpreter
 
-        if metadata is None or model_bytes is None:
-            from seqkit.runtime.streaming import read_export_metadata
+        from seqkit.runtime.streaming import load_export
 
-            metadata = read_export_metadata(export_dir)
+        model, metadata = load_export(export_dir, model_bytes, metadata)
         fs = metadata.get("full_sequence")
         if not fs:
             raise SeqkitError(f"{export_dir}: this export is a step model (signature 'step'); use "
@@ -48,8 +44,7 @@ class FullSequenceModel:
         self.batch, self.length = int(fs["batch"]), int(fs["length"])
         self.input_name = fs["input"]["name"]
         self.frames = fs["input"]["dtype"] == "float32"
-        self.interpreter = interpreter(model_bytes if model_bytes is not None
-                                       else os.path.join(export_dir, MODEL))
+        self.interpreter = interpreter(model)
         self.runner = self.interpreter.get_signature_runner("predict")
 
     def predict(self, rows: list) -> list[np.ndarray]:

@@ -26,8 +26,6 @@ re-allocates every input on every call.
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from seqkit.errors import SeqkitError
@@ -71,7 +69,8 @@ class Seq2SeqModel:
     """An encoder-decoder TFLite export with greedy and beam-search decoding in numpy.
 
     Args:
-        export_dir: a directory written by ``seqkit export`` for a seq2seq run.
+        export_dir: a directory written by ``seqkit export`` for a seq2seq run, or its
+            ``model.tflite`` alone (the metadata is embedded in it).
         model_bytes, metadata: use these instead of the files (the exporter checks a
             model before writing it).
 
@@ -82,16 +81,15 @@ class Seq2SeqModel:
     def __init__(self, export_dir: str | None = None, *, model_bytes: bytes | None = None,
                  metadata: dict | None = None):
         from seqkit.export.tflite import interpreter
-        from seqkit.runtime.streaming import read_export_metadata
+        from seqkit.runtime.streaming import load_export
 
-        if metadata is None or model_bytes is None:
-            metadata = read_export_metadata(export_dir)
+        model, metadata = load_export(export_dir, model_bytes, metadata)
         if metadata.get("head") != "seq2seq":
             raise SeqkitError(f"{export_dir or 'this export'}: a '{metadata.get('head')}' export, not "
                               f"an encoder-decoder; run it with seqkit.runtime.StreamingModel.")
         self.metadata = metadata
         try:
-            it = interpreter(model_bytes if model_bytes is not None else os.path.join(export_dir, MODEL))
+            it = interpreter(model)
         except ValueError as exc:
             raise SeqkitError(f"{export_dir}: {MODEL} is not a valid TFLite model ({exc}).") from exc
         self.interpreter = it

@@ -27,29 +27,97 @@ from seqkit.errors import SeqkitError
 MODEL, METADATA = "model.tflite", "metadata.json"
 
 
-def read_export_metadata(export_dir: str | None) -> dict:
-    """The ``metadata.json`` of an export directory that also holds a ``model.tflite``.
+def export_model_path(path: str | None) -> str:
+    """The ``.tflite`` file of ``path``: ``path`` itself when it is a file, else ``path/model.tflite``.
 
     Raises:
-        SeqkitError: no ``model.tflite`` there, or an unreadable ``metadata.json``.
+        SeqkitError: a directory without ``model.tflite`` (a run directory, a SavedModel-only
+            export, or something else: the message says which and what to pass instead).
     """
-    if export_dir is None or not os.path.isfile(os.path.join(export_dir, MODEL)):
-        if export_dir and os.path.isfile(os.path.join(export_dir, "recipe.yaml")):
-            name = os.path.basename(os.path.realpath(export_dir))
-            raise SeqkitError(f"{export_dir}: a run directory, not an export. Export it first: "
-                              f"`seqkit export {export_dir} --out exports/{name}`, then use "
+    if path is not None and os.path.isfile(path):
+        return path
+    if path is None or not os.path.isfile(os.path.join(path, MODEL)):
+        if path and os.path.isfile(os.path.join(path, "recipe.yaml")):
+            name = os.path.basename(os.path.realpath(path))
+            raise SeqkitError(f"{path}: a run directory, not an export. Export it first: "
+                              f"`seqkit export {path} --out exports/{name}`, then use "
                               f"exports/{name}.")
-        if export_dir and os.path.isdir(os.path.join(export_dir, "saved_model")):
-            raise SeqkitError(f"{export_dir}: a SavedModel-only export (--format saved_model) has "
+        if path and os.path.isdir(os.path.join(path, "saved_model")):
+            raise SeqkitError(f"{path}: a SavedModel-only export (--format saved_model) has "
                               f"no {MODEL} to run here; export the run again with --format tflite "
                               f"or --format all.")
-        raise SeqkitError(f"{export_dir}: no {MODEL} here. Export a run with `seqkit export "
-                          f"RUN_DIR --format tflite --out EXPORT_DIR` and pass EXPORT_DIR.")
+        raise SeqkitError(f"{path}: no {MODEL} here. Export a run with `seqkit export "
+                          f"RUN_DIR --format tflite --out EXPORT_DIR` and pass EXPORT_DIR (or its "
+                          f"{MODEL} alone).")
+    return os.path.join(path, MODEL)
+
+
+def read_export_metadata(path: str | None) -> dict:
+    """The metadata of an export: an export directory or a lone ``.tflite`` file.
+
+    The model's own copy comes first: the JSON that ``seqkit export`` embeds in the
+    ``.tflite`` (:mod:`seqkit.export.embedded_metadata`), so the file alone is enough and
+    ``metadata.json`` may be deleted. When ``metadata.json`` lies beside it as well, the two
+    must agree. An export written before embedding (no entry in the model) is read from
+    ``metadata.json``.
+
+    Raises:
+        SeqkitError: no model (see :func:`export_model_path`), a ``.tflite`` without seqkit
+            metadata and no ``metadata.json``, an unreadable ``metadata.json``, or a
+            ``metadata.json`` that differs from the embedded metadata.
+    """
+    from seqkit.export import embedded_metadata
+
+    model = export_model_path(path)
+    embedded = embedded_metadata.read(model)
+    beside = os.path.join(os.path.dirname(model), METADATA)
+    if os.path.basename(model) != MODEL or not os.path.isfile(beside):  # the file alone
+        if embedded is None:
+            raise SeqkitError(f"{model}: a TFLite model without seqkit's embedded metadata (metadata "
+                              f"entry '{embedded_metadata.KEY}'): not written by `seqkit export`, or by "
+                              f"an older seqkit. Pass its export directory (with {METADATA}), or "
+                              f"export the run again.")
+        return embedded
     try:
-        with open(os.path.join(export_dir, METADATA), encoding="utf-8") as f:
-            return json.load(f)
+        with open(beside, encoding="utf-8") as f:
+            meta = json.load(f)
+        if not isinstance(meta, dict):
+            raise ValueError("not a JSON object")
     except (OSError, ValueError) as exc:
-        raise SeqkitError(f"{export_dir}: cannot read {METADATA} ({exc}); export again.") from exc
+        raise SeqkitError(f"{beside}: cannot read {METADATA} ({exc}). "
+                          + ("The model carries its own copy: delete the broken file (`seqkit inspect "
+                             f"--metadata {model}` prints the embedded one), or export again."
+                             if embedded is not None else "Export again.")) from exc
+    if embedded is not None and meta != embedded:
+        keys = sorted(k for k in set(meta) | set(embedded) if meta.get(k) != embedded.get(k))
+        raise SeqkitError(f"{beside} differs from the metadata embedded in {model} (key "
+                          f"'{keys[0]}'{f' and {len(keys) - 1} more' if len(keys) > 1 else ''}): one of "
+                          f"the two was edited or replaced, and seqkit will not guess which describes "
+                          f"the model. Delete {METADATA} to use the model's own copy (`seqkit inspect "
+                          f"--metadata {model}` prints it), or export the run again.")
+    return meta
+
+
+def load_export(export_dir: str | None, model_bytes: bytes | None, metadata: dict | None) -> tuple:
+    """``(model, metadata)`` for a runtime: ``model`` is ``model_bytes`` or the ``.tflite`` path of
+    ``export_dir`` (a directory or the file); ``metadata`` the given dict, else the one embedded
+    in ``model_bytes``, else :func:`read_export_metadata` of ``export_dir``.
+
+    Raises:
+        SeqkitError: as :func:`read_export_metadata`; model bytes without embedded metadata
+            and no ``metadata`` given.
+    """
+    if model_bytes is not None:
+        if metadata is None:
+            from seqkit.export import embedded_metadata
+
+            metadata = embedded_metadata.read(model_bytes)
+            if metadata is None:
+                raise SeqkitError("these model bytes carry no seqkit metadata; pass metadata= (the "
+                                  "export's metadata.json) as well.")
+        return model_bytes, metadata
+    model = export_model_path(export_dir)
+    return model, metadata if metadata is not None else read_export_metadata(export_dir)
 
 
 class StreamingModel:
@@ -57,10 +125,11 @@ class StreamingModel:
 
     Args:
         export_dir: a directory written by ``seqkit export --format tflite``
-            (``model.tflite`` + ``metadata.json``).
+            (``model.tflite``, its metadata embedded, + ``metadata.json``), or the
+            ``.tflite`` file alone (see :func:`read_export_metadata`).
         model_bytes: optional model bytes to use instead of ``model.tflite``
             (the exporter checks a model before writing it).
-        metadata: optional metadata dict instead of ``metadata.json``.
+        metadata: optional metadata dict instead of the embedded one / ``metadata.json``.
 
     An export whose metadata says ``"state": "internal"`` (``seqkit export --state internal``)
     opens as a :class:`~seqkit.runtime.stateful.StatefulStreamingModel`: same ``step`` /
@@ -72,21 +141,20 @@ class StreamingModel:
 
     def __new__(cls, export_dir: str | None = None, *, model_bytes: bytes | None = None,
                 metadata: dict | None = None):
-        if cls is StreamingModel:
-            meta = metadata if metadata is not None and model_bytes is not None \
-                else read_export_metadata(export_dir)
-            if isinstance(meta, dict) and meta.get("state") == "internal":
-                from seqkit.runtime.stateful import StatefulStreamingModel
+        loaded = load_export(export_dir, model_bytes, metadata)
+        if cls is StreamingModel and isinstance(loaded[1], dict) and loaded[1].get("state") == "internal":
+            from seqkit.runtime.stateful import StatefulStreamingModel
 
-                cls = StatefulStreamingModel
-        return super().__new__(cls)
+            cls = StatefulStreamingModel
+        obj = super().__new__(cls)
+        obj._loaded = loaded  # read once: __init__ takes it from here
+        return obj
 
     def __init__(self, export_dir: str | None = None, *, model_bytes: bytes | None = None,
                  metadata: dict | None = None):
         from seqkit.export.tflite import interpreter
 
-        if metadata is None or model_bytes is None:
-            metadata = read_export_metadata(export_dir)
+        model, metadata = self.__dict__.pop("_loaded", None) or load_export(export_dir, model_bytes, metadata)
         self.metadata = metadata
         if metadata.get("head") == "seq2seq":
             raise SeqkitError(f"{export_dir or 'this export'}: an encoder-decoder export (signatures "
@@ -98,8 +166,7 @@ class StreamingModel:
                               f"seqkit.runtime.full_sequence.FullSequenceModel, or export the run "
                               f"without --full-sequence (forward encoders only) to stream it.")
         try:
-            self.interpreter = interpreter(model_bytes if model_bytes is not None
-                                           else os.path.join(export_dir, MODEL))
+            self.interpreter = interpreter(model)
         except ValueError as exc:
             raise SeqkitError(f"{export_dir}: {MODEL} is not a valid TFLite model ({exc}).") from exc
         try:
@@ -107,7 +174,7 @@ class StreamingModel:
             self.input_dtype = np.dtype(metadata["input"]["dtype"])
             self.states_layout = [(s["name"], int(s["size"])) for s in metadata["state_layout"]]
         except (KeyError, TypeError, ValueError) as exc:
-            raise SeqkitError(f"{export_dir or 'this export'}: {METADATA} lacks or garbles "
+            raise SeqkitError(f"{export_dir or 'this export'}: its metadata lacks or garbles "
                               f"{exc} (input / state_layout); it was not written by this seqkit "
                               f"or was edited. Export the run again.") from exc
         self._bind_step()
