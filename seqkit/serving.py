@@ -235,8 +235,11 @@ class TextFunctions:
         import tensorflow as tf
 
         names = tf.gather(_names(self.prep.head.target_vocab.tokens), toks)
-        keep = tf.sequence_mask(lengths, tf.shape(toks)[-1])
-        return tf.strings.reduce_join(tf.ragged.boolean_mask(names, keep), axis=-1, separator=" ")
+        width = tf.shape(toks)[-1]
+        # a space after every symbol but the last (reduce_join of a ragged tensor drops "" symbols)
+        parts = tf.where(tf.sequence_mask(lengths - 1, width), tf.strings.join([names, " "]),
+                         tf.where(tf.sequence_mask(lengths, width), names, ""))
+        return tf.strings.reduce_join(parts, axis=-1)
 
     def _decode_length(self) -> int:
         r = self.prep.recipe
