@@ -317,10 +317,12 @@ def serving_model(prep, model, *, greedy: bool = False, max_length: int | None =
 def _serving_class():
     import keras
     import numpy as np
+    import tensorflow as tf
 
     class ServingModel(keras.Model):
         """``text [B] tf.string -> dict`` of the head's outputs (the module docstring of
-        :mod:`seqkit.serving`); ``predict`` also takes a list of Python strings.
+        :mod:`seqkit.serving`); ``predict`` also takes a list of Python strings and returns
+        numpy arrays padded to the longest row of all batches (``""`` / 0).
 
         Attributes:
             signature: ``"predict_text"`` or ``"generate_text"``: the SavedModel signature it equals.
@@ -341,7 +343,10 @@ def _serving_class():
                 x = [x]
             if isinstance(x, (list, tuple)):
                 x = np.asarray(list(x), dtype=object)
-            return super().predict(x, batch_size=batch_size, verbose=verbose, steps=steps,
-                                   callbacks=callbacks)
+            out = super().predict(x, batch_size=batch_size, verbose=verbose, steps=steps,
+                                  callbacks=callbacks)
+            # batches of different T come back ragged: one padded array, as one batch gives
+            return {k: v.to_tensor(default_value="" if v.dtype == tf.string else 0).numpy()
+                    if isinstance(v, tf.RaggedTensor) else v for k, v in out.items()}
 
     return ServingModel
