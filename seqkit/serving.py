@@ -126,6 +126,7 @@ class TextFunctions:
             return tf.identity(ids), False
 
     def acceptor(self, text):
+        """``predict_text`` of an acceptor: ``{label [B], probability [B], probabilities [B, C]}``."""
         import tensorflow as tf
 
         _, ids = self.encoder.encode(text)
@@ -152,6 +153,7 @@ class TextFunctions:
         return tf.cast(crf.decode(z, mask), tf.int32), crf.marginals(z, mask)
 
     def tagger(self, text):
+        """``predict_text`` of a tagger: ``{tokens, tags [B, T], lengths [B], probabilities [B, T, C]}``."""
         import tensorflow as tf
 
         tokens, ids = self.encoder.encode(text)
@@ -190,6 +192,7 @@ class TextFunctions:
         return tf.strings.reduce_join(tf.gather(_names(self.prep.head.vocab.tokens), ids), separator=join)
 
     def generate(self, text):
+        """``generate_text`` of a language model: ``{text [B]}``, prompt + greedy continuation."""
         import tensorflow as tf
 
         from seqkit.decoding import decode
@@ -246,6 +249,7 @@ class TextFunctions:
         return min(r.decoding.max_length, r.data.max_length)
 
     def transduce_beam(self, text):
+        """``predict_text`` of a seq2seq run: ``{output [B], hypotheses [B, N], scores [B, N]}``."""
         import tensorflow as tf
 
         from seqkit.decoding import beam_search
@@ -259,6 +263,7 @@ class TextFunctions:
         return {"output": hyps[:, 0], "hypotheses": hyps, "scores": scores}
 
     def transduce_greedy(self, text):
+        """``generate_text`` of a seq2seq run: ``{output [B]}``, greedy."""
         import tensorflow as tf
 
         from seqkit.decoding import decode

@@ -139,10 +139,12 @@ def test_tagger_tags_equal_predict_with_split_pieces(data, tf, crf):
                                    atol=2e-6)
 
 
-def test_language_model_generate_text_equals_greedy_generate(data, tf):
+def test_language_model_generate_text_equals_greedy_generate(data, tf, tmp_path):
+    import keras
+
     from seqkit.errors import SeqkitError
     from seqkit.generate import generate_text
-    from seqkit.serving import serving_model
+    from seqkit.serving import add_text_endpoints, serving_model
 
     prep, model = _build({"name": "lm", "seed": 2, "data": {
         "source": "text_lines", "path": str(data / "lm.txt"), "tokenizer": "whitespace", "lowercase": True,
@@ -151,6 +153,14 @@ def test_language_model_generate_text_equals_greedy_generate(data, tf):
     prompts = ["The", "", "ο ΣΚΎΛΟΣ\u3000Runs", "zebra  ☃"]
     out = serving_model(prep, model, max_length=6).predict(prompts, verbose=0)
     assert _texts(out, "text") == [generate_text(prep, model, p, greedy=True, max_length=6)[0] for p in prompts]
+
+    archive = keras.export.ExportArchive()  # the SavedModel signature: decoding.max_length (5) baked in
+    archive.track(model)
+    assert add_text_endpoints(archive, prep, model) == ["generate_text"]
+    archive.write_out(str(tmp_path / "sm"), verbose=False)
+    res = tf.saved_model.load(str(tmp_path / "sm")).signatures["generate_text"](text=tf.constant(prompts))
+    assert _texts({"t": res["text"].numpy()}, "t") == \
+        [generate_text(prep, model, p, greedy=True, max_length=5)[0] for p in prompts]
     with pytest.raises(SeqkitError, match="greedy=True.*seq2seq"):
         serving_model(prep, model, greedy=True)
 
