@@ -5,7 +5,6 @@ tricky strings, and ``serving_model`` / the SavedModel text signatures give what
 
 from __future__ import annotations
 
-import os
 import sys
 
 import numpy as np
@@ -13,8 +12,8 @@ import pytest
 
 # no line breaks inside (a file given to `seqkit predict` would split there; one string = one
 # sequence for the text signatures)
-TRICKY = ["The DOG runs", "  İstanbul\u00a0CAT\u3000sleeps\t", "ΟΔΟΣ ὈΔΥΣΣΕΎΣ ΑΣ.Σ", "☃ zebra ǅ", "a",
-          "Σ ΣΑ aΣ'Σb"]
+TRICKY = ["The DOG runs", "  İstanbul\u00a0CAT\u3000sleeps\t", "ΟΔΟΣ ὈΔΥΣΣΕΎΣ ΑΣ.Σ", "☃ zebra ǅ",
+          "a", "Σ ΣΑ aΣ'Σb"]
 # besides: separators str.split() knows and tf.strings.split does not, line and paragraph separators
 EXTRA = ["a\u2028b\x1cc\x85d\u2009e\u202ff", "", "   ", "ΑΣΣ", "ǅǄǆ İ"]
 
