@@ -326,8 +326,9 @@ def _serving_class():
 
     class ServingModel(keras.Model):
         """``text [B] tf.string -> dict`` of the head's outputs (the module docstring of
-        :mod:`seqkit.serving`); ``predict`` also takes a list of Python strings and returns
-        numpy arrays padded to the longest row of all batches (``""`` / 0).
+        :mod:`seqkit.serving`); ``predict`` also takes a list of Python strings, returns numpy
+        arrays padded to the longest row of all batches (``""`` / 0), and prints no progress bar
+        unless ``verbose=1`` (a library call prints nothing).
 
         Attributes:
             signature: ``"predict_text"`` or ``"generate_text"``: the SavedModel signature it equals.
@@ -343,7 +344,7 @@ def _serving_class():
         def call(self, text):
             return self._fn(text)
 
-        def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
+        def predict(self, x, batch_size=None, verbose=0, steps=None, callbacks=None):
             if isinstance(x, str):
                 x = [x]
             if isinstance(x, (list, tuple)):
