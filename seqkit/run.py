@@ -376,6 +376,40 @@ class Run:
         source, target, w = alignment(prep, model, src, beam_width=beam_width or prep.recipe.decoding.beam_width)
         return Alignment(source, target, np.asarray(w, "float32"))
 
+    # ------------------------------------------------------------ text in, text out
+
+    def serving_model(self, *, greedy: bool = False, max_length: int | None = None):
+        """The run as a ``keras.Model`` that takes raw strings: tokenization, lowercasing and the
+        vocabulary lookup run inside the graph (the ids ``predict`` / ``generate`` use), so
+        ``model.predict(["some text"])`` needs no seqkit preprocessing. It computes what the
+        SavedModel signature ``predict_text`` (``generate_text`` for a language model, or with
+        ``greedy``) of ``seqkit export --format saved_model`` computes.
+
+        Args:
+            greedy: seq2seq: greedy decoding instead of the recipe's beam search.
+            max_length: language model: most new tokens [default: ``decoding.max_length``].
+
+        Returns:
+            A ``keras.Model``: ``text [B] tf.string`` (one sequence per string; ``predict`` also
+            takes a list of str) -> a dict. Acceptor: ``label [B]``, ``probability [B]``,
+            ``probabilities [B, C]``. Tagger: ``tokens [B, T]``, ``tags [B, T]`` (padded with
+            ``""``), ``lengths [B]``, ``probabilities [B, T, C]``. Language model: ``text [B]``,
+            prompt + greedy continuation (``generate(prompt, greedy=True)``). seq2seq:
+            ``output [B]`` (symbols joined by spaces), ``hypotheses [B, N]``, ``scores [B, N]``
+            (``transduce``); with ``greedy``: ``output`` alone. See :mod:`seqkit.serving`.
+
+        Raises:
+            SeqkitError: the run reads frames, not text, or has a plugin head; ``greedy`` for a
+                head other than seq2seq; ``max_length`` for a head other than the language model.
+        """
+        from seqkit.serving import serving_model, text_unsupported
+
+        prep, model = self._load()
+        why = text_unsupported(prep)
+        if why is not None:
+            raise SeqkitError(f"{self.path}: serving_model needs a run that reads text; {why}.")
+        return serving_model(prep, model, greedy=greedy, max_length=max_length)
+
     # ------------------------------------------------------------ export
 
     def export(self, out: str | None = None, *, format: str = "tflite", quantize: str = "none",

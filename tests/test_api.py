@@ -74,6 +74,10 @@ def test_doc_examples_run_for_every_head(doc):
     tfl = doc["report"]["tflite"]
     assert tfl["max_abs_diff"] <= 1e-4 and tfl["argmax_agreement"] >= 0.999 and tfl["bytes"] > 0
     assert os.path.isfile(d / "exports" / "mine" / "model.tflite")
+    labels = [r["label"] for r in doc["acceptor"].predict(["aaaa", "bbbb"])]  # text in == ids in
+    assert [x.decode() for x in doc["out"]["label"]] == labels
+    assert [x.decode() for x in doc["text_out"]["label"].numpy()] == labels
+    np.testing.assert_allclose(doc["text_out"]["probabilities"].numpy(), doc["out"]["probabilities"], atol=1e-6)
     assert "transduce needs an encoder-decoder (seq2seq) run" in doc["_printed"]
     assert "model.units" in doc["_printed"]
 

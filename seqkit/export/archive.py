@@ -21,6 +21,12 @@ one ``[B, H]`` float32 tensor per state per layer, named ``rnn_{layer}_{state}``
 - ``generate(prompt [B, P] int32, max_length [] int32) -> {tokens [B, L], lengths [B]}`` (greedy)
 - ``sample(prompt, max_length, temperature [] float32, seed [] int32) -> {tokens, lengths}``
 
+With ``text`` (the SavedModel of ``seqkit export``, not the TFLite source), a run that reads
+text also has ``predict_text(text [B] string)`` (acceptor: ``label``, ``probability``,
+``probabilities``; tagger: ``tokens``, ``tags``, ``lengths``, ``probabilities``) or
+``generate_text(text [B] string) -> {text [B]}`` (language model, greedy): see
+:mod:`seqkit.serving`.
+
 ``ExportArchive`` freezes Keras 3 variables correctly for the TFLite converter
 (a bare ``tf.Module`` leaves them as resource variables that TFLite reads as NaN).
 """
@@ -96,11 +102,14 @@ def build_full_sequence_archive(prep, model, batch: int, length: int):
     return archive
 
 
-def build_archive(prep, model, *, with_step: bool = True):
+def build_archive(prep, model, *, with_step: bool = True, text: bool = False):
     """Return ``(archive, stepper)``: an ``ExportArchive`` tracking ``model`` with the signatures above.
 
     With ``with_step=False`` (a bidirectional encoder exported full-sequence) the
-    archive has ``predict`` only and ``stepper`` is None.
+    archive has ``predict`` only (and the text signatures) and ``stepper`` is None. With
+    ``text``, a run that reads text also gets ``predict_text`` (acceptor, tagger) or
+    ``generate_text`` (language model): raw strings in, tokenized in the graph
+    (:mod:`seqkit.serving`).
 
     Raises:
         SeqkitError: ``with_step`` and the head cannot stream.
@@ -113,6 +122,10 @@ def build_archive(prep, model, *, with_step: bool = True):
     archive = keras.export.ExportArchive()
     archive.track(model)
     archive.add_endpoint("predict", predict_fn(prep, model), input_signature=[predict_input_spec(prep)])
+    if text:
+        from seqkit.serving import add_text_endpoints
+
+        add_text_endpoints(archive, prep, model)
     if not with_step:
         return archive, None
     st = stepper_for(prep, model)

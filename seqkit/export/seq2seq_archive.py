@@ -23,6 +23,11 @@ length, ``Hm`` = memory width (encoder units, doubled when bidirectional),
   ``decoding.length_penalty`` (GNMT, Wu et al. 2016, eq. 14) and ``decoding.n_best``
   baked in (the beam width is a Python int: it shapes the graph).
 
+- ``predict_text(text [B] string) -> {output [B], hypotheses [B, N], scores [B, N]}`` and
+  ``generate_text(text) -> {output [B]}``: the same beam search and greedy decoding from raw
+  source strings, tokenized in the graph, outputs as target symbols joined by spaces
+  (:mod:`seqkit.serving`).
+
 ``<states>`` are named ``dec_{layer}_{state}`` (LSTM: ``h``, ``c``; GRU and
 SimpleRNN: ``h``), layer by layer, then ``feed`` (``h~_{t-1}``, zeros at the
 start) for Luong attention's input feeding: :func:`state_names`.
@@ -67,7 +72,8 @@ def build_seq2seq_archive(prep, model, *, source_length: int | None = None):
         model: the trained seq2seq Keras model.
         source_length: ``None`` for the SavedModel (``encode`` takes any ``[B, S]``; all
             four signatures); an int ``S_max`` for the TFLite conversion (``encode`` pinned
-            to ``[1, S_max]``, ``decode_step`` alone besides it, memory ``[B, S_max, *]``).
+            to ``[1, S_max]``, ``decode_step`` alone besides it, memory ``[B, S_max, *]``; no
+            text signatures).
 
     Raises:
         SeqkitError: bad decoding settings in the recipe (:func:`seqkit.decoding.check_beam_args`).
@@ -124,4 +130,7 @@ def build_seq2seq_archive(prep, model, *, source_length: int | None = None):
 
     archive.add_endpoint("generate", generate, input_signature=[i32("source", [None, None]), i32("max_length")])
     archive.add_endpoint("beam_search", beam, input_signature=[i32("source", [None, None]), i32("max_length")])
+    from seqkit.serving import add_text_endpoints
+
+    add_text_endpoints(archive, prep, model)
     return archive

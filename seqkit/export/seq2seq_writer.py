@@ -68,7 +68,10 @@ def metadata_for_seq2seq(prep, model, quantize: str, source_length: int) -> dict
                            "logits [K, V], states",
             "generate": "SavedModel only: source [B, S], max_length [] -> tokens [B, L], lengths [B]",
             "beam_search": "SavedModel only: source [B, S], max_length [] -> tokens [B, N, L], "
-                           "lengths [B, N], scores [B, N]"},
+                           "lengths [B, N], scores [B, N]",
+            "predict_text": "SavedModel only: text [B] string (raw sources, tokenized in the graph) -> "
+                            "output [B], hypotheses [B, N] string (symbols joined by spaces), scores [B, N]",
+            "generate_text": "SavedModel only: text [B] string -> output [B] string (greedy)"},
         "tokenizer": r.data.tokenizer, "lowercase": r.data.lowercase, "quantize": quantize,
         "vocab": prep.head.vocab.tokens, "target_vocab": prep.head.target_vocab.tokens,
         "recipe": r.to_dict(),

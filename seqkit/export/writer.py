@@ -8,9 +8,11 @@ half-written model. Layout::
                           the pinned-shape `predict` model; with --state internal the step
                           model keeps its state inside (signatures step + reset, see
                           seqkit.export.stateful)
-    OUT/saved_model/      signatures step, initial_state, predict, generate, sample (--format saved_model | all;
-                          acceptor/tagger: step, initial_state, predict; bidirectional: predict;
-                          seq2seq: see seqkit.export.seq2seq_writer)
+    OUT/saved_model/      signatures step, initial_state, predict, generate, sample, generate_text
+                          (--format saved_model | all; acceptor/tagger: step, initial_state, predict,
+                          predict_text; bidirectional: predict, predict_text; frames: no *_text;
+                          seqkit.serving describes the text signatures; seq2seq: see
+                          seqkit.export.seq2seq_writer)
     OUT/metadata.json     vocabulary, labels, normaliser, special ids, input, state layout,
                           quantization, recipe, versions (the same JSON is embedded in
                           model.tflite: seqkit.export.embedded_metadata)
@@ -241,6 +243,7 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
     from seqkit.runtime.full_sequence import FullSequenceModel
     from seqkit.runtime.streaming import StreamingModel
     from seqkit.train import load_run
+    from seqkit.serving import text_unsupported
 
     if fmt not in FORMATS:
         raise SeqkitError(f"--format {fmt}: expected one of {', '.join(FORMATS)}.")
@@ -295,7 +298,8 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
                      f"the export refuses such inputs (raise --length to take them whole).")
 
     with staged_dir(out) as tmp:
-        archive, stepper = build_archive(prep, model, with_step=can_step)
+        archive, stepper = build_archive(prep, model, with_step=can_step,
+                                         text=fmt in ("saved_model", "all"))
         sm_dir = os.path.join(tmp, "saved_model")
         archive.write_out(sm_dir, verbose=False)
         fs = ({"batch": batch, "length": length, "spec": predict_input_spec(prep, batch, length)}
@@ -345,6 +349,10 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
                     _check_tags(report["saved_model_predict"], "SavedModel predict", ref_tags,
                                 list(pred["tags"].numpy()), 0.999)
         if fmt in ("tflite", "all"):
+            conv_dir = sm_dir  # the converter refuses the text signatures' lookup tables (Flex ops)
+            if fmt == "all" and text_unsupported(prep) is None:
+                conv_dir = os.path.join(tmp, "tflite_source_saved_model")
+                build_archive(prep, model, with_step=can_step)[0].write_out(conv_dir, verbose=False)
             if full_sequence:
                 fs_dir = os.path.join(tmp, "full_sequence_saved_model")
                 build_full_sequence_archive(prep, model, batch, length).write_out(fs_dir, verbose=False)
@@ -362,16 +370,18 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
                 from seqkit.export.stateful import export_stateful_tflite
 
                 data, report["tflite"], z = export_stateful_tflite(prep, model, tmp, meta, case,
-                                                                   quantize, batch, sm_dir)
+                                                                   quantize, batch, conv_dir)
                 if crf is not None:
                     tflite_tags = _viterbi_rows(z, case.lengths, crf)
             else:
-                data = convert_step(sm_dir, quantize)
+                data = convert_step(conv_dir, quantize)
                 rt = StreamingModel(model_bytes=data, metadata=meta)
                 z = stream_logits(rt.step, rt.reset, case.stream_input())
                 report["tflite"] = case.check_stream(z)
                 if crf is not None:
                     tflite_tags = _viterbi_rows(z, case.lengths, crf)
+            if conv_dir != sm_dir:
+                shutil.rmtree(conv_dir)
             data = embedded_metadata.embed(data, meta)  # the file describes itself: metadata.json inside
             report["tflite"].update({"ops": op_names(data), "bytes": len(data)})
             _check(report["tflite"], f"TFLite {meta['artefact']} ({quantize})", tolerance, min_agreement)
