@@ -682,6 +682,7 @@ def load_model(path: str):
     import seqkit.layers.pooling  # noqa: F401
     import seqkit.losses  # noqa: F401
     import seqkit.optimizers  # noqa: F401
+    import seqkit.schedules  # noqa: F401
 
     if not os.path.isfile(path):
         raise RunDirError(f"{path}: no such model file.")
