@@ -118,7 +118,9 @@ class ScheduleConfig(BaseModel):
     @model_validator(mode="after")
     def _keys_of_the_type(self):
         allowed = self.KEYS[self.type]
-        extra = sorted(k for k in self.model_fields_set if k != "type" and k not in allowed)
+        # a key of another type is refused unless it holds its default (a run's resolved recipe.yaml)
+        extra = sorted(k for k in self.model_fields_set if k != "type" and k not in allowed
+                       and getattr(self, k) != type(self).model_fields[k].default)
         if extra:
             raise ValueError(f"{', '.join(extra)}: not used by type {self.type!r} (its keys: "
                              f"{', '.join(allowed) or 'none'}). Remove {'it' if len(extra) == 1 else 'them'} "
