@@ -456,6 +456,14 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
              f"examples; {prep.head.describe_assets()}")
     log.info(f"model: {recipe.head.type} / {recipe.model.cell} x{recipe.model.layers}, "
              f"{params['total']:,} parameters ({', '.join(f'{k} {v:,}' for k, v in params.items() if k not in ('total', 'trainable'))})")
+    if t.schedule.type != "constant":
+        import keras as _k
+
+        sched = model.optimizer._learning_rate
+        shown = (", ".join(f"{k} {v:g}" for k, v in sched.get_config().items())
+                 if isinstance(sched, _k.optimizers.schedules.LearningRateSchedule) else
+                 f"factor {t.schedule.factor:g} after {t.schedule.patience} epochs without improvement")
+        log.info(f"learning rate: {t.schedule.type} ({shown})")
     if dist.replicas > 1 or t.distribute.strategy != "none":
         log.info(f"distribute: {t.distribute.strategy}, {dist.replicas} replicas, this process is the "
                  f"{dist.worker}; global batch {t.batch_size}, {t.batch_size / dist.replicas:g} per replica")
