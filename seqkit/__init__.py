@@ -61,11 +61,11 @@ def __getattr__(name):  # lazy: these import pydantic/keras only when used
     raise AttributeError(f"module 'seqkit' has no attribute {name!r}")
 
 
-_API = ("Alignment", "Preprocessing", "Recipe", "Run", "build", "load")
+_API = ("Alignment", "Preprocessing", "Recipe", "Run", "build", "load", "train_seeds")
 
 __all__ = ["CELLS", "DATA", "HEADS", "SeqkitError", "load_plugin", "register_cell",
            "register_data", "register_head", "register_keras_objects", "__version__",
-           "Alignment", "Preprocessing", "Recipe", "Run", "build", "load", "train"]
+           "Alignment", "Preprocessing", "Recipe", "Run", "build", "load", "train", "train_seeds"]
 
 
 class _CallableModule(_types.ModuleType):

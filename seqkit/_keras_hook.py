@@ -38,6 +38,7 @@ KERAS_MODULES = (
     "seqkit.layers.frame_mask",
     "seqkit.losses",
     "seqkit.optimizers",
+    "seqkit.schedules",
 )
 
 _lock = threading.RLock()

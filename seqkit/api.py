@@ -17,7 +17,7 @@ from seqkit.errors import SeqkitError
 from seqkit.recipe import Recipe
 from seqkit.run import Alignment, Run
 
-__all__ = ["Alignment", "Preprocessing", "Recipe", "Run", "build", "load", "train"]
+__all__ = ["Alignment", "Preprocessing", "Recipe", "Run", "build", "load", "train", "train_seeds"]
 
 
 @contextlib.contextmanager
@@ -98,6 +98,30 @@ def train(recipe=None, run_dir=None, *, overwrite: bool = False, resume: bool = 
     if "worker" in metrics:
         return None
     return Run(run_dir)
+
+
+def train_seeds(recipe, seeds: int, run_dir=None, *, overwrite: bool = False, verbose: int = 0) -> dict:
+    """Train a recipe with ``seeds`` seeds and summarise the spread, as ``seqkit train --seeds N``.
+
+    Run ``i`` uses seed ``recipe.seed + i`` and goes to ``RUN_DIR-seed<S>`` (``RUN_DIR``
+    default ``runs/NAME``); the summary (mean, sample sd with ``n - 1``, min, max and the
+    per-seed values of every numeric valid/test figure) is written to ``RUN_DIR-seeds.json``
+    (:mod:`seqkit.seeds`).
+
+    Returns:
+        The summary dict; ``summary["runs"]`` lists the run directories (open each with
+        :func:`load`), ``summary["path"]`` the JSON file.
+
+    Raises:
+        RecipeError, DataError, RunDirError, SeqkitError: as :func:`train`; every run directory
+        is checked before the first one trains.
+    """
+    from seqkit.seeds import train_seeds as do_train_seeds
+
+    rec = _recipe(recipe, "train_seeds")
+    with _shown(verbose):
+        return do_train_seeds(rec, int(seeds), os.fspath(run_dir) if run_dir is not None else None,
+                              overwrite=overwrite, verbose=verbose)
 
 
 def load(run_dir) -> Run:

@@ -104,8 +104,11 @@ def _default_run_dir(recipe) -> str:
               help="Continue an interrupted run from its last finished epoch.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing run directory.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
+@click.option("--seeds", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Train N runs with seeds SEED, SEED+1, ... into RUN_DIR-seed<S> and write "
+                   "RUN_DIR-seeds.json: mean, sample sd, min and max of every test figure.")
 @_common
-def train(recipe, overrides, run_dir, resume_dir, overwrite, quiet):
+def train(recipe, overrides, run_dir, resume_dir, overwrite, quiet, seeds):
     """Train the model a RECIPE describes; write the run directory.
 
     With --resume RUN_DIR the run's own recipe is used (RECIPE may be left out;
@@ -113,6 +116,24 @@ def train(recipe, overrides, run_dir, resume_dir, overwrite, quiet):
     """
     from seqkit.recipe import load_recipe
     from seqkit.rundir import RECIPE
+
+    if seeds is not None:
+        if resume_dir:
+            raise SeqkitError("--seeds trains new runs; resume one seed's run with "
+                              "`seqkit train --resume RUN_DIR-seed<S>` (then run --seeds again with "
+                              "--overwrite, or summarise by hand).")
+        if not recipe:
+            raise click.UsageError("give a RECIPE file with --seeds.")
+        from seqkit.seeds import format_summary, train_seeds
+
+        rec = load_recipe(recipe, list(overrides))
+        summary = train_seeds(rec, seeds, run_dir or _default_run_dir(rec), overwrite=overwrite,
+                              verbose=0 if quiet else 1)
+        for line in format_summary(summary, "test") or format_summary(summary, "valid"):
+            click.echo(line)
+        click.echo(f"runs: {', '.join(summary['runs'])}")
+        click.echo(f"summary: {summary['path']}")
+        return
 
     if resume_dir:
         if run_dir and os.path.abspath(run_dir) != os.path.abspath(resume_dir):

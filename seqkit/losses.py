@@ -71,6 +71,57 @@ def sparse_softmax_cross_entropy(labels, logits):
     return xent(logits)
 
 
+def smoothed_sparse_softmax_cross_entropy(labels, logits, epsilon: float):
+    """Per-position label-smoothed cross-entropy and the plain one (nats), fused gradient.
+
+    Label smoothing (Szegedy et al. 2016, "Rethinking the Inception Architecture", sec. 7):
+    the target is ``q = (1 - eps) * onehot(y) + eps / C`` instead of ``onehot(y)``, and::
+
+        H(q, softmax(z)) = (1 - eps) * (lse(z) - z_y) + eps * (lse(z) - mean_k z_k)
+
+    with ``lse(z) = logsumexp(z)``. Gradient with respect to ``z``: ``softmax(z) - q`` times
+    the upstream gradient (no autodiff through the softmax).
+
+    Args:
+        labels: int32 ``[...]`` class ids in ``[0, C)``.
+        logits: float32 ``[..., C]``.
+        epsilon: ``eps`` in ``[0, 1)``.
+
+    Returns:
+        ``(smoothed, plain)``: float32 ``[...]`` each; ``plain`` is
+        :func:`sparse_softmax_cross_entropy`'s value (what metrics report), and gradients
+        flowing into it are ``softmax(z) - onehot(y)``.
+    """
+    import tensorflow as tf
+
+    eps = float(epsilon)
+
+    @tf.custom_gradient
+    def xent(z):
+        m = tf.stop_gradient(tf.reduce_max(z, -1, keepdims=True))
+        e = tf.exp(z - m)
+        s = tf.reduce_sum(e, -1, keepdims=True)
+        lse = tf.squeeze(m + tf.math.log(s), -1)
+        zy = tf.squeeze(tf.gather(z, labels[..., None], batch_dims=len(labels.shape)), -1)
+        plain = lse - zy
+        smoothed = (1.0 - eps) * plain + eps * (lse - tf.reduce_mean(z, -1))
+
+        def grad(g_smoothed, g_plain):
+            shape = tf.shape(z)
+            c = tf.cast(shape[-1], z.dtype)
+            g = g_smoothed + g_plain
+            p = e * (g[..., None] / s) - (eps * g_smoothed / c)[..., None]  # softmax - eps/C
+            p = tf.reshape(p, [-1, shape[-1]])
+            rows = tf.range(tf.shape(p)[0])
+            p = tf.tensor_scatter_nd_sub(p, tf.stack([rows, tf.reshape(labels, [-1])], 1),
+                                         tf.reshape((1.0 - eps) * g_smoothed + g_plain, [-1]))
+            return tf.reshape(p, shape)
+
+        return (smoothed, plain), grad
+
+    return xent(logits)
+
+
 def _token_cross_entropy(y_true, y_pred, sample_weight, offset):
     """``(ce, m)``: per-position cross-entropy (nats) and the 0/1 float mask, both ``y_true``'s shape."""
     y_true = ops.cast(y_true, "int32")
@@ -112,29 +163,62 @@ def _global_sum(x):
 
 @keras.saving.register_keras_serializable(package="seqkit")
 class MaskedSparseCrossEntropy(keras.losses.Loss):
-    """Mean token cross-entropy (nats) over non-padding targets.
+    """Mean token cross-entropy (nats) over non-padding targets, optionally label-smoothed and
+    class-weighted::
+
+        L = sum_{b,t} m_bt * w_{y_bt} * H(q_bt, softmax(z_bt)) / max(1, sum_{b,t} m_bt)
+
+    ``q`` the (smoothed) target of :func:`smoothed_sparse_softmax_cross_entropy`, ``w`` the
+    class weights (1 without them). The denominator counts targets, unweighted (as Keras's
+    ``class_weight`` with ``sum_over_batch_size``): a weight ``w`` on every class scales the
+    loss by ``w``.
+
+    Args:
+        offset: see the module docstring.
+        label_smoothing: ``eps`` in ``[0, 1)`` (``training.label_smoothing``).
+        class_weights: ``C`` positive floats, one per class (``training.class_weight``), or None.
 
     Call args:
         y_true: int ``[B, T]`` (or ``[B]``) class ids, 0 = padding.
         y_pred: float ``[B, T, C]`` (or ``[B, C]``) logits.
 
     Returns:
-        float32 scalar.
+        float32 scalar. The :class:`MaskedCrossEntropy` metric that shares this loss's tensors
+        (:func:`share_cross_entropy`) still gets the plain, unweighted cross-entropy.
     """
 
-    def __init__(self, name="masked_cross_entropy", offset: int = 0, **kwargs):
+    def __init__(self, name="masked_cross_entropy", offset: int = 0, label_smoothing: float = 0.0,
+                 class_weights=None, **kwargs):
         kwargs.pop("reduction", None)
         super().__init__(name=name, reduction="sum", **kwargs)
         self.offset = int(offset)
+        self.label_smoothing = float(label_smoothing)
+        self.class_weights = [float(w) for w in class_weights] if class_weights is not None else None
 
     def get_config(self):
-        return {**super().get_config(), "offset": self.offset}
+        return {**super().get_config(), "offset": self.offset, "label_smoothing": self.label_smoothing,
+                "class_weights": self.class_weights}
 
     def __call__(self, y_true, y_pred, sample_weight=None):
-        ce, m = _token_cross_entropy(y_true, y_pred, sample_weight, self.offset)
+        if self.label_smoothing > 0 and keras.backend.backend() == "tensorflow":
+            y = ops.cast(y_true, "int32")
+            m = _mask(y, sample_weight)
+            loss_tok, ce = smoothed_sparse_softmax_cross_entropy(
+                ops.maximum(y - self.offset, 0), ops.cast(y_pred, "float32"), self.label_smoothing)
+        else:
+            ce, m = _token_cross_entropy(y_true, y_pred, sample_weight, self.offset)
+            loss_tok = ce
+            if self.label_smoothing > 0:  # other backends: the same value by autodiff
+                z = ops.cast(y_pred, "float32")
+                eps = self.label_smoothing
+                loss_tok = (1 - eps) * ce + eps * (ops.logsumexp(z, axis=-1) - ops.mean(z, axis=-1))
         # the metric of share_cross_entropy() reuses these tensors for the same (y_true, y_pred)
         self._last = (y_true, y_pred, sample_weight, ce, m)
-        return ops.divide(ops.sum(ce * m), ops.maximum(_global_sum(ops.sum(m)), 1.0))
+        weighted = m
+        if self.class_weights is not None:
+            cls = ops.maximum(ops.cast(y_true, "int32") - self.offset, 0)
+            weighted = m * ops.take(ops.convert_to_tensor(self.class_weights, "float32"), cls)
+        return ops.divide(ops.sum(loss_tok * weighted), ops.maximum(_global_sum(ops.sum(m)), 1.0))
 
     def call(self, y_true, y_pred):  # pragma: no cover - __call__ is overridden
         return self.__call__(y_true, y_pred)

@@ -40,6 +40,22 @@ class _SummedGradientClipping:
 
         return clip_by_global_norm(full, self.global_clipnorm)
 
+    def apply(self, grads, trainable_variables=None):
+        """Keras's ``apply``, with every op (the ``iterations`` increment included) after the
+        gradients exist.
+
+        Keras 3.15's ``fit`` over a dataset of unknown length makes one more step call per epoch,
+        the one that finds the end of the data; its ``iterations.assign_add(1)`` does not depend
+        on the data, so it ran anyway, counting an update that never happened (shifting Adam's
+        bias correction and every learning-rate schedule by one step per epoch). Here
+        ``iterations`` counts applied updates only.
+        """
+        import tensorflow as tf
+
+        deps = [g for g in grads if g is not None] if not tf.executing_eagerly() else []
+        with tf.control_dependencies(deps):
+            return super().apply(grads, trainable_variables)
+
     def _all_reduce_sum_gradients(self, grads_and_vars):
         if getattr(self, "_seqkit_summed", False):
             return list(grads_and_vars)  # already summed in _clip_gradients

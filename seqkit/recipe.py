@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from seqkit.errors import RecipeError, RegistryError, did_you_mean
 
@@ -90,6 +90,46 @@ class DistributeConfig(BaseModel):
     backup: bool = False  # keras BackupAndRestore: a restarted job resumes mid-training
 
 
+class ScheduleConfig(BaseModel):
+    """``training.schedule``: the learning-rate schedule (formulas: :mod:`seqkit.schedules`).
+
+    ``type``: ``constant`` | ``cosine`` (linear warm-up, then a cosine to ``min_learning_rate``)
+    | ``step`` (warm-up, then times ``factor`` every ``step_size`` optimizer steps) |
+    ``plateau`` (times ``factor`` after ``patience`` epochs without improvement). Only the keys
+    of the chosen type may be given.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["constant", "cosine", "step", "plateau"] = "constant"
+    warmup_steps: int = Field(0, ge=0)                     # cosine, step
+    decay_steps: Optional[int] = Field(None, gt=0)          # cosine (default: the rest of the run)
+    min_learning_rate: float = Field(0.0, ge=0.0, allow_inf_nan=False)  # cosine, plateau
+    step_size: Optional[int] = Field(None, gt=0)            # step (optimizer steps between drops)
+    factor: float = Field(0.5, gt=0.0, lt=1.0)              # step, plateau
+    patience: int = Field(2, ge=0)                          # plateau (epochs)
+    min_delta: float = Field(0.0, ge=0.0)                   # plateau
+    cooldown: int = Field(0, ge=0)                          # plateau (epochs)
+
+    KEYS: typing.ClassVar[dict] = {
+        "constant": (), "cosine": ("warmup_steps", "decay_steps", "min_learning_rate"),
+        "step": ("warmup_steps", "step_size", "factor"),
+        "plateau": ("factor", "patience", "min_delta", "cooldown", "min_learning_rate")}
+
+    @model_validator(mode="after")
+    def _keys_of_the_type(self):
+        allowed = self.KEYS[self.type]
+        # a key of another type is refused unless it holds its default (a run's resolved recipe.yaml)
+        extra = sorted(k for k in self.model_fields_set if k != "type" and k not in allowed
+                       and getattr(self, k) != type(self).model_fields[k].default)
+        if extra:
+            raise ValueError(f"{', '.join(extra)}: not used by type {self.type!r} (its keys: "
+                             f"{', '.join(allowed) or 'none'}). Remove {'it' if len(extra) == 1 else 'them'} "
+                             f"or choose another type.")
+        if self.type == "step" and self.step_size is None:
+            raise ValueError("type 'step' needs step_size: the optimizer steps between drops.")
+        return self
+
+
 class TrainingConfig(BaseModel):
     """``training``: optimiser, clipping, epochs, checkpoints, distribution."""
 
@@ -106,6 +146,34 @@ class TrainingConfig(BaseModel):
     diagnostics: bool = False  # per-epoch gradient norm / clipping fraction in history.json
     distribute: DistributeConfig = DistributeConfig()
     bptt: Optional[int] = Field(None, gt=1)  # data.layout stream: steps per chunk (default 128)
+    schedule: ScheduleConfig = ScheduleConfig()
+    # decoupled weight decay (Loshchilov & Hutter 2019): null = Keras's default (adamw 0.004, else 0)
+    weight_decay: Optional[float] = Field(None, ge=0.0, allow_inf_nan=False)
+    label_smoothing: float = Field(0.0, ge=0.0, lt=1.0)  # Szegedy et al. 2016, sec. 7
+    # acceptor: 'balanced' (n / (C * n_c) from the training split) or {label: weight}
+    class_weight: Any = None
+
+    @field_validator("class_weight", mode="before")
+    @classmethod
+    def _class_weight(cls, v):
+        if v is None or v == "balanced":
+            return v
+        if not isinstance(v, dict) or not v:
+            raise ValueError(f"expected 'balanced', a mapping {{label: weight, ...}} or null, got {v!r}.")
+        bad = {k: w for k, w in v.items() if isinstance(w, bool) or not isinstance(w, (int, float))
+               or not math.isfinite(w) or w <= 0}
+        if bad:
+            raise ValueError(f"weights must be positive finite numbers; got "
+                             f"{', '.join(f'{k}: {w!r}' for k, w in bad.items())}.")
+        return {str(k): float(w) for k, w in v.items()}  # YAML reads a label 1 as an integer
+
+    @model_validator(mode="after")
+    def _schedule_fits(self):
+        sc = self.schedule
+        if sc.type in ("cosine", "plateau") and sc.min_learning_rate >= self.learning_rate:
+            raise ValueError(f"schedule.min_learning_rate ({sc.min_learning_rate:g}) must be below "
+                             f"learning_rate ({self.learning_rate:g}), the schedule's peak.")
+        return self
 
 
 class DecodingConfig(BaseModel):
@@ -299,6 +367,8 @@ def _describe(annotation, info=None) -> str:
         return s + " or null" if len(inner) < len(args) else s
     if origin is Literal:
         return "one of " + ", ".join(repr(a) for a in args)
+    if origin is dict:
+        return "a mapping of label: positive number"
     if origin is list:
         return f"a list of {_describe(args[0]).removeprefix('a ').removeprefix('an ')}s" if args else "a list"
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
@@ -323,6 +393,8 @@ def _describe(annotation, info=None) -> str:
             return "a finite " + _describe(annotation, _Bounds(meta)).removeprefix("a ")
         if bounds.get("Ge") == 0 and bounds.get("Lt") == 1:
             return "a number in [0, 1)"
+        if bounds.get("Gt") == 0 and bounds.get("Lt") == 1:
+            return "a number in (0, 1)"
         if bounds.get("Gt") == 0 and "Le" in bounds:
             return f"a number in (0, {bounds['Le']:g}]"
         if bounds.get("Gt") == 0:
@@ -662,6 +734,8 @@ def recipe_from_dict(raw: dict, *, source: str = "<recipe>", lines: dict | None 
         errors.add(("data", "layout"), f"'stream' (one token stream read with truncated BPTT) is for "
                                        f"head.type language_model; a {config.head.type} reads one "
                                        f"example at a time. Remove data.layout or set it to 'line'.")
+    if config is not None:
+        _check_training_knobs(config, plugin_opts.get("head"), errors)
     check = getattr(plugins.get("data"), "check_recipe", None)
     if config is not None and "data" in plugin_opts and callable(check):
         for key, message in check(plugin_opts["data"], config) or ():  # e.g. table columns vs the head
@@ -680,6 +754,24 @@ def recipe_from_dict(raw: dict, *, source: str = "<recipe>", lines: dict | None 
                   cell_options=plugin_opts.get("model", _empty()),
                   head_options=plugin_opts.get("head", _empty()),
                   path=source, base_dir=base_dir)
+
+
+def _check_training_knobs(config: RecipeModel, head_opts, errors: "_Errors") -> None:
+    """Refuse ``training`` keys the chosen head cannot apply (named, with the fix)."""
+    t = config.training
+    if t.class_weight is not None and config.head.type != "acceptor":
+        errors.add(("training", "class_weight"), f"class weights apply to head.type acceptor (one label "
+                                                 f"per sequence); this recipe's head is "
+                                                 f"{config.head.type}. Remove training.class_weight.")
+    if t.label_smoothing > 0 and config.data.layout == "stream":
+        errors.add(("training", "label_smoothing"), "the stream language model (data.layout stream) "
+                                                    "trains on its own truncated-BPTT loss, without "
+                                                    "label smoothing. Remove training.label_smoothing.")
+    if t.label_smoothing > 0 and getattr(head_opts, "crf", False):
+        errors.add(("training", "label_smoothing"), "a CRF tagger (head.crf: true) trains on the CRF's "
+                                                    "sequence likelihood, which has no per-token targets "
+                                                    "to smooth. Remove training.label_smoothing or set "
+                                                    "head.crf: false.")
 
 
 def _absolute(val, base_dir: str):

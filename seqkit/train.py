@@ -168,20 +168,54 @@ def make_split_dataset(prep: Prepared, split: str, training: bool, first_epoch: 
     return prep.head.dataset(prep.splits[split], training=training, first_epoch=first_epoch)
 
 
-def make_optimizer(t):
-    """The recipe's optimizer with global-norm gradient clipping (``training.clipnorm``).
+def make_optimizer(t, steps_per_epoch: int | None = None):
+    """The recipe's optimizer with global-norm clipping, weight decay and learning-rate schedule.
 
     Clipping: ``g <- g * tau / ||g||_2`` over all gradients together when
-    ``||g||_2 > tau`` (Pascanu, Mikolov & Bengio 2013, alg. 1).
+    ``||g||_2 > tau`` (Pascanu, Mikolov & Bengio 2013, alg. 1). ``training.weight_decay``
+    ``lambda``: decoupled weight decay (Loshchilov & Hutter 2019, alg. 2, line 12), Keras's
+    form ``theta <- theta - eta_t * lambda * theta`` applied to every trainable weight before
+    the optimizer's own step (``null``: Keras's default, 0.004 for ``adamw``, none otherwise).
+    ``training.schedule``: :mod:`seqkit.schedules` (``steps_per_epoch`` sizes a ``cosine``
+    without ``decay_steps``).
     """
     from seqkit.optimizers import OPTIMIZERS
+    from seqkit.schedules import make_schedule
 
     cls = OPTIMIZERS[t.optimizer]
-    return cls(learning_rate=t.learning_rate, global_clipnorm=t.clipnorm)
+    extra = {} if t.weight_decay is None else {"weight_decay": t.weight_decay}
+    return cls(learning_rate=make_schedule(t, steps_per_epoch), global_clipnorm=t.clipnorm, **extra)
 
 
-def compile_model(prep: Prepared, model=None):
-    """Build (or take) the head's model and compile it with the recipe's training settings."""
+def steps_per_epoch_of(prep: Prepared, train_ds=None) -> int | None:
+    """Optimizer steps in one training epoch: ``training.steps_per_epoch``, else the batches
+    (stream: chunks) of the first epoch of the training split, counted; ``None`` without data.
+
+    ``train_ds``: a stream's :class:`~seqkit.data.stream.StreamData` to count (a ``tf.data``
+    training set is not passed: iterating it would advance its per-pass shuffling)."""
+    t = prep.recipe.training
+    if t.steps_per_epoch:
+        return t.steps_per_epoch
+    if not prep.splits.get("train"):
+        return None
+    ds = train_ds if train_ds is not None else make_split_dataset(prep, "train", training=True)
+    if hasattr(ds, "epoch_chunks"):  # data.layout stream
+        return len(ds.epoch_chunks(0))
+    n = int(ds.cardinality())
+    return n if n > 0 else sum(1 for _ in ds)
+
+
+def _needs_run_length(t) -> bool:
+    return t.schedule.type == "cosine" and t.schedule.decay_steps is None
+
+
+def compile_model(prep: Prepared, model=None, *, steps_per_epoch: int | None = None):
+    """Build (or take) the head's model and compile it with the recipe's training settings.
+
+    ``steps_per_epoch`` sizes a ``cosine`` schedule without ``decay_steps`` (default: counted
+    from the training split when it is loaded; without data the optimizer, which then only
+    serves evaluation, gets the constant ``training.learning_rate``).
+    """
     from seqkit.losses import share_cross_entropy
 
     from seqkit.guards import build_model
@@ -190,7 +224,12 @@ def compile_model(prep: Prepared, model=None):
     t = prep.recipe.training
     loss, metrics = prep.head.loss(), prep.head.metrics()
     share_cross_entropy(loss, metrics)  # the exact cross-entropy metric reuses the loss's softmax
-    model.compile(optimizer=make_optimizer(t), loss=loss, metrics=metrics, jit_compile=t.jit_compile)
+    if _needs_run_length(t) and steps_per_epoch is None:
+        steps_per_epoch = steps_per_epoch_of(prep)
+        if steps_per_epoch is None:
+            t = t.model_copy(update={"schedule": t.schedule.model_copy(update={"type": "constant"})})
+    model.compile(optimizer=make_optimizer(t, steps_per_epoch), loss=loss, metrics=metrics,
+                  jit_compile=t.jit_compile)
     return model
 
 
@@ -262,6 +301,11 @@ def _callback_class():
             if improved:
                 self.best = value
                 atomic_save_model(self.model, self.run.file(BEST))
+            from seqkit.schedules import current_learning_rate
+
+            # the rate of the epoch's last update (a plateau callback after this one lowers it later)
+            logs["learning_rate"] = current_learning_rate(
+                self.model.optimizer, max(int(self.model.optimizer.iterations.numpy()) - 1, 0))
             self.history.append({"epoch": epoch + 1, **logs, "seconds": round(time.time() - self.t0, 1)})
             # last.keras carries its epoch, best and history: the checkpoint is the commit point a
             # resume starts from even if the process dies before history.json / state.json follow
@@ -400,7 +444,10 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
         train_ds = make_split_dataset(prep, "train", training=True, first_epoch=state.get("epoch", 0))
         has_valid = bool(prep.splits["valid"])
         valid_ds = make_split_dataset(prep, "valid", training=False) if has_valid else None
-        model = load_model(run.file(LAST)) if resume else compile_model(prep)
+        # counted on a dataset of its own: a pass over train_ds would move its shuffling on an epoch
+        steps = (steps_per_epoch_of(prep, train_ds if hasattr(train_ds, "epoch_chunks") else None)
+                 if _needs_run_length(t) and not resume else None)
+        model = load_model(run.file(LAST)) if resume else compile_model(prep, steps_per_epoch=steps)
     if resume:
         from seqkit.guards import check_model_matches
 
@@ -412,6 +459,14 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
              f"examples; {prep.head.describe_assets()}")
     log.info(f"model: {recipe.head.type} / {recipe.model.cell} x{recipe.model.layers}, "
              f"{params['total']:,} parameters ({', '.join(f'{k} {v:,}' for k, v in params.items() if k not in ('total', 'trainable'))})")
+    if t.schedule.type != "constant":
+        import keras as _k
+
+        sched = model.optimizer._learning_rate
+        shown = (", ".join(f"{k} {v:g}" for k, v in sched.get_config().items())
+                 if isinstance(sched, _k.optimizers.schedules.LearningRateSchedule) else
+                 f"factor {t.schedule.factor:g} after {t.schedule.patience} epochs without improvement")
+        log.info(f"learning rate: {t.schedule.type} ({shown})")
     if dist.replicas > 1 or t.distribute.strategy != "none":
         log.info(f"distribute: {t.distribute.strategy}, {dist.replicas} replicas, this process is the "
                  f"{dist.worker}; global batch {t.batch_size}, {t.batch_size / dist.replicas:g} per replica")
@@ -442,6 +497,11 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
         callbacks.append(stopper)
         if resume and state.get("status") != "finished" and stopper.replay():
             train_more = False
+    if t.schedule.type == "plateau":  # after ckpt: history.json records the epoch's own rate
+        from seqkit.schedules import plateau_callback
+
+        done = [h.get(monitor) for h in history if h.get("epoch", 0) <= state.get("epoch", 0)]
+        callbacks.append(plateau_callback(t, monitor, past=done))
     if t.distribute.backup:
         backup = (run.file("backup") if dist.is_chief else os.path.join(
             tempfile.gettempdir(), f"seqkit-backup-{recipe.name}-{dist.worker.replace(' ', '')}"))
@@ -633,6 +693,7 @@ def load_model(path: str):
     import seqkit.layers.pooling  # noqa: F401
     import seqkit.losses  # noqa: F401
     import seqkit.optimizers  # noqa: F401
+    import seqkit.schedules  # noqa: F401
 
     if not os.path.isfile(path):
         raise RunDirError(f"{path}: no such model file.")

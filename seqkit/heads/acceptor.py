@@ -13,6 +13,7 @@ Figures: accuracy and macro-F1 (plus a confusion matrix with
 from __future__ import annotations
 
 import collections
+import os
 from typing import Literal
 
 import numpy as np
@@ -51,6 +52,46 @@ class AcceptorHead(SequenceHead):
         for r in records:
             if r.label is None or r.label == "":
                 self._no_target(r, split)
+
+    # ---------------------------------------------------------------- class weights
+    def fit(self, train):
+        from seqkit.class_weights import resolve_class_weights
+
+        super().fit(train)
+        self.class_weights = resolve_class_weights(self.recipe.training.class_weight, self.labels.names,
+                                                   [r.label for r in train])
+
+    def save_assets(self, run_dir):
+        from seqkit.class_weights import CLASS_WEIGHTS
+        from seqkit.rundir import atomic_write_json
+
+        super().save_assets(run_dir)
+        if getattr(self, "class_weights", None) is not None:
+            atomic_write_json(os.path.join(run_dir, CLASS_WEIGHTS),
+                              dict(zip(self.labels.names, self.class_weights)))
+
+    def load_assets(self, run_dir):
+        from seqkit.class_weights import CLASS_WEIGHTS
+        from seqkit.errors import RunDirError
+        from seqkit.rundir import read_json
+
+        super().load_assets(run_dir)
+        self.class_weights = None
+        if self.recipe.training.class_weight is not None:
+            path = os.path.join(run_dir, CLASS_WEIGHTS)
+            if not os.path.isfile(path):
+                raise RunDirError(f"{path}: missing; the run's recipe sets training.class_weight and "
+                                  f"training wrote the resolved weights there. Copy the file back.")
+            saved = read_json(path)
+            self.class_weights = [float(saved[k]) for k in self.labels.names]
+
+    def loss(self):
+        """Cross-entropy (``training.label_smoothing``), each example weighted by its class's
+        weight (``training.class_weight``, :mod:`seqkit.class_weights`)."""
+        from seqkit.losses import MaskedSparseCrossEntropy
+
+        return MaskedSparseCrossEntropy(offset=1, label_smoothing=self.recipe.training.label_smoothing,
+                                        class_weights=getattr(self, "class_weights", None))
 
     def encode_target(self, record):
         return self.labels.id(record.label) + 1  # 0 (unseen in training): no loss

@@ -94,7 +94,7 @@ class Head(abc.ABC):
         """The training loss (padding positions excluded)."""
         from seqkit.losses import MaskedSparseCrossEntropy
 
-        return MaskedSparseCrossEntropy()
+        return MaskedSparseCrossEntropy(label_smoothing=self.recipe.training.label_smoothing)
 
     def metrics(self) -> list:
         """Metrics reported each epoch (padding positions excluded); the first

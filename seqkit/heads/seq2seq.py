@@ -57,6 +57,8 @@ class Seq2SeqOptions(BaseModel):
     decoder_units: Optional[int] = Field(None, gt=0)
     decoder_layers: Optional[int] = Field(None, gt=0)
     target_embedding_dim: Optional[int] = Field(None, gt=0)
+    #: dropout on the decoder's non-recurrent connections in training (Seq2SeqDecoder's ``dropout``)
+    decoder_dropout: float = Field(0.0, ge=0.0, lt=1.0)
     #: sources decoded together by beam search in evaluation and predict
     decode_batch_size: int = Field(256, gt=0)
     #: also report corpus BLEU and chrF of the outputs (target symbols joined by spaces; sacrebleu)
@@ -225,7 +227,7 @@ class Seq2SeqHead(Head):
     def loss(self):
         from seqkit.losses import MaskedSparseCrossEntropy
 
-        return MaskedSparseCrossEntropy()
+        return MaskedSparseCrossEntropy(label_smoothing=self.recipe.training.label_smoothing)
 
     def decoder_config(self) -> dict:
         """The decoder's cell, width and depth (head keys, else the encoder's)."""
@@ -287,7 +289,7 @@ class Seq2SeqHead(Head):
         decoder = Seq2SeqDecoder(vt, o.target_embedding_dim or m.embedding_dim, dec["cell"],
                                  dec["units"], dec["layers"], attention=o.attention,
                                  attention_units=o.attention_units, cell_options=dec["cell_options"],
-                                 name="decoder")
+                                 dropout=o.decoder_dropout, name="decoder")
         logits = decoder(dec_in, enc_out[0], ops.not_equal(src, 0), list(enc_out[1:]))
         return keras.Model([src, dec_in], logits, name="seq2seq")
 

@@ -140,7 +140,7 @@ class SequenceHead(Head):
     def loss(self):
         from seqkit.losses import MaskedSparseCrossEntropy
 
-        return MaskedSparseCrossEntropy(offset=1)
+        return MaskedSparseCrossEntropy(offset=1, label_smoothing=self.recipe.training.label_smoothing)
 
     def metrics(self):
         from seqkit.losses import MaskedAccuracy, MaskedCrossEntropy

@@ -39,6 +39,9 @@ class Seq2SeqDecoder(keras.layers.Layer):
         attention: ``none | bahdanau | luong | luong_dot``.
         attention_units: Bahdanau scoring width (default ``units``).
         cell_options: the cell plugin's options as a dict (default: its defaults).
+        dropout: rate of dropout on the decoder's non-recurrent connections in training (Zaremba,
+            Sutskever & Vinyals 2014, sec. 3): the target embeddings, each stacked cell's input
+            from the layer below, and the readout before the output projection. 0: none.
 
     Call args:
         inputs: ``[B, T]`` int32 teacher-forced inputs (start marker first; 0 = padding).
@@ -51,7 +54,7 @@ class Seq2SeqDecoder(keras.layers.Layer):
 
     def __init__(self, vocab_size: int, embedding_dim: int, cell: str, units: int, layers: int = 1,
                  attention: str = "none", attention_units: int | None = None,
-                 cell_options: dict | None = None, **kwargs):
+                 cell_options: dict | None = None, dropout: float = 0.0, **kwargs):
         super().__init__(**kwargs)
         from seqkit.cells.base import CellSpec
         from seqkit.registry import CELLS
@@ -69,6 +72,8 @@ class Seq2SeqDecoder(keras.layers.Layer):
         self.combine = (keras.layers.Dense(self.units, activation="tanh", use_bias=False, name="W_c")
                         if attention in ("luong", "luong_dot") else None)
         self.logits = keras.layers.Dense(self.vocab_size, name="logits")
+        self.dropout_rate = float(dropout)
+        self.dropout = keras.layers.Dropout(self.dropout_rate, name="decoder_dropout") if dropout else None
 
     # ---------------------------------------------------------------- layout
     @property
@@ -127,7 +132,10 @@ class Seq2SeqDecoder(keras.layers.Layer):
         logits, new, _ = self._step(self.embedding(token), states, *extras)
         return logits, new
 
-    def _step(self, x, states, memory, memory_mask, keys):
+    def _drop(self, x, training):
+        return self.dropout(x, training=training) if self.dropout is not None and training else x
+
+    def _step(self, x, states, memory, memory_mask, keys, training=False):
         from keras import ops
 
         n = self.cell_state_count()
@@ -142,6 +150,8 @@ class Seq2SeqDecoder(keras.layers.Layer):
             x = ops.concatenate([x, feed[0]], axis=-1)
         new_states = []
         for i, cell in enumerate(self.cells):
+            if i:
+                x = self._drop(x, training)
             x, new = cell(x, cell_states[i * per:(i + 1) * per], training=False)
             new_states.extend(list(new) if isinstance(new, (list, tuple)) else [new])
         if self.attention_kind == "bahdanau":
@@ -154,23 +164,23 @@ class Seq2SeqDecoder(keras.layers.Layer):
             readout = x
         if weights is None:
             weights = ops.zeros_like(ops.cast(memory_mask, "float32"))
-        return self.logits(readout), new_states, weights
+        return self.logits(self._drop(readout, training)), new_states, weights
 
     # ---------------------------------------------------------------- full sequence
-    def call(self, inputs, memory, memory_mask, initial_states, return_weights=False):
+    def call(self, inputs, memory, memory_mask, initial_states, return_weights=False, training=None):
         import tensorflow as tf
 
         memory = tf.cast(memory, tf.float32)
         memory_mask = tf.cast(memory_mask, tf.bool)
         keys = self.precompute(memory)
-        emb = self.embedding(inputs)  # [B, T, E]
+        emb = self._drop(self.embedding(inputs), training)  # [B, T, E]
         steps = tf.shape(inputs)[1]
         states = self.full_initial_states(initial_states)
         ta_logits = tf.TensorArray(tf.float32, size=steps)
         ta_w = tf.TensorArray(tf.float32, size=steps)
 
         def body(t, ta_logits, ta_w, *st):
-            logits, new, w = self._step(emb[:, t], list(st), memory, memory_mask, keys)
+            logits, new, w = self._step(emb[:, t], list(st), memory, memory_mask, keys, training=training)
             new = [tf.ensure_shape(a, b.shape) for a, b in zip(new, st)]
             return (t + 1, ta_logits.write(t, logits), ta_w.write(t, w), *new)
 
@@ -180,7 +190,8 @@ class Seq2SeqDecoder(keras.layers.Layer):
             return logits, tf.transpose(out[2].stack(), [1, 0, 2])
         return logits
 
-    def compute_output_spec(self, inputs, memory, memory_mask, initial_states, return_weights=False):
+    def compute_output_spec(self, inputs, memory, memory_mask, initial_states, return_weights=False,
+                            training=None):
         shape = tuple(inputs.shape) + (self.vocab_size,)
         spec = keras.KerasTensor(shape, dtype="float32")
         if return_weights:
@@ -191,4 +202,5 @@ class Seq2SeqDecoder(keras.layers.Layer):
         return {**super().get_config(), "vocab_size": self.vocab_size,
                 "embedding_dim": self.embedding_dim, "cell": self.cell_name, "units": self.units,
                 "layers": self.num_layers, "attention": self.attention_kind,
-                "attention_units": self.attention_units, "cell_options": self.cell_options}
+                "attention_units": self.attention_units, "cell_options": self.cell_options,
+                "dropout": self.dropout_rate}

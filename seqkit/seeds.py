@@ -1,0 +1,130 @@
+"""Training one recipe with several seeds and reporting the spread (``seqkit train --seeds N``).
+
+Run ``i`` (``i = 0..N-1``) uses seed ``S_i = recipe.seed + i`` (the data split, the weight
+initialisation, the dropout masks and the batch order all follow it), is named
+``NAME-seed<S_i>`` and is written to ``BASE-seed<S_i>`` (``BASE``: ``--run-dir``, default
+``runs/NAME``). The summary ``BASE-seeds.json`` gives, for every numeric figure of each split in
+the runs' ``metrics.json`` (nested keys joined with ``.``, e.g. ``per_class.pos.f1``), over
+the ``n`` runs::
+
+    mean = sum x_i / n,   sd = sqrt(sum (x_i - mean)^2 / (n - 1))   (sample sd; null for n = 1),
+    min, max, and the per-seed values.
+
+Note: the data split follows the seed when ``data.split.shuffle`` is true, so the spread then
+includes the choice of test set.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+
+from seqkit.errors import RecipeError
+
+SPLITS = ("valid", "test")
+
+
+def seed_recipe(recipe, seed: int):
+    """``recipe`` with ``seed`` and the name ``NAME-seed<seed>`` (a new :class:`Recipe`)."""
+    if not 0 <= seed <= 2 ** 32 - 1:
+        raise RecipeError(f"seed: {seed} is outside numpy's seed range [0, 2**32 - 1]; lower the "
+                          f"recipe's seed or --seeds.")
+    config = recipe.config.model_copy(update={"seed": seed, "name": f"{recipe.config.name}-seed{seed}"})
+    return dataclasses.replace(recipe, config=config)
+
+
+def numeric_leaves(d, prefix: str = "") -> dict:
+    """``{"a.b": number}`` for the int/float leaves of nested dicts (bools, lists, strings skipped)."""
+    out = {}
+    for k, v in (d or {}).items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(numeric_leaves(v, key + "."))
+        elif isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+            out[key] = float(v)
+    return out
+
+
+def describe(values: list) -> dict:
+    """``{"mean", "sd" (sample, n - 1; None for one value), "min", "max", "n"}`` of numbers."""
+    n = len(values)
+    mean = sum(values) / n
+    sd = math.sqrt(sum((x - mean) ** 2 for x in values) / (n - 1)) if n > 1 else None
+    return {"mean": mean, "sd": sd, "min": min(values), "max": max(values), "n": n}
+
+
+def summarize(metrics: list, seeds: list, runs: list) -> dict:
+    """The seeds summary of the runs' ``metrics.json`` dicts (same order as ``seeds``).
+
+    A figure missing from some runs is summarised over the runs that have it (``n`` says how many).
+    """
+    out = {"seeds": list(seeds), "runs": list(runs), "sd": "sample standard deviation (n - 1)"}
+    for split in SPLITS:
+        leaves = [numeric_leaves(m.get(split)) for m in metrics]
+        keys = list(dict.fromkeys(k for lv in leaves for k in lv))
+        if keys:
+            out[split] = {k: {**describe([lv[k] for lv in leaves if k in lv]),
+                              "values": [lv.get(k) for lv in leaves]} for k in keys}
+    return out
+
+
+def format_summary(summary: dict, split: str = "test") -> list[str]:
+    """Console table lines: ``figure  mean ± sd  min  max`` for one split (per-class rows left out)."""
+    rows = {k: v for k, v in summary.get(split, {}).items() if not k.startswith(("per_class.", "confusion"))}
+    if not rows:
+        return []
+    width = max(len(k) for k in rows)
+    lines = [f"{split} over {len(summary['seeds'])} seeds ({', '.join(map(str, summary['seeds']))}); "
+             f"sd: sample (n - 1)",
+             f"  {'figure':<{width}}  {'mean ± sd':>22}  {'min':>10}  {'max':>10}"]
+    for k, s in rows.items():
+        sd = "n/a" if s["sd"] is None else f"{s['sd']:.4g}"
+        lines.append(f"  {k:<{width}}  {s['mean']:>11.4f} ± {sd:<8}  {s['min']:>10.4f}  {s['max']:>10.4f}")
+    return lines
+
+
+def summary_path(base: str) -> str:
+    return f"{os.path.normpath(base)}-seeds.json"
+
+
+def train_seeds(recipe, n: int, base: str | None = None, *, overwrite: bool = False,
+                verbose: int = 1) -> dict:
+    """Train ``recipe`` with ``n`` seeds; write and return the summary (see the module docstring).
+
+    Args:
+        recipe: the validated recipe.
+        n: number of seeds (>= 1).
+        base: the runs' path prefix (default ``runs/NAME``).
+        overwrite: replace existing seed runs (only seqkit runs).
+        verbose: Keras ``fit`` verbosity.
+
+    Returns:
+        The summary dict (also in ``BASE-seeds.json``; ``"path"`` names that file).
+
+    Raises:
+        SeqkitError: ``n < 1``; and what :func:`seqkit.train.train` raises (a run that exists
+            without ``overwrite`` is refused before anything is trained).
+    """
+    from seqkit.errors import SeqkitError
+    from seqkit.guards import check_writable
+    from seqkit.rundir import atomic_write_json
+    from seqkit.run_lifecycle import check_target
+    from seqkit.train import train
+
+    if n < 1:
+        raise SeqkitError(f"--seeds {n}: give a number of seeds >= 1.")
+    base = base if base is not None else os.path.join("runs", recipe.name)
+    seeds = [recipe.seed + i for i in range(n)]
+    plan = [(seed_recipe(recipe, s), f"{os.path.normpath(base)}-seed{s}") for s in seeds]
+    for rec, path in plan:  # every refusal before the first run trains
+        check_writable(path, "train")
+        check_target(path, rec, overwrite)
+    metrics = []
+    for rec, path in plan:
+        metrics.append(train(rec, path, overwrite=overwrite, verbose=verbose))
+    summary = {"recipe": recipe.name, **summarize(metrics, seeds, [p for _, p in plan])}
+    out = summary_path(base)
+    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
+    atomic_write_json(out, summary)
+    return {**summary, "path": out}

@@ -1,0 +1,73 @@
+"""``seqkit train --seeds N``: one run per seed and a summary whose numbers equal statistics
+computed by hand from the runs' ``metrics.json``."""
+
+import json
+import math
+import os
+import statistics
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from tests.conftest import make_recipe
+
+
+def test_summary_statistics_by_hand():
+    """Values 1, 3, 8: mean 4, sample sd sqrt((9 + 1 + 16) / 2) = sqrt(13); nested keys joined."""
+    from seqkit.seeds import summarize
+
+    metrics = [{"test": {"a": 1.0, "b": {"c": 2}, "name": "x", "flag": True}, "valid": {"a": 0.5}},
+               {"test": {"a": 3.0, "b": {"c": 2}}},
+               {"test": {"a": 8.0, "b": {"c": 5}}}]
+    s = summarize(metrics, [7, 8, 9], ["r7", "r8", "r9"])
+    assert s["test"]["a"] == {"mean": 4.0, "sd": pytest.approx(math.sqrt(13)), "min": 1.0, "max": 8.0,
+                              "n": 3, "values": [1.0, 3.0, 8.0]}
+    assert s["test"]["b.c"]["mean"] == 3.0 and s["test"]["b.c"]["sd"] == pytest.approx(math.sqrt(3))
+    assert set(s["test"]) == {"a", "b.c"}  # strings and booleans are not figures
+    assert s["valid"]["a"] == {"mean": 0.5, "sd": None, "min": 0.5, "max": 0.5, "n": 1,
+                               "values": [0.5, None, None]}
+
+
+def test_cli_seeds_trains_one_run_per_seed_and_summarises(tmp_path, keras):
+    """2 seeds, 1 epoch each (cosine schedule over the run): runs tiny-seed7 and tiny-seed8, the
+    summary equals statistics.mean/stdev of their metrics.json; each run's last rate is the
+    cosine's at its last update."""
+    from seqkit.cli import main
+    from seqkit.schedules import WarmupCosine
+
+    raw = make_recipe(data={"limit": 60, "max_length": 60}, model={"units": 8, "embedding_dim": 4},
+                      training={"epochs": 1, "batch_size": 16, "schedule": {"type": "cosine"}})
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    base = tmp_path / "runs" / "tiny"
+    res = CliRunner().invoke(main, ["train", str(path), "--seeds", "2", "--run-dir", str(base), "--quiet"])
+    assert res.exit_code == 0, res.output
+    runs = [f"{base}-seed7", f"{base}-seed8"]
+    summary = json.load(open(f"{base}-seeds.json", encoding="utf-8"))
+    assert summary["seeds"] == [7, 8] and summary["runs"] == runs
+    metrics = [json.load(open(os.path.join(r, "metrics.json"), encoding="utf-8")) for r in runs]
+    for r, seed in zip(runs, (7, 8)):
+        rec = yaml.safe_load(open(os.path.join(r, "recipe.yaml"), encoding="utf-8"))
+        assert (rec["seed"], rec["name"]) == (seed, f"tiny-seed{seed}")
+    assert metrics[0]["test"]["cross_entropy"] != metrics[1]["test"]["cross_entropy"]
+    for key in ("cross_entropy", "perplexity", "accuracy"):
+        xs = [m["test"][key] for m in metrics]
+        got = summary["test"][key]
+        assert got["values"] == xs
+        assert got["mean"] == pytest.approx(statistics.mean(xs), rel=1e-12)
+        assert got["sd"] == pytest.approx(statistics.stdev(xs), rel=1e-9)
+        assert (got["min"], got["max"]) == (min(xs), max(xs))
+    assert "test over 2 seeds (7, 8); sd: sample (n - 1)" in res.output
+    assert f"{summary['test']['cross_entropy']['mean']:.4f} ± " in res.output
+    steps = int(keras.saving.load_model(os.path.join(runs[0], "last.keras")).optimizer.iterations.numpy())
+    last = json.load(open(os.path.join(runs[0], "history.json"), encoding="utf-8"))[-1]["learning_rate"]
+    assert last == pytest.approx(float(WarmupCosine(0.01, steps)(steps - 1)), rel=1e-6)
+    assert 0 < last < 0.01 * (1 - math.cos(math.pi / steps))  # the cosine's last step, near 0
+
+    import seqkit
+    from seqkit.errors import RunDirError
+
+    with pytest.raises(RunDirError, match="seed7"):  # refused before anything trains
+        seqkit.train_seeds(str(path), 3, base)
+    assert not os.path.exists(f"{base}-seed9")
