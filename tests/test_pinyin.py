@@ -124,7 +124,7 @@ def test_tiny_model_reads_a_polyphone_from_context_the_baseline_cannot(tmp_path,
                     "split": {"valid": 0.0, "test": 0.0}},
            "model": {"units": 24, "embedding_dim": 16, "bidirectional": True},
            "head": {"type": "seq2seq", "attention": "bahdanau", "decoder_units": 32},
-           "training": {"epochs": 30, "batch_size": 9, "learning_rate": 0.03, "early_stopping": None},
+           "training": {"epochs": 20, "batch_size": 9, "learning_rate": 0.03, "early_stopping": None},
            "decoding": {"beam_width": 3, "max_length": 6}}
     run = seqkit.train(raw, str(tmp_path / "run"))
     recs = _load(r)
