@@ -1,4 +1,5 @@
-"""Count-based n-gram language models, the baseline every neural LM must beat.
+"""Count-based baselines: n-gram language models, the baseline every neural LM must beat, and
+(:class:`MostFrequentTargetPerSymbol`) the per-symbol lookup an aligned transducer must beat.
 
 Interpolated absolute discounting (Ney, Essen & Kneser 1994, eq. 8; Chen &
 Goodman 1998, sec. 2.6)::
@@ -150,3 +151,36 @@ def compression_perplexities(train_lines: Sequence[str], held_out: dict[str, Seq
             bits = marginal_compressed_bits(train, "\n".join(lines) + "\n", compress)
             out[name][split] = round(2.0 ** (bits / max(token_counts[split], 1)), 4)
     return out
+
+
+class MostFrequentTargetPerSymbol:
+    """Baseline transducer for *aligned* pairs (one target symbol per source symbol, e.g. a
+    Chinese character and its pinyin syllable): each source symbol's most frequent target symbol
+    in training; an unseen source symbol gets the most frequent target symbol overall (ties: the
+    one seen first). The per-word most-frequent-tag baseline of tagging (e.g. Manning &
+    Schuetze 1999, sec. 10.1) applied position by position.
+
+    Args:
+        pairs: ``(source symbols, target symbols)`` training pairs of equal lengths.
+
+    Raises:
+        ValueError: no pairs, or a pair of unequal lengths.
+    """
+
+    def __init__(self, pairs: Iterable[tuple[Sequence[str], Sequence[str]]]):
+        per_symbol: dict = collections.defaultdict(collections.Counter)
+        overall: collections.Counter = collections.Counter()
+        for src, tgt in pairs:
+            if len(src) != len(tgt):
+                raise ValueError(f"an unaligned pair: {len(src)} source but {len(tgt)} target symbols")
+            for s, t in zip(src, tgt):
+                per_symbol[s][t] += 1
+                overall[t] += 1
+        if not overall:
+            raise ValueError("no training pairs")
+        self.table = {s: c.most_common(1)[0][0] for s, c in per_symbol.items()}
+        self.default = overall.most_common(1)[0][0]
+
+    def __call__(self, source: Sequence[str]) -> list:
+        """Target symbols for source symbols (one each)."""
+        return [self.table.get(s, self.default) for s in source]

@@ -275,7 +275,8 @@ HEADS.add_builtin_modules("seqkit.heads.language_model", "seqkit.heads.acceptor"
                         "seqkit.heads.seq2seq")
 DATA.add_builtin_modules("seqkit.data.text_lines", "seqkit.data.ts_file", "seqkit.data.word_tag",
                        "seqkit.data.conll", "seqkit.data.tsv", "seqkit.data.tfds_source",
-                       "seqkit.data.packaged", "seqkit.data.cmudict")
+                       "seqkit.data.packaged", "seqkit.data.cmudict",
+                       "seqkit.data.pinyin")
 DATA.add_builtin_modules("seqkit.data.table", "seqkit.data.parallel",  # users' own tables and pairs
                          "seqkit.data.hf_datasets", "seqkit.data.text_corpus")
 

@@ -28,7 +28,10 @@ Figures (:meth:`Seq2SeqHead.evaluate`): teacher-forced ``cross_entropy`` and
 beam-search outputs (``decoding.beam_width``, ``decoding.length_penalty``),
 a word counting as right when it equals any of its references
 (:func:`seqkit.edit_metrics.g2p_error_rates`); with ``head.text_metrics: true`` also
-corpus BLEU and chrF of the outputs (:mod:`seqkit.text_metrics`).
+corpus BLEU and chrF of the outputs (:mod:`seqkit.text_metrics`). Baseline
+(:meth:`Seq2SeqHead.baselines`): for aligned data (one target symbol per source symbol in every
+training pair, e.g. :mod:`seqkit.data.pinyin`) each source symbol's most frequent target symbol
+in training, scored the same way; none for unaligned data such as G2P.
 """
 
 from __future__ import annotations
@@ -65,6 +68,15 @@ class Seq2SeqOptions(BaseModel):
     text_metrics: bool = False
 
 TARGET_VOCAB = "target_vocab.json"
+
+
+def references(records: list) -> dict:
+    """``{source text: [target symbol lists]}`` in first-appearance order: a source's records
+    are its alternative references (e.g. CMUdict's ``word(2)``)."""
+    refs: dict = {}
+    for r in records:
+        refs.setdefault(r.text, []).append(list(r.target))
+    return refs
 
 
 def seq2seq_pair(source_ids, target_ids):
@@ -196,25 +208,55 @@ class Seq2SeqHead(Head):
     def evaluate(self, model, records):
         """Teacher-forced ``cross_entropy``/``accuracy`` per target symbol, and ``wer``/``per``
         of the best beam hypothesis per distinct source (references: all its targets)."""
-        from seqkit.edit_metrics import g2p_error_rates
-
         res = model.evaluate(self.dataset(records, training=False), verbose=0, return_dict=True)
         out = {k: float(v) for k, v in res.items() if k != "loss"}
-        refs: dict = {}
-        for r in records:
-            refs.setdefault(r.text, []).append(list(r.target))
+        refs = references(records)
         words = list(refs)
         hyps = [h[0][0] for h in self.decode_texts(model, words)]
-        rates = g2p_error_rates([refs[w] for w in words], hyps)
         _, unk, total = self.encode_sources(words)
-        out.update(rates, beam_width=self.recipe.decoding.beam_width, unknown_source_symbols=unk,
-                   source_symbols=total)
+        out.update(self.output_scores(refs, hyps), beam_width=self.recipe.decoding.beam_width,
+                   unknown_source_symbols=unk, source_symbols=total)
+        return out
+
+    def output_scores(self, refs: dict, hyps: list) -> dict:
+        """Figures of output sequences: ``wer``/``per`` (:func:`seqkit.edit_metrics.g2p_error_rates`)
+        and, with ``head.text_metrics``, ``bleu``/``chrf`` (:func:`seqkit.text_metrics.bleu_chrf`).
+
+        Args:
+            refs: ``{source text: [reference symbol lists]}`` (:func:`references`).
+            hyps: one hypothesis symbol list per key of ``refs``, in its order.
+        """
+        from seqkit.edit_metrics import g2p_error_rates
+
+        words = list(refs)
+        out = g2p_error_rates([refs[w] for w in words], hyps)
         if self.options.text_metrics:
             from seqkit.text_metrics import bleu_chrf
 
             out.update(bleu_chrf([[" ".join(r) for r in refs[w]] for w in words],
                                  [" ".join(h) for h in hyps]))
         return out
+
+    def baselines(self, prep):
+        """For aligned data -- every training pair has one target symbol per source symbol, as
+        Chinese characters and their pinyin syllables -- the most frequent target symbol of each
+        source symbol in training (:class:`seqkit.baselines.MostFrequentTargetPerSymbol`), scored
+        on valid and test like the model (``wer``, ``per``; ``bleu``, ``chrf`` with
+        ``head.text_metrics``). Unaligned data (G2P): none."""
+        from seqkit.baselines import MostFrequentTargetPerSymbol
+
+        pairs = [(self.source_tokens(r.text), list(r.target)) for r in prep.splits["train"]]
+        if not pairs or any(len(s) != len(t) for s, t in pairs):
+            return {}
+        base = MostFrequentTargetPerSymbol(pairs)
+        out = {}
+        for s in ("valid", "test"):
+            recs = prep.splits.get(s) or []
+            if recs:
+                refs = references(recs)
+                f = self.output_scores(refs, [base(self.source_tokens(w)) for w in refs])
+                out[s] = {k: round(f[k], 6) for k in ("wer", "per", "bleu", "chrf") if k in f}
+        return {"most-frequent-target-per-source-symbol": out}
 
     def format_metrics(self, figures):
         unk = figures.get("unknown_source_symbols")
