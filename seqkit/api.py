@@ -22,11 +22,12 @@ __all__ = ["Alignment", "Preprocessing", "Recipe", "Run", "build", "load", "trai
 
 @contextlib.contextmanager
 def _shown(verbose: int):
-    """``verbose >= 1``: seqkit's log lines go to stderr, as on the command line."""
+    """``verbose >= 1``: seqkit's log lines and progress lines go to stderr, as on the command line."""
     if verbose:
         from seqkit.log import to_stderr
+        from seqkit.progress import shown
 
-        with to_stderr():
+        with to_stderr(), shown():
             yield
     else:
         yield

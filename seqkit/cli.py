@@ -1,6 +1,8 @@
 """The ``seqkit`` command line (click).
 
-Every command takes ``--plugin PATH_OR_MODULE`` (repeatable) and ``--debug``.
+Every command takes ``--plugin PATH_OR_MODULE`` (repeatable), ``--debug``, and ``-v/--verbose``
+(seqkit's DEBUG lines too) or ``-q/--quiet`` (warnings and errors only, no progress). Progress
+lines with an ETA (:mod:`seqkit.progress`) are drawn on stderr only when it is a terminal.
 A user error prints one paragraph to stderr and exits with status 2; an
 internal error exits with 1 (``--debug`` shows the traceback).
 """
@@ -8,6 +10,7 @@ internal error exits with 1 (``--debug`` shows the traceback).
 from __future__ import annotations
 
 import functools
+import json
 import os
 import sys
 
@@ -29,13 +32,24 @@ def _third_party() -> bool:
 
 
 def _common(f):
-    """Add ``--plugin`` and ``--debug`` and turn errors into clear messages."""
+    """Add ``--plugin``, ``--debug``, ``-v/--verbose`` and ``-q/--quiet``, and turn errors into
+    clear messages. A command with a ``quiet`` parameter receives ``-q`` (``train``: no Keras
+    progress bar)."""
+    import inspect
+
+    takes_quiet = "quiet" in inspect.signature(f).parameters
 
     @click.option("--plugin", "plugins", multiple=True, metavar="PATH_OR_MODULE",
                   help="Import a plugin (.py file or module) that registers cells, heads or data sources. Repeatable.")
     @click.option("--debug", is_flag=True, help="Show the full traceback on errors.")
+    @click.option("-v", "--verbose", is_flag=True, help="More detail on stderr (seqkit's DEBUG lines).")
+    @click.option("-q", "--quiet", is_flag=True, help="Only warnings and errors on stderr; no progress.")
     @functools.wraps(f)
-    def wrapper(*args, plugins=(), debug=False, **kwargs):
+    def wrapper(*args, plugins=(), debug=False, verbose=False, quiet=False, **kwargs):
+        if verbose and quiet:
+            raise click.UsageError("-v/--verbose and -q/--quiet exclude each other; give one.")
+        if takes_quiet:
+            kwargs["quiet"] = quiet
         try:
             from seqkit.registry import load_plugin
 
@@ -43,9 +57,14 @@ def _common(f):
                 from seqkit._quiet import import_tensorflow_quietly
 
                 import_tensorflow_quietly()
-            from seqkit.log import to_stderr
+            import logging
 
-            with to_stderr():  # seqkit's log lines (a library call prints none) go to stderr
+            from seqkit.log import to_stderr
+            from seqkit.progress import shown
+
+            level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
+            # seqkit's log lines (a library call prints none) and progress go to stderr
+            with to_stderr(level), shown(not quiet):
                 for p in plugins:
                     load_plugin(p)
                 return f(*args, **kwargs)
@@ -103,12 +122,13 @@ def _default_run_dir(recipe) -> str:
 @click.option("--resume", "resume_dir", type=click.Path(file_okay=False),
               help="Continue an interrupted run from its last finished epoch.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing run directory.")
-@click.option("--quiet", is_flag=True, help="No progress bar.")
 @click.option("--seeds", type=click.IntRange(min=1), default=None, metavar="N",
               help="Train N runs with seeds SEED, SEED+1, ... into RUN_DIR-seed<S> and write "
                    "RUN_DIR-seeds.json: mean, sample sd, min and max of every test figure.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the final metrics and the run directory as JSON (Keras's progress bar goes to stderr).")
 @_common
-def train(recipe, overrides, run_dir, resume_dir, overwrite, quiet, seeds):
+def train(recipe, overrides, run_dir, resume_dir, overwrite, seeds, as_json=False, quiet=False):
     """Train the model a RECIPE describes; write the run directory.
 
     With --resume RUN_DIR the run's own recipe is used (RECIPE may be left out;
@@ -129,6 +149,9 @@ def train(recipe, overrides, run_dir, resume_dir, overwrite, quiet, seeds):
         rec = load_recipe(recipe, list(overrides))
         summary = train_seeds(rec, seeds, run_dir or _default_run_dir(rec), overwrite=overwrite,
                               verbose=0 if quiet else 1)
+        if as_json:
+            click.echo(json.dumps(summary, indent=2, ensure_ascii=False))
+            return
         for line in format_summary(summary, "test") or format_summary(summary, "valid"):
             click.echo(line)
         click.echo(f"runs: {', '.join(summary['runs'])}")
@@ -160,7 +183,16 @@ def train(recipe, overrides, run_dir, resume_dir, overwrite, quiet, seeds):
         check_writable(path, "train")  # a read-only folder fails before the data is read
     from seqkit.train import train as do_train
 
-    metrics = do_train(rec, path, resume=bool(resume_dir), overwrite=overwrite, verbose=0 if quiet else 1)
+    import contextlib
+
+    # --json: stdout holds the JSON only; Keras writes its progress bar to stdout, so send it to stderr
+    with contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext():
+        metrics = do_train(rec, path, resume=bool(resume_dir), overwrite=overwrite, verbose=0 if quiet else 1)
+    if as_json:
+        from seqkit.rundir import strict_json
+
+        click.echo(strict_json({"run_dir": path, "metrics": metrics}, indent=2))
+        return
     if "worker" in metrics:  # a non-chief worker of a multi-worker job
         click.echo(f"{metrics['worker']}: trained {metrics['epochs']} epochs; the chief writes {path}")
         return
@@ -258,9 +290,10 @@ def evaluate(run_dir, split, as_json, confusion_matrix, out, dynamic=False, dyna
 @click.option("--min-length", type=click.IntRange(min=0), help="Beam search: fewest new tokens before the end marker.")
 @click.option("--num", type=click.IntRange(min=1), default=1, show_default=True, help="How many sampled continuations.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Sampling seed.")
+@click.option("--json", "as_json", is_flag=True, help='Print {"prompt", "outputs": [{"text", "score"?}]} as JSON.')
 @_common
 def generate(run_dir, prompt, max_length, temperature, top_k, top_p, greedy, beam_width,
-             length_penalty, n_best, min_length, num, seed):
+             length_penalty, n_best, min_length, num, seed, as_json=False):
     """Generate text from a trained language-model run (sampling, greedy or beam search)."""
     from seqkit.run import Run, check_decoding_options
 
@@ -271,6 +304,11 @@ def generate(run_dir, prompt, max_length, temperature, top_k, top_p, greedy, bea
                                     top_p=top_p, greedy=greedy, beam_width=beam_width,
                                     length_penalty=length_penalty, n_best=n_best, min_length=min_length,
                                     num=num, seed=seed)
+    if as_json:  # beam search: (text, score) pairs; sampling and greedy: texts
+        click.echo(json.dumps({"prompt": prompt, "outputs": [
+            {"text": r} if isinstance(r, str) else {"text": r[0], "score": float(r[1])} for r in results]},
+            indent=2, ensure_ascii=False))
+        return
     for r in results:  # beam search: (text, score) pairs, the score shown when there are several
         click.echo(r if isinstance(r, str) else r[0] if len(results) == 1 else f"{r[1]:.4f}\t{r[0]}")
 
@@ -377,12 +415,28 @@ def plot(runs, out):
 
 @main.command("list")
 @click.argument("kind", required=False, type=click.Choice(["cells", "heads", "data"]))
+@click.option("--json", "as_json", is_flag=True, help='Print {"cells": [{"name", "origin", "doc"}], '
+              '"heads": ..., "data": ..., "conflicts": [...], "broken": [...]} as JSON.')
 @_common
-def list_(kind):
+def list_(kind, as_json=False):
     """List registered cells, heads and data sources, and where each comes from."""
     from seqkit.registry import CELLS, DATA, HEADS
 
     regs = {"cells": CELLS, "heads": HEADS, "data": DATA}
+    if as_json:
+        out = {"conflicts": [], "broken": []}
+        for name, reg in regs.items():
+            if kind and kind != name:
+                continue
+            out[name] = [{"name": e.name, "origin": e.origin,
+                          "doc": ((getattr(e.obj, "__doc__", "") or "").strip().splitlines() or [""])[0]}
+                         for e in reg.entries()]
+            out["conflicts"] += [{"kind": reg.kind, "name": c.name, "claimed_by": sorted(o for o, _ in c.claims)}
+                                 for c in reg.conflicts()]
+            out["broken"] += [{"kind": b.kind, "entry_point": b.entry_point, "origin": b.origin,
+                               "error": b.error} for b in reg.broken]
+        click.echo(json.dumps(out, indent=2, ensure_ascii=False))
+        return
     for name, reg in regs.items():
         if kind and kind != name:
             continue
@@ -403,11 +457,34 @@ def list_(kind):
 @click.option("--data/--no-data", "check_data", default=True, show_default=True,
               help="Also read the data and build the model (counts, vocabulary, parameters).")
 @click.option("--show", is_flag=True, help="Print the resolved recipe (defaults filled).")
+@click.option("--json", "as_json", is_flag=True, help='Print {"recipe", "ok": true, "resolved", "data", '
+              '"parameters"} as JSON, or {"recipe", "ok": false, "errors": [...]} (exit status 2).')
 @_common
-def validate(recipe, overrides, check_data, show):
+def validate(recipe, overrides, check_data, show, as_json=False):
     """Check a RECIPE without training: every key, the data, the model it builds."""
+    from seqkit.errors import RecipeError
     from seqkit.recipe import load_recipe
 
+    if as_json:
+        from seqkit.rundir import strict_json
+
+        try:
+            rec = load_recipe(recipe, list(overrides))
+        except RecipeError as exc:
+            click.echo(json.dumps({"recipe": recipe, "ok": False,
+                                   "errors": getattr(exc, "problems", None) or [str(exc)]}, indent=2))
+            raise
+        out = {"recipe": recipe, "ok": True, "resolved": rec.to_dict()}
+        if check_data:
+            from seqkit.guards import build_model
+            from seqkit.train import count_parameters, prepare
+
+            prep = prepare(rec)
+            out["data"] = {"source": str(prep.source), "examples": {k: len(v) for k, v in prep.splits.items()},
+                           "assets": prep.head.describe_assets()}
+            out["parameters"] = count_parameters(build_model(prep))
+        click.echo(strict_json(out, indent=2, ensure_ascii=False))
+        return
     rec = load_recipe(recipe, list(overrides))
     if show:
         click.echo(rec.to_yaml().rstrip())
@@ -554,7 +631,9 @@ def stream(export_dir, prompt, max_length, temperature, top_k, greedy, beam_widt
     else:
         ids = [START_ID] + encode(prompt)
     if UNK_ID in ids:
-        click.echo("seqkit: warning: prompt tokens outside the vocabulary were read as [UNK].", err=True)
+        from seqkit import log
+
+        log.warn("prompt tokens outside the vocabulary were read as [UNK].")
     new = rt.generate(ids, max_length=max_length, greedy=greedy, temperature=temperature,
                       top_k=top_k, seed=seed)
     join = "" if meta["tokenizer"] == "char" else " "
@@ -609,9 +688,10 @@ def _stream_sequences(rt, input_path: str) -> None:
     inputs = read_stream_input(text, name, rt.metadata)
     tagger = rt.metadata["head"] == "tagger"
     if tagger and rt.metadata.get("crf"):
-        click.echo("seqkit: note: CRF tagger -- tags are the best path of each whole line (Viterbi); "
-                   "a step's tag can change until its sequence ends, so each line prints when it ends.",
-                   err=True)
+        from seqkit import log
+
+        log.info("note: CRF tagger -- tags are the best path of each whole line (Viterbi); a step's "
+                 "tag can change until its sequence ends, so each line prints when it ends.")  # -q hides it
     answers = full_sequence_answers if rt.metadata.get("artefact") == "full_sequence" else stream_answers
     for ans in answers(rt, inputs):
         seq = inputs[ans.index]
@@ -628,8 +708,10 @@ def _stream_sequences(rt, input_path: str) -> None:
 @click.argument("path", type=click.Path(exists=True))
 @click.option("--metadata", "show_metadata", is_flag=True,
               help="Print the metadata embedded in the .tflite (the export's metadata.json) and nothing else.")
+@click.option("--json", "as_json", is_flag=True, help='Print {"model", "bytes", "signatures", "ops", '
+              '"metadata"} as JSON.')
 @_common
-def inspect(path, show_metadata):
+def inspect(path, show_metadata, as_json=False):
     """Show a .tflite model's signatures, tensor shapes, ops and size (or an export directory's),
     and the seqkit metadata embedded in it."""
     from seqkit.export import embedded_metadata
@@ -651,6 +733,9 @@ def inspect(path, show_metadata):
             raise SeqkitError(f"{model}: no seqkit metadata embedded (entry '{embedded_metadata.KEY}'): "
                               f"not written by `seqkit export`, or by an older seqkit; export the run again.")
         click.echo(strict_json(embedded, indent=1, ensure_ascii=False))
+        return
+    if as_json:
+        _inspect_json(model, it, embedded)
         return
     click.echo(f"{model}: {os.path.getsize(model):,} bytes")
     for key in it.get_signature_list():
@@ -688,6 +773,33 @@ def inspect(path, show_metadata):
                       + " ".join(s["name"] for s in meta["state_layout"]))
         click.echo(f"head {meta['head']}, {meta.get('artefact', 'step')} model, input {inp['kind']}, "
                    f"{sizes}, quantize {meta['quantize']}, seqkit {meta['seqkit_version']}")
+
+
+def _inspect_json(model: str, it, embedded: dict | None = None) -> None:
+    """``seqkit inspect --json``: signatures (tensor shapes, ``null`` = any size, dtypes), ops,
+    size, and the export's metadata (``metadata.json``, else the copy embedded in the file; less
+    its vocabularies) when there is one."""
+    from seqkit.export.tflite import op_names
+
+    sigs = {}
+    for key in it.get_signature_list():
+        runner = it.get_signature_runner(key)
+        sigs[key] = {kind: {name: {"shape": [int(v) if v >= 0 else None for v in d["shape_signature"]],
+                                   "dtype": np.dtype(d["dtype"]).name} for name, d in details.items()}
+                     for kind, details in (("inputs", runner.get_input_details()),
+                                           ("outputs", runner.get_output_details()))}
+    out = {"model": model, "bytes": os.path.getsize(model), "signatures": sigs, "ops": op_names(model)}
+    from seqkit.runtime.streaming import read_export_metadata
+
+    meta = dict(embedded) if embedded else None
+    if meta is None and os.path.isfile(os.path.join(os.path.dirname(model), "metadata.json")):
+        meta = read_export_metadata(os.path.dirname(model) or ".")  # an export from before embedding
+    if meta:
+        for key in ("vocab", "target_vocab", "labels"):  # sizes, not the lists
+            if isinstance(meta.get(key), list):
+                meta[f"{key}_size"] = len(meta.pop(key))
+        out["metadata"] = meta
+    click.echo(json.dumps(out, indent=2, ensure_ascii=False))
 
 
 @main.command("bench-step")

@@ -23,6 +23,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
+import sys
 import zipfile
 
 from seqkit.errors import RunDirError
@@ -38,8 +39,41 @@ def _lookups(recipe):
             ("head", HEADS, recipe.head.type))
 
 
+def _module_file(module: str) -> str | None:
+    """The absolute ``.py`` file a loaded top-level module or ``__main__`` script came from
+    (``None`` for a package's submodule, a notebook / ``python -c`` session, or a compiled module)."""
+    mod = sys.modules.get(module)
+    path = getattr(mod, "__file__", None) if mod is not None else None
+    if not isinstance(path, str) or not path.endswith(".py") or not os.path.isfile(path):
+        return None
+    if "." in module or os.path.basename(path) == "__init__.py":
+        return None  # a package's module: its relative imports need the package (PYTHONPATH)
+    return os.path.abspath(path)
+
+
+def _import_root(module: str) -> str | None:
+    """The ``sys.path`` folder a (dotted) module of a package in a working folder was found under."""
+    top = sys.modules.get(module.split(".")[0])
+    path = getattr(top, "__file__", None) if top is not None else None
+    if not isinstance(path, str):
+        return None
+    depth = 2 if os.path.basename(path) == "__init__.py" else 1
+    root = os.path.abspath(path)
+    for _ in range(depth):
+        root = os.path.dirname(root)
+    return root
+
+
 def provenance(recipe) -> list[dict]:
-    """The recipe's non-built-in plugins: kind, name, module, package, version, file (or None)."""
+    """The recipe's non-built-in plugins: kind, name, module, package, version, file (or None).
+
+    ``file`` is the absolute ``.py`` path of a plugin passed as a file, of a top-level module
+    imported from a working folder (``import my_cells``), or of the script a cell was defined in
+    (module ``__main__``); a package's module records ``root``, the folder it was imported from.
+    A cell defined in a notebook or ``python -c`` (module ``__main__``, no file) records
+    ``file: None``: reloading it in a new process needs its code moved into a ``.py`` file.
+    Nothing recorded here is ever imported by seqkit (:func:`require_run_plugins`).
+    """
     out = []
     for kind, registry, name in _lookups(recipe):
         entry = registry.entry(name)
@@ -58,6 +92,10 @@ def provenance(recipe) -> list[dict]:
                     item["package"], item["version"] = dist.metadata["Name"], dist.version
             except Exception:  # pragma: no cover - metadata is best effort
                 pass
+            if item["package"] is None and module:  # a script, a notebook, a working-folder module
+                item["file"] = _module_file(module)
+                if item["file"] is None and "." in module and _import_root(module):
+                    item["root"] = _import_root(module)
         out.append(item)
     return out
 
@@ -72,18 +110,48 @@ def write_provenance(run_path: str, recipe) -> None:
 
 
 def how_to_get(item: dict) -> str:
-    """One sentence: how to make a recorded plugin available again."""
-    if item.get("file"):
-        return (f"Pass the file that registers it: --plugin {item['file']} (seqkit does not "
-                f"import code a run directory names; check the file before you pass it).")
+    """How to make a recorded plugin available again: the ``--plugin`` to pass (CLI) and the
+    :func:`seqkit.load_plugin` call (Python), exactly as they work when pasted."""
+    module, file = item.get("module") or "", item.get("file")
+    if module == "__main__" and not file:  # a notebook cell or python -c: no file to import
+        return (f"It was defined in a notebook or an interactive session (module __main__), which "
+                f"no other process can import. Move its code (the class and its "
+                f"@seqkit.register_{_KIND_WORD.get(item.get('kind'), 'cell')}, with their imports) "
+                f"into a .py file, e.g. my_cells.py, and pass that file: --plugin my_cells.py "
+                f"(Python: seqkit.load_plugin(\"my_cells.py\") before seqkit.load). In the notebook, "
+                f"`import my_cells` then registers it for new runs.")
+    if file:
+        how = (f"Pass the file that registers it: --plugin {_quote(file)} (Python: "
+               f"seqkit.load_plugin({file!r})); seqkit does not import code a run directory names, "
+               f"so check the file before you pass it.")
+        if module == "__main__":
+            how += (" It is the script the run was trained from: seqkit imports it as a module, so "
+                    "code under `if __name__ == \"__main__\":` does not run, but code outside it "
+                    "does (or move the cell into its own .py file and pass that).")
+        return how
     if item.get("package"):
         return (f"Install it (pip install {item['package']}, or pip install -e PATH from its "
                 f"source folder, e.g. plugins/{item['package']} in a seqkit checkout) or pass the "
-                f"module that registers it: --plugin {item['module']}.")
-    return f"Pass the module or file that registers it: --plugin {item['module']}."
+                f"module that registers it: --plugin {module}.")
+    if item.get("root"):
+        return (f"Pass the module that registers it with its folder on the import path: "
+                f"PYTHONPATH={_quote(item['root'])} seqkit ... --plugin {module}.")
+    return f"Pass the module or file that registers it: --plugin {module}."
+
+
+_KIND_WORD = {"cell": "cell", "head": "head", "data source": "data"}
+
+
+def _quote(path: str) -> str:
+    """``path`` as the shell needs it (quoted only when it holds spaces or shell characters)."""
+    import shlex
+
+    return shlex.quote(path)
 
 
 def _describe(item: dict) -> str:
+    if item.get("module") == "__main__":
+        return f"the script {item['file']}" if item.get("file") else "a notebook or interactive session"
     if item.get("file"):
         return f"the plugin file {item['file']}"
     if item.get("package"):

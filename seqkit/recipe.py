@@ -495,7 +495,9 @@ class _Errors:
     def raise_if_any(self):
         if self.items:
             head = "invalid recipe" if len(self.items) == 1 else f"invalid recipe ({len(self.items)} problems)"
-            raise RecipeError(head + ":\n  " + "\n  ".join(self.items))
+            err = RecipeError(head + ":\n  " + "\n  ".join(self.items))
+            err.problems = list(self.items)  # one line each (``seqkit validate --json``)
+            raise err
 
 
 # ---------------------------------------------------------------- overrides

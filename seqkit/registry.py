@@ -299,6 +299,10 @@ def register_data(name: str) -> Callable[[Any], Any]:
 def load_plugin(spec: str) -> None:
     """Import a plugin given as a ``.py`` file path or a dotted module name.
 
+    A file is imported as module ``seqkit_plugin_STEM`` (so code under
+    ``if __name__ == "__main__":`` does not run), with its folder on ``sys.path`` while it runs,
+    as ``python FILE`` would have it: its imports of modules beside it work.
+
     Raises:
         SeqkitError: the file does not exist or the module cannot be imported.
     """
@@ -316,6 +320,10 @@ def load_plugin(spec: str) -> None:
         loc = importlib.util.spec_from_file_location(mod_name, path)
         module = importlib.util.module_from_spec(loc)
         sys.modules[mod_name] = module
+        folder = os.path.dirname(path)  # as `python FILE` does: the file's own imports of its
+        added = folder not in sys.path  # neighbours (`import my_cells`) resolve while it runs
+        if added:
+            sys.path.insert(0, folder)
         try:
             with plugin_origin(path):
                 loc.loader.exec_module(module)
@@ -324,6 +332,9 @@ def load_plugin(spec: str) -> None:
         except Exception as exc:
             del sys.modules[mod_name]
             raise SeqkitError(f"--plugin {spec}: importing the file failed: {type(exc).__name__}: {exc}") from exc
+        finally:
+            if added and folder in sys.path:
+                sys.path.remove(folder)
         return
     try:
         with plugin_origin(_module_origin(spec)):

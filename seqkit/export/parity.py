@@ -33,8 +33,15 @@ def padded_pairs(prep, examples: list):
 
 def stream_logits(step_fn, reset_fn, x: np.ndarray) -> np.ndarray:
     """Run ``x [N, T]`` through a step model one position at a time: logits ``[N, T, C]``."""
+    from seqkit.progress import progress
+
     reset_fn(x.shape[0])
-    return np.stack([np.asarray(step_fn(x[:, t])) for t in range(x.shape[1])], axis=1)
+    out = []
+    with progress(x.shape[1], "parity check", "steps") as bar:
+        for t in range(x.shape[1]):
+            out.append(np.asarray(step_fn(x[:, t])))
+            bar.update()
+    return np.stack(out, axis=1)
 
 
 def compare(reference: np.ndarray, other: np.ndarray, valid: np.ndarray) -> dict:

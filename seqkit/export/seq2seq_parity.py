@@ -48,11 +48,15 @@ class Seq2SeqParityCase:
     def check_teacher_forced(self, runner) -> dict:
         """Stream the decoder inputs through ``runner`` (``start(ids)``, ``step(tokens [1]) ->
         logits [1, V]``) one source at a time and compare with the Keras logits."""
+        from seqkit.progress import progress
+
         got = np.zeros_like(self.reference)
-        for i, src in enumerate(self.sources):
-            runner.start(src)
-            for t in range(int(self.valid[i].sum())):
-                got[i, t] = runner.step(self.dec_in[i, t:t + 1])[0]
+        with progress(len(self.sources), "parity check (teacher forced)", "sources") as bar:
+            for i, src in enumerate(self.sources):
+                runner.start(src)
+                for t in range(int(self.valid[i].sum())):
+                    got[i, t] = runner.step(self.dec_in[i, t:t + 1])[0]
+                bar.update()
         return compare(self.reference, got, self.valid)
 
     def references(self, model, *, beam_width: int, length_penalty: float, max_length: int) -> dict:

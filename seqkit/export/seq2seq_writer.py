@@ -139,8 +139,11 @@ def export_seq2seq(prep, model, out: str, *, fmt: str, quantize: str, tolerance:
             data = embedded_metadata.embed(data, meta)  # the file describes itself: metadata.json inside
             report["tflite"].update({"ops": op_names(data), "bytes": len(data)})
             _check(report["tflite"], f"TFLite encode + decode_step ({quantize})", tolerance, min_agreement)
-            greedy = [rt.greedy(s) for s in case.sources]
-            beam = [rt.beam_search(s)[0][0] for s in case.sources]
+            from seqkit.progress import progress
+
+            with progress(2 * len(case.sources), "parity check (TFLite decoding)", "decodes") as bar:
+                greedy = [(rt.greedy(s), bar.update())[0] for s in case.sources]
+                beam = [(rt.beam_search(s)[0][0], bar.update())[0] for s in case.sources]
             report["tflite_decoding"] = {"greedy": identical(refs["greedy"], greedy),
                                          "beam": identical(refs["beam"], beam)}
             with open(os.path.join(tmp, "model.tflite"), "wb") as f:

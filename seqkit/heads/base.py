@@ -110,8 +110,9 @@ class Head(abc.ABC):
 
     def evaluate(self, model, records: list) -> dict:
         """Exact metrics of ``model`` on ``records`` (default: ``model.evaluate`` + :meth:`summarize`)."""
-        res = model.evaluate(self.dataset(records, training=False), verbose=0, return_dict=True)
-        return self.summarize(res)
+        from seqkit.progress import keras_evaluate
+
+        return self.summarize(keras_evaluate(model, self.dataset(records, training=False)))
 
     def baselines(self, prep) -> dict:
         """Figures of trivial models on the same splits, for comparison (may be empty)."""

@@ -208,7 +208,9 @@ class Seq2SeqHead(Head):
     def evaluate(self, model, records):
         """Teacher-forced ``cross_entropy``/``accuracy`` per target symbol, and ``wer``/``per``
         of the best beam hypothesis per distinct source (references: all its targets)."""
-        res = model.evaluate(self.dataset(records, training=False), verbose=0, return_dict=True)
+        from seqkit.progress import keras_evaluate
+
+        res = keras_evaluate(model, self.dataset(records, training=False), "scoring (teacher forced)")
         out = {k: float(v) for k, v in res.items() if k != "loss"}
         refs = references(records)
         words = list(refs)
@@ -447,15 +449,20 @@ def transduce(model, sources, *, beam_width: int = 1, n_best: int = 1, length_pe
         return beam_search(st.step, states, start, beam_width=beam_width, n_best=n_best,
                            max_length=max_length, length_penalty=alpha, extras=extras)
 
+    from seqkit.progress import progress
+
     out = []
-    for i in range(0, len(sources), batch_size):
-        chunk = sources[i:i + batch_size]
-        width = max([len(s) for s in chunk] + [1])
-        src = np.zeros((len(chunk), width), "int32")
-        for r, s in enumerate(chunk):
-            src[r, :len(s)] = s
-        res = run(tf.constant(src), tf.constant(length_penalty, tf.float32))
-        toks, lens, scores = res.tokens.numpy(), res.lengths.numpy(), res.scores.numpy()
-        for r in range(len(chunk)):
-            out.append([(toks[r, k, :lens[r, k]].tolist(), float(scores[r, k])) for k in range(n_best)])
+    what = "greedy decoding" if beam_width == 1 else f"beam decoding (width {beam_width})"
+    with progress(len(sources), what, "sources") as bar:  # drawn only on a terminal (seqkit.progress)
+        for i in range(0, len(sources), batch_size):
+            chunk = sources[i:i + batch_size]
+            width = max([len(s) for s in chunk] + [1])
+            src = np.zeros((len(chunk), width), "int32")
+            for r, s in enumerate(chunk):
+                src[r, :len(s)] = s
+            res = run(tf.constant(src), tf.constant(length_penalty, tf.float32))
+            toks, lens, scores = res.tokens.numpy(), res.lengths.numpy(), res.scores.numpy()
+            for r in range(len(chunk)):
+                out.append([(toks[r, k, :lens[r, k]].tolist(), float(scores[r, k])) for k in range(n_best)])
+            bar.update(len(chunk))
     return out

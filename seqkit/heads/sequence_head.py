@@ -113,10 +113,14 @@ class SequenceHead(Head):
         xs = [self.inputs.encode(x) for x in records]
         ds = make_array_dataset(xs, [0] * len(xs), batch_size=batch_size or self.recipe.training.batch_size,
                                 shuffle=False, seed=0, bucket=False, max_length=self.recipe.data.max_length)
+        from seqkit.progress import progress
+
         out = []
-        for x, _ in ds:
-            p = tf.nn.softmax(model(x, training=False), axis=-1).numpy()
-            out.extend(p)
+        with progress(len(xs), "predicting", "sequences") as bar:
+            for x, _ in ds:
+                p = tf.nn.softmax(model(x, training=False), axis=-1).numpy()
+                out.extend(p)
+                bar.update(len(p))
         return [self.trim(p, len(r)) for p, r in zip(out, records)]
 
     def trim(self, probs, length: int):

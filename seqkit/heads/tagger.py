@@ -146,10 +146,14 @@ class TaggerHead(SequenceHead):
             mask = _input_mask(x)
             return crf.decode(z, mask), crf.marginals(z, mask)
 
+        from seqkit.progress import progress
+
         out = []
-        for x, _ in ds:
-            tags, probs = run(x)
-            out.extend(zip(tags.numpy(), probs.numpy()))
+        with progress(len(xs), "tagging", "sequences") as bar:
+            for x, _ in ds:
+                tags, probs = run(x)
+                out.extend(zip(tags.numpy(), probs.numpy()))
+                bar.update(len(tags))
         return [(t[:len(r)], p[:len(r)]) for (t, p), r in zip(out, records)]
 
     def trim(self, probs, length):
