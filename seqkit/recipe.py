@@ -708,8 +708,13 @@ def _check_subword(config, source, options, errors) -> None:
     """``data.tokenizer: sentencepiece`` where it applies: raw text the source splits for the
     language model, the acceptor or the seq2seq source, or a seq2seq ``data.target_tokenizer``;
     ``data.subword`` only with one of them."""
+    import importlib.util
+
     d = config.data
     target_sp = getattr(options, "target_tokenizer", None) == "sentencepiece"
+    if (d.tokenizer == "sentencepiece" or target_sp) and importlib.util.find_spec("sentencepiece") is None:
+        errors.add(("data", "tokenizer" if d.tokenizer == "sentencepiece" else "target_tokenizer"),
+                   "'sentencepiece' needs the sentencepiece package: pip install \"seqkit[subword]\".")
     if d.tokenizer != "sentencepiece":
         if d.subword is not None and not target_sp:
             errors.add(("data", "subword"), f"sets the model of data.tokenizer: sentencepiece, but "

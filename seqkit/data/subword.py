@@ -40,6 +40,22 @@ from seqkit.errors import DataError, RunDirError
 from seqkit.rundir import SUBWORD_MODEL, TARGET_SUBWORD_MODEL  # noqa: F401  (the model files' names)
 
 
+def _spm():
+    """The ``sentencepiece`` module.
+
+    Raises:
+        SeqkitError: it is not installed (the ``subword`` extra).
+    """
+    try:
+        import sentencepiece
+    except ImportError as exc:
+        from seqkit.errors import SeqkitError
+
+        raise SeqkitError("data.tokenizer sentencepiece needs the sentencepiece package: "
+                          "pip install \"seqkit[subword]\".") from exc
+    return sentencepiece
+
+
 class SubwordModel:
     """A trained SentencePiece model.
 
@@ -51,8 +67,7 @@ class SubwordModel:
     """
 
     def __init__(self, proto: bytes):
-        import sentencepiece as spm
-
+        spm = _spm()
         self.proto = bytes(proto)
         self.sp = spm.SentencePieceProcessor()
         self.sp.LoadFromSerializedProto(self.proto)  # raises on bad bytes
@@ -83,8 +98,7 @@ class SubwordModel:
         """
         import io
 
-        import sentencepiece as spm
-
+        spm = _spm()
         lines = [t for t in texts if t]
         if not lines:
             raise DataError(f"{key}: no training text to learn the sentencepiece model from.")
