@@ -50,7 +50,7 @@ class SubwordConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     model_type: Literal["unigram", "bpe"] = "unigram"
     vocab_size: int = Field(1000, ge=8)
-    character_coverage: float = Field(1.0, gt=0.9, le=1.0)
+    character_coverage: float = Field(1.0, gt=0.0, le=1.0)
     byte_fallback: bool = False
 
 
@@ -337,6 +337,8 @@ def _describe(annotation, info=None) -> str:
             return "an integer >= 0"
         if "Gt" in bounds:
             return f"an integer > {bounds['Gt']}"
+        if "Ge" in bounds:
+            return f"an integer >= {bounds['Ge']}"
         return "an integer"
     if annotation is float:
         if any(getattr(m, "allow_inf_nan", None) is False for m in meta):
@@ -715,6 +717,8 @@ def _check_subword(config, source, options, errors) -> None:
     if (d.tokenizer == "sentencepiece" or target_sp) and importlib.util.find_spec("sentencepiece") is None:
         errors.add(("data", "tokenizer" if d.tokenizer == "sentencepiece" else "target_tokenizer"),
                    "'sentencepiece' needs the sentencepiece package: pip install \"seqkit[subword]\".")
+    if (d.tokenizer == "sentencepiece" or target_sp) and d.subword is None:
+        d.subword = SubwordConfig()  # the defaults, written out in the run's recipe.yaml
     if d.tokenizer != "sentencepiece":
         if d.subword is not None and not target_sp:
             errors.add(("data", "subword"), f"sets the model of data.tokenizer: sentencepiece, but "

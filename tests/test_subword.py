@@ -99,6 +99,13 @@ def test_recipe_keys_are_checked(lm_text):
     raw["data"]["subword"]["model_type"] = "wordpiece"
     with pytest.raises(RecipeError, match=r"data\.subword\.model_type"):
         recipe_from_dict(raw)
+    raw = lm_recipe(lm_text, vocab_size=3)
+    with pytest.raises(RecipeError, match=r"data\.subword\.vocab_size: expected an integer >= 8, got 3"):
+        recipe_from_dict(raw)
+    raw = lm_recipe(lm_text)
+    del raw["data"]["subword"]
+    assert recipe_from_dict(raw).data.subword.model_dump() == {  # the defaults, kept in the run's recipe
+        "model_type": "unigram", "vocab_size": 1000, "character_coverage": 1.0, "byte_fallback": False}
     raw = lm_recipe(lm_text)
     raw["data"]["tokenizer"] = "char"
     with pytest.raises(RecipeError, match=r"data\.subword: sets the model of data\.tokenizer: sentencepiece"):
