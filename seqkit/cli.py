@@ -587,7 +587,8 @@ def stream(export_dir, prompt, max_length, temperature, top_k, greedy, beam_widt
     then decode it symbol by symbol (beam search, or --greedy) and print the output symbols.
     A full-sequence export (bidirectional encoder) answers each whole input line / utterance.
     EXPORT_DIR may also be the export's .tflite file alone: its metadata is embedded in it."""
-    from seqkit.data.vocab import START_ID, UNK_ID, Vocabulary, tokenize
+    from seqkit.data.subword import TextTokenizer
+    from seqkit.data.vocab import START_ID, UNK_ID, Vocabulary
     from seqkit.runtime.streaming import StreamingModel, read_export_metadata
 
     exported = read_export_metadata(export_dir)
@@ -611,19 +612,21 @@ def stream(export_dir, prompt, max_length, temperature, top_k, greedy, beam_widt
     if exported.get("artefact") == "full_sequence":  # bidirectional: whole sequences at once
         from seqkit.runtime.full_sequence import FullSequenceModel
 
-        _stream_sequences(FullSequenceModel(export_dir), input_path or "-")
+        _stream_sequences(FullSequenceModel(export_dir), input_path or "-", export_dir)
         return
     rt = StreamingModel(export_dir)
     meta = rt.metadata
     if meta["head"] in ("acceptor", "tagger"):
-        _stream_sequences(rt, input_path or "-")
+        _stream_sequences(rt, input_path or "-", export_dir)
         return
     if meta["head"] != "language_model":
         raise SeqkitError(f"{export_dir}: streaming text generation needs a language-model export; "
                           f"this one is '{meta['head']}'.")
     vocab = Vocabulary(meta["vocab"])
+    tok = TextTokenizer.from_export(export_dir if os.path.isdir(export_dir) else os.path.dirname(export_dir) or ".",
+                                    meta)
     across = meta.get("layout") == "stream"  # a stream-trained model: the state goes on across lines
-    encode = lambda text: vocab.encode(tokenize(text, meta["tokenizer"], meta["lowercase"]))  # noqa: E731
+    encode = lambda text: vocab.encode(tok.split(text))  # noqa: E731
     if across:  # a prompt's lines prime the state, line breaks read as <s> (seqkit.data.stream)
         from seqkit.data.stream import prompt_ids
 
@@ -636,6 +639,11 @@ def stream(export_dir, prompt, max_length, temperature, top_k, greedy, beam_widt
         log.warn("prompt tokens outside the vocabulary were read as [UNK].")
     new = rt.generate(ids, max_length=max_length, greedy=greedy, temperature=temperature,
                       top_k=top_k, seed=seed)
+    if tok.mode == "sentencepiece":  # decoded with the prompt: a piece's "▁" is the space before it
+        toks = tok.split(prompt)
+        full, pre = tok.join(toks + vocab.decode_tokens(new)), tok.join(toks)
+        click.echo(prompt + full[len(pre):] if full.startswith(pre) else full)
+        return
     join = "" if meta["tokenizer"] == "char" else " "
     if across:
         from seqkit.data.stream import decode_lines
@@ -676,16 +684,16 @@ def _stream_seq2seq(export_dir: str, input_path: str, *, greedy: bool, beam_widt
     for _, ids in read_sources(text, name, rt):
         out = (rt.greedy(ids, max_length) if greedy
                else rt.beam_search(ids, beam_width=beam_width, max_length=max_length)[0][0])
-        click.echo(" ".join(rt.symbols(out)))
+        click.echo(rt.text(out))
 
 
-def _stream_sequences(rt, input_path: str) -> None:
+def _stream_sequences(rt, input_path: str, export_dir: str | None = None) -> None:
     """``seqkit stream`` for acceptor / tagger exports (see :mod:`seqkit.runtime.sequence_stream`);
     a full-sequence export answers each whole sequence (acceptor: its final line only)."""
     from seqkit.runtime.sequence_stream import full_sequence_answers, read_stream_input, stream_answers
 
     name, text = _read_input(input_path)
-    inputs = read_stream_input(text, name, rt.metadata)
+    inputs = read_stream_input(text, name, rt.metadata, export_dir)
     tagger = rt.metadata["head"] == "tagger"
     if tagger and rt.metadata.get("crf"):
         from seqkit import log
@@ -773,6 +781,21 @@ def inspect(path, show_metadata, as_json=False):
                       + " ".join(s["name"] for s in meta["state_layout"]))
         click.echo(f"head {meta['head']}, {meta.get('artefact', 'step')} model, input {inp['kind']}, "
                    f"{sizes}, quantize {meta['quantize']}, seqkit {meta['seqkit_version']}")
+        if inp["kind"] == "token":
+            click.echo("tokenizer: " + _describe_tokenizers(meta))
+
+
+def _describe_tokenizers(meta: dict) -> str:
+    """How an export splits its text input (and a seq2seq target), e.g. ``sentencepiece
+    (subword.model: sentencepiece unigram, 60 pieces)``."""
+    def side(mode, model, about):
+        return f"{mode} ({model}: {about})" if model else str(mode)
+
+    out = side(meta.get("token_mode") or meta.get("tokenizer"), meta.get("subword_model"), meta.get("subword"))
+    if meta.get("target_tokenizer"):
+        out += "; target " + side(meta["target_tokenizer"], meta.get("target_subword_model"),
+                                  meta.get("target_subword"))
+    return out + (", lower-cased" if meta.get("lowercase") else "")
 
 
 def _inspect_json(model: str, it, embedded: dict | None = None) -> None:

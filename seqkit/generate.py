@@ -8,8 +8,7 @@ from seqkit.data.vocab import END_ID, START_ID, UNK_ID, tokenize
 
 def _encode_prompt(prep, prompt: str):
     """``(ids [<s>] + prompt ids, tokens)``; unknown tokens become ``[UNK]`` (warned, counted)."""
-    d = prep.recipe.data
-    toks = tokenize(prompt, d.tokenizer, d.lowercase)
+    toks = prep.head.tokenizer.split(prompt)
     ids = [START_ID] + prep.vocab.encode(toks)
     unknown = sum(1 for i in ids if i == UNK_ID)
     if unknown:
@@ -47,6 +46,10 @@ def _join_stream(prep, prompt: str, row) -> str:
 def _join(prep, prompt: str, toks, row) -> str:
     """The prompt followed by the decoded continuation ``row`` (ids, stops at ``</s>``)."""
     d = prep.recipe.data
+    if d.tokenizer == "sentencepiece":  # decoded together: a piece's "▁" is the space before it
+        tok = prep.head.tokenizer
+        full, pre = tok.join(list(toks) + prep.vocab.decode_tokens(row)), tok.join(list(toks))
+        return prompt + full[len(pre):] if full.startswith(pre) else full
     join = "" if d.tokenizer == "char" else " "
     prefix = (prompt if d.tokenizer == "char" else " ".join(toks))
     cont = prep.vocab.decode(row, join=join)

@@ -36,12 +36,32 @@ class SplitConfig(BaseModel):
     shuffle: bool = False  # False: contiguous blocks (train first, then valid, then test)
 
 
+class SubwordConfig(BaseModel):
+    """``data.subword``: the SentencePiece model of ``data.tokenizer: sentencepiece``
+    (:mod:`seqkit.data.subword`), trained on the training split.
+
+    model_type: ``unigram`` (Kudo 2018) or ``bpe`` (Sennrich et al. 2016).
+    vocab_size: pieces of the model, its ``<unk>`` included (seqkit adds padding, ``<s>``, ``</s>``).
+    character_coverage: share of training characters kept as pieces (1.0: all of them).
+    byte_fallback: characters outside the pieces become UTF-8 byte pieces, not ``[UNK]``
+        (256 of the ``vocab_size`` pieces).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    model_type: Literal["unigram", "bpe"] = "unigram"
+    vocab_size: int = Field(1000, ge=8)
+    character_coverage: float = Field(1.0, gt=0.0, le=1.0)
+    byte_fallback: bool = False
+
+
 class DataConfig(BaseModel):
     """``data``: where examples come from and how they become padded id batches."""
 
     model_config = ConfigDict(extra="allow")
     source: str
-    tokenizer: Literal["char", "whitespace"] = "char"
+    tokenizer: Literal["char", "whitespace", "sentencepiece"] = "char"
+    # data.tokenizer sentencepiece: its model (default SubwordConfig() when not given)
+    subword: Optional[SubwordConfig] = None
     lowercase: bool = False
     max_length: int = Field(256, gt=1)
     min_count: int = Field(1, gt=0)
@@ -387,6 +407,8 @@ def _describe(annotation, info=None) -> str:
             return "an integer >= 0"
         if "Gt" in bounds:
             return f"an integer > {bounds['Gt']}"
+        if "Ge" in bounds:
+            return f"an integer >= {bounds['Ge']}"
         return "an integer"
     if annotation is float:
         if any(getattr(m, "allow_inf_nan", None) is False for m in meta):
@@ -738,6 +760,7 @@ def recipe_from_dict(raw: dict, *, source: str = "<recipe>", lines: dict | None 
                                        f"example at a time. Remove data.layout or set it to 'line'.")
     if config is not None:
         _check_training_knobs(config, plugin_opts.get("head"), errors)
+        _check_subword(config, plugins.get("data"), plugin_opts.get("data"), errors)
     check = getattr(plugins.get("data"), "check_recipe", None)
     if config is not None and "data" in plugin_opts and callable(check):
         for key, message in check(plugin_opts["data"], config) or ():  # e.g. table columns vs the head
@@ -774,6 +797,46 @@ def _check_training_knobs(config: RecipeModel, head_opts, errors: "_Errors") -> 
                                                     "sequence likelihood, which has no per-token targets "
                                                     "to smooth. Remove training.label_smoothing or set "
                                                     "head.crf: false.")
+
+
+def _check_subword(config, source, options, errors) -> None:
+    """``data.tokenizer: sentencepiece`` where it applies: raw text the source splits for the
+    language model, the acceptor or the seq2seq source, or a seq2seq ``data.target_tokenizer``;
+    ``data.subword`` only with one of them."""
+    import importlib.util
+
+    d = config.data
+    target_sp = getattr(options, "target_tokenizer", None) == "sentencepiece"
+    if (d.tokenizer == "sentencepiece" or target_sp) and importlib.util.find_spec("sentencepiece") is None:
+        errors.add(("data", "tokenizer" if d.tokenizer == "sentencepiece" else "target_tokenizer"),
+                   "'sentencepiece' needs the sentencepiece package: pip install \"seqkit[subword]\".")
+    if (d.tokenizer == "sentencepiece" or target_sp) and d.subword is None:
+        d.subword = SubwordConfig()  # the defaults, written out in the run's recipe.yaml
+    if d.tokenizer != "sentencepiece":
+        if d.subword is not None and not target_sp:
+            errors.add(("data", "subword"), f"sets the model of data.tokenizer: sentencepiece, but "
+                                            f"data.tokenizer is '{d.tokenizer}'. Set data.tokenizer: "
+                                            f"sentencepiece or remove data.subword.")
+        return
+    if d.source == "text_corpus":
+        errors.add(("data", "tokenizer"), "'sentencepiece' trains its model on the whole training "
+                                          "split in memory, which a text_corpus (a corpus larger than "
+                                          "memory) is not read into; use char or whitespace, or the "
+                                          "text_lines source for a corpus that fits.")
+        return
+    head = config.head.type
+    if head == "tagger":
+        errors.add(("data", "tokenizer"), "'sentencepiece' would cut the tagger's tokens into pieces "
+                                          "that no longer match its one-tag-per-token targets; a "
+                                          "tagger reads char or whitespace tokens.")
+        return
+    if head in ("acceptor",) and source is not None and options is not None:
+        splits = getattr(source, "splits_text", None)
+        if callable(splits) and not splits(options):
+            errors.add(("data", "tokenizer"), f"'sentencepiece' splits raw text, but the source "
+                                              f"'{d.source}' gives pre-split tokens here; use a "
+                                              f"text column (e.g. data.text_column / text_key) or "
+                                              f"data.tokenizer: whitespace.")
 
 
 def _absolute(val, base_dir: str):

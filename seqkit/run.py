@@ -134,6 +134,14 @@ class Run:
         return self._load()[0]
 
     @property
+    def tokenizer(self):
+        """How the run splits text and joins tokens back: a
+        :class:`seqkit.data.subword.TextTokenizer` (``split(text) -> tokens``, ``join(tokens) -> text``;
+        ``data.tokenizer: sentencepiece``: the run's ``subword.model``). A seq2seq run's target side
+        is ``run.prepared.head.target_tokenizer`` (``None`` unless it is sentencepiece)."""
+        return self._load()[0].head.tokenizer
+
+    @property
     def metrics(self) -> dict:
         """``metrics.json``: what training reported (``{}`` when missing).
 

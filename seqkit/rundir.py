@@ -15,6 +15,8 @@ Layout::
     RUN/logs/           TensorBoard event files
     RUN/plugins.json    the plugins the run needs (only when the recipe uses some)
     RUN/target_vocab.json  the output token list, for seq2seq runs
+    RUN/subword.model   the SentencePiece model of data.tokenizer sentencepiece (seqkit.data.subword)
+    RUN/target_subword.model  the target side's SentencePiece model (seq2seq, target_tokenizer sentencepiece)
     RUN/backup/         BackupAndRestore's state (training.distribute.backup), while training
 
 A directory is a seqkit run (one that ``train --overwrite`` may replace) when it
@@ -45,10 +47,12 @@ RECIPE, VOCAB, BEST, LAST, STATE, METRICS, HISTORY, LOGS = (
     "history.json", "logs")
 LABELS, NORMALIZER, INPUTS = "labels.json", "normalizer.json", "inputs.json"
 PLUGINS, TARGET_VOCAB, BACKUP = "plugins.json", "target_vocab.json", "backup"
-# every name a run directory can hold (seqkit.plugins.PLUGINS and seqkit.heads.seq2seq.TARGET_VOCAB
-# are the same strings; tests/test_rundir_safety.py checks)
+SUBWORD_MODEL, TARGET_SUBWORD_MODEL = "subword.model", "target_subword.model"
+# every name a run directory can hold (seqkit.plugins.PLUGINS, seqkit.heads.seq2seq.TARGET_VOCAB and
+# seqkit.data.subword's SUBWORD_MODEL / TARGET_SUBWORD_MODEL are the same strings; tests/test_rundir_safety.py
+# and tests/test_subword.py check)
 RUN_NAMES = frozenset((RECIPE, VOCAB, BEST, LAST, STATE, METRICS, HISTORY, LOGS, LABELS, NORMALIZER,
-                       INPUTS, PLUGINS, TARGET_VOCAB, BACKUP))
+                       INPUTS, PLUGINS, TARGET_VOCAB, BACKUP, SUBWORD_MODEL, TARGET_SUBWORD_MODEL))
 
 
 def is_run_name(name: str) -> bool:

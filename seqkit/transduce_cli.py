@@ -50,20 +50,27 @@ def read_sources(text: str, name: str, head) -> list[tuple[str, str]]:
 
 def predict_pairs(prep, model, sources: list, *, beam_width: int, n_best: int,
                   length_penalty: float) -> list[dict]:
-    """Beam-search each source: ``{"where", "input", "hypotheses": [{"output": [symbols], "score"}]}``."""
-    hyps = prep.head.decode_texts(model, [s for _, s in sources], beam_width=beam_width,
-                                  n_best=n_best, length_penalty=length_penalty)
-    return [{"where": w, "input": s,
-             "hypotheses": [{"output": out, "score": round(score, 4)} for out, score in h]}
+    """Beam-search each source: ``{"where", "input", "hypotheses": [{"output": [symbols], "score"}]}``;
+    with a sentencepiece target each hypothesis also has ``"text"``, its pieces decoded."""
+    head = prep.head
+    hyps = head.decode_texts(model, [s for _, s in sources], beam_width=beam_width,
+                             n_best=n_best, length_penalty=length_penalty)
+    text = getattr(head, "target_subword", False)
+
+    def hyp(out, score):
+        return {"output": out, "score": round(score, 4), **({"text": head.target_text(out)} if text else {})}
+
+    return [{"where": w, "input": s, "hypotheses": [hyp(out, score) for out, score in h]}
             for (w, s), h in zip(sources, hyps)]
 
 
 def format_pair(res: dict, fmt: str) -> str:
-    """``text``: one line per hypothesis, ``input<TAB>rank<TAB>score<TAB>symbols`` (rank from 1);
+    """``text``: one line per hypothesis, ``input<TAB>rank<TAB>score<TAB>symbols`` (rank from 1;
+    a sentencepiece target prints its decoded text);
     ``jsonl``: the dict as one JSON line."""
     if fmt == "jsonl":
         return strict_json(res, ensure_ascii=False)
-    return "\n".join(f"{res['input']}\t{k}\t{h['score']:.4f}\t{' '.join(h['output'])}"
+    return "\n".join(f"{res['input']}\t{k}\t{h['score']:.4f}\t{h['text'] if 'text' in h else ' '.join(h['output'])}"
                      for k, h in enumerate(res["hypotheses"], start=1))
 
 

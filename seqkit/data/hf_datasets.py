@@ -93,7 +93,7 @@ class HfDatasetsOptions(BaseModel):
     source_column: Optional[str] = None
     target_column: Optional[str] = None
     #: how a string target (seq2seq) is split into symbols; default: data.tokenizer
-    target_tokenizer: Optional[Literal["char", "whitespace"]] = None
+    target_tokenizer: Optional[Literal["char", "whitespace", "sentencepiece"]] = None
     train_split: str = "train"
     valid_split: Optional[str] = None
     test_split: Optional[str] = None

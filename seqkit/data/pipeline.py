@@ -88,7 +88,8 @@ def padded_batches(columns, pads, lengths, *, batch_size: int, shuffle: bool, se
 
 def make_dataset(examples: list[str], vocab: Vocabulary, to_pairs, *, tokenizer: str,
                  lowercase: bool, batch_size: int, max_length: int, shuffle: bool, seed: int,
-                 bucket: bool = True, first_epoch: int = 0, steps_per_epoch: int | None = None):
+                 bucket: bool = True, first_epoch: int = 0, steps_per_epoch: int | None = None,
+                 split=None):
     """Build a ``tf.data.Dataset`` of padded ``(inputs [B, T], targets [B, T])`` int32 batches.
 
     Args:
@@ -98,7 +99,8 @@ def make_dataset(examples: list[str], vocab: Vocabulary, to_pairs, *, tokenizer:
             [N, (T')])`` ragged, the head's training view of every example (e.g.
             teacher forcing for a language model, :meth:`LanguageModelHead.to_pairs
             <seqkit.heads.language_model.LanguageModelHead.to_pairs>`); called once.
-        tokenizer: ``"char"`` or ``"whitespace"``.
+        tokenizer: ``"char"`` or ``"whitespace"`` (split in TensorFlow), or any mode with
+            ``split``.
         batch_size: examples per batch.
         max_length: longest ``T'``; longer pairs are cut to it.
         shuffle: shuffle examples each epoch (seeded) — for training.
@@ -107,23 +109,32 @@ def make_dataset(examples: list[str], vocab: Vocabulary, to_pairs, *, tokenizer:
             :func:`seqkit.data.shuffle.epoch_batches`).
         steps_per_epoch: epochs of this many batches over an endless stream of passes
             (``training.steps_per_epoch``; see :func:`seqkit.data.shuffle.epoch_batches`).
+        split: ``str -> list[str]`` token splitter run in Python per example (e.g. a
+            sentencepiece :meth:`~seqkit.data.subword.TextTokenizer.split`, lowercasing
+            included); ``None``: ``tokenizer`` in TensorFlow.
 
     Returns:
         A dataset; padding id is 0 in inputs and targets.
     """
     import tensorflow as tf
 
-    lookup = vocab.string_lookup()
+    if split is not None:  # ids from Python, one ragged column
+        seqs = [vocab.encode(split(x)) for x in examples]
+        ids = flat_column(seqs, "int32")
+    else:
+        ids = None
+    lookup = vocab.string_lookup() if ids is None else None
     # tokenize and look every example up once, vectorized (string ops line by line were the
     # slowest stage)
-    lines = tf.constant(list(examples), dtype=tf.string)
-    if lowercase:
-        lines = tf.strings.lower(lines, encoding="utf-8")
-    if tokenizer == "char":
-        toks = tf.strings.unicode_split(lines, "UTF-8")
-    else:  # as str.split(): a no-break space or an ideographic space separates words too
-        toks = tf.strings.split(tf.strings.regex_replace(lines, UNICODE_SPACE, " "))
-    ids = tf.cast(lookup(toks), tf.int32)  # ragged [N, None]
+    if ids is None:
+        lines = tf.constant(list(examples), dtype=tf.string)
+        if lowercase:
+            lines = tf.strings.lower(lines, encoding="utf-8")
+        if tokenizer == "char":
+            toks = tf.strings.unicode_split(lines, "UTF-8")
+        else:  # as str.split(): a no-break space or an ideographic space separates words too
+            toks = tf.strings.split(tf.strings.regex_replace(lines, UNICODE_SPACE, " "))
+        ids = tf.cast(lookup(toks), tf.int32)  # ragged [N, None]
 
     x, y = (tf.cast(t, tf.int32)[:, :max_length] for t in to_pairs(ids))
     return padded_batches([x, y], [0, 0], x.row_lengths().numpy(), batch_size=batch_size,

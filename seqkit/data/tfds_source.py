@@ -43,7 +43,7 @@ class TfdsOptions(BaseModel):
     source_key: Optional[str] = None
     target_key: Optional[str] = None
     #: how a string target (seq2seq) is split into symbols; default: data.tokenizer
-    target_tokenizer: Optional[Literal["char", "whitespace"]] = None
+    target_tokenizer: Optional[Literal["char", "whitespace", "sentencepiece"]] = None
 
     def keys(self) -> dict:
         """``{role: feature key or None}`` (see :mod:`seqkit.data.columns`)."""

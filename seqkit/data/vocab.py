@@ -20,10 +20,15 @@ SPECIALS = (PAD, UNK, START, END)
 
 
 def tokenize(text: str, mode: str, lowercase: bool = False) -> list[str]:
-    """Split a string into tokens: ``"char"`` (Unicode code points) or ``"whitespace"``."""
+    """Split a string into tokens: ``"char"`` (Unicode code points) or ``"whitespace"``.
+
+    ``"sentencepiece"`` gives the code points too: that is how data sources hand raw text over
+    before the subword model exists (it is trained on the training split afterwards); the
+    heads join them and split the text into pieces (:class:`seqkit.data.subword.TextTokenizer`).
+    """
     if lowercase:
         text = text.lower()
-    return list(text) if mode == "char" else text.split()
+    return list(text) if mode in ("char", "sentencepiece") else text.split()
 
 
 class Vocabulary:
@@ -62,6 +67,11 @@ class Vocabulary:
 
     def decode(self, ids: Iterable[int], join: str = "") -> str:
         """Ids -> text, stopping at ``END_ID`` and skipping padding and start."""
+        return join.join(self.decode_tokens(ids))
+
+    def decode_tokens(self, ids: Iterable[int]) -> list[str]:
+        """Ids -> token strings, stopping at ``END_ID`` and skipping padding and start
+        (an id outside the vocabulary reads as ``[UNK]``)."""
         out = []
         for i in ids:
             i = int(i)
@@ -70,7 +80,7 @@ class Vocabulary:
             if i in (PAD_ID, START_ID):
                 continue
             out.append(self.tokens[i] if 0 <= i < len(self.tokens) else UNK)
-        return join.join(out)
+        return out
 
     def string_lookup(self):
         """A ``keras.layers.StringLookup`` mapping token strings to these ids."""

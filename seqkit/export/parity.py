@@ -13,12 +13,11 @@ import numpy as np
 def padded_pairs(prep, examples: list):
     """``(inputs [N, T] int32, valid [N, T] bool)``: the head's training inputs for ``examples``
     (records with ``.text``, or strings)."""
-    from seqkit.data.vocab import tokenize
-
     d = prep.recipe.data
+    split = prep.head.tokenizer.split  # data.tokenizer (sentencepiece: the run's model)
     rows = []
     for ex in examples:
-        ids = prep.vocab.encode(tokenize(getattr(ex, "text", ex), d.tokenizer, d.lowercase))
+        ids = prep.vocab.encode(split(getattr(ex, "text", ex)))
         x, _ = prep.head.to_pair(np.asarray(ids, np.int32))
         rows.append(np.asarray(x)[: d.max_length])
     T = max(len(r) for r in rows)

@@ -75,7 +75,23 @@ def metadata_for_seq2seq(prep, model, quantize: str, source_length: int) -> dict
         "tokenizer": r.data.tokenizer, "lowercase": r.data.lowercase, "quantize": quantize,
         "vocab": prep.head.vocab.tokens, "target_vocab": prep.head.target_vocab.tokens,
         "recipe": r.to_dict(),
+        **subword_metadata(prep),
     }
+
+
+def subword_metadata(prep) -> dict:
+    """``subword_model`` / ``target_tokenizer`` / ``target_subword_model``: the sentencepiece model
+    files an export carries beside ``metadata.json`` (empty without sentencepiece)."""
+    from seqkit.data.subword import SUBWORD_MODEL, TARGET_SUBWORD_MODEL
+
+    head, out = prep.head, {}
+    if prep.recipe.data.tokenizer == "sentencepiece":
+        out.update(subword_model=SUBWORD_MODEL, subword=head.tokenizer.describe())
+    if head.target_mode is not None:
+        out["target_tokenizer"] = head.target_mode
+    if head.target_subword:
+        out.update(target_subword_model=TARGET_SUBWORD_MODEL, target_subword=head.target_tokenizer.describe())
+    return out
 
 
 def export_seq2seq(prep, model, out: str, *, fmt: str, quantize: str, tolerance: float | None,

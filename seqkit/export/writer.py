@@ -13,6 +13,8 @@ half-written model. Layout::
                           predict_text; bidirectional: predict, predict_text; frames: no *_text;
                           seqkit.serving describes the text signatures; seq2seq: see
                           seqkit.export.seq2seq_writer)
+    OUT/subword.model     the run's SentencePiece model (data.tokenizer sentencepiece; named by
+                          metadata.json's subword_model)
     OUT/metadata.json     vocabulary, labels, normaliser, special ids, input, state layout,
                           quantization, recipe, versions (the same JSON is embedded in
                           model.tflite: seqkit.export.embedded_metadata)
@@ -141,6 +143,11 @@ def metadata_for(prep, stepper, quantize: str, full_sequence: dict | None = None
         "quantize": quantize, "vocab": prep.vocab.tokens if prep.vocab is not None else None,
         "recipe": prep.recipe.to_dict(),
     }
+    if d.tokenizer == "sentencepiece":  # the model file beside metadata.json (write_subword_models)
+        from seqkit.data.subword import SUBWORD_MODEL
+
+        meta["subword_model"] = SUBWORD_MODEL
+        meta["subword"] = prep.head.tokenizer.describe()
     if full_sequence:
         meta["full_sequence"] = {"batch": full_sequence["batch"], "length": full_sequence["length"],
                                  "input": describe(full_sequence["spec"])}
@@ -162,6 +169,15 @@ def metadata_for(prep, stepper, quantize: str, full_sequence: dict | None = None
             meta["output"] = "logits [B, C]: this step's tag scores" if stepper is not None \
                 else "logits [B, T, C]"
     return meta
+
+
+def write_subword_models(prep, meta: dict, folder: str) -> None:
+    """Copy the run's sentencepiece model(s) into an export ``folder`` under the names
+    ``meta["subword_model"]`` / ``meta["target_subword_model"]`` give (none: nothing)."""
+    if meta.get("subword_model"):
+        prep.head.tokenizer.save(folder, meta["subword_model"])
+    if meta.get("target_subword_model"):
+        prep.head.target_tokenizer.save(folder, meta["target_subword_model"])
 
 
 def crf_metadata(model) -> dict | None:
@@ -396,6 +412,7 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
             f.write(strict_json(meta, indent=1, ensure_ascii=False))
         if prep.vocab is not None:
             prep.vocab.save(os.path.join(tmp, "vocab.json"))
+        write_subword_models(prep, meta, tmp)
         if "labels" in meta:
             with open(os.path.join(tmp, "labels.json"), "w", encoding="utf-8") as f:
                 f.write(strict_json(meta["labels"], ensure_ascii=False))

@@ -78,6 +78,55 @@ class Head(abc.ABC):
         """One line for logs, e.g. ``"vocabulary 120, 9 labels"``."""
         return f"vocabulary {len(self.vocab)}" if self.vocab is not None else ""
 
+    # ---------------------------------------------------------------- text
+    @property
+    def tokenizer(self):
+        """The input side's :class:`~seqkit.data.subword.TextTokenizer` (``data.tokenizer``,
+        ``data.lowercase``): the one :meth:`fit_tokenizer` trained or :meth:`load_tokenizer`
+        read; ``char`` and ``whitespace`` need neither.
+
+        Raises:
+            seqkit.errors.SeqkitError: ``sentencepiece`` before the model was trained or loaded.
+        """
+        tok = self.__dict__.get("_tokenizer")
+        if tok is None:
+            from seqkit.data.subword import TextTokenizer
+            from seqkit.errors import SeqkitError
+
+            d = self.recipe.data
+            if d.tokenizer == "sentencepiece":
+                raise SeqkitError("data.tokenizer sentencepiece: the model is trained by fit() on "
+                                  "the training split or read by load_assets() from a run directory.")
+            tok = TextTokenizer(d.tokenizer, d.lowercase)
+        return tok
+
+    @tokenizer.setter
+    def tokenizer(self, value):
+        self.__dict__["_tokenizer"] = value
+
+    def fit_tokenizer(self, texts) -> None:
+        """Train the input tokenizer on the training split's ``texts`` (sentencepiece only)."""
+        from seqkit.data.subword import TextTokenizer
+
+        d = self.recipe.data
+        self.tokenizer = TextTokenizer.fit(d.tokenizer, d.lowercase, texts, d.subword)
+
+    def save_tokenizer(self, run_dir: str) -> None:
+        """Write the input tokenizer's model (``subword.model``) into ``run_dir``, if it has one."""
+        if self.recipe.data.tokenizer == "sentencepiece":
+            self.tokenizer.save(run_dir)
+
+    def load_tokenizer(self, run_dir: str) -> None:
+        """Read the input tokenizer a run directory saved (:meth:`save_tokenizer`).
+
+        Raises:
+            seqkit.errors.RunDirError: ``sentencepiece`` and no readable ``subword.model``.
+        """
+        from seqkit.data.subword import TextTokenizer
+
+        d = self.recipe.data
+        self.tokenizer = TextTokenizer.load(run_dir, d.tokenizer, d.lowercase)
+
     @abc.abstractmethod
     def dataset(self, records: list, *, training: bool, first_epoch: int = 0):
         """A batched ``tf.data.Dataset`` of ``(inputs, targets)``; when ``training``, shuffled

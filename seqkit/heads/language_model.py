@@ -28,12 +28,13 @@ def chunk_long(examples: list[str], max_tokens: int, tokenizer: str) -> tuple[li
     """
     out, n = [], 0
     for ex in examples:
-        toks = list(ex) if tokenizer == "char" else ex.split()
+        chars = tokenizer in ("char", "sentencepiece")  # sentencepiece: characters, before the model
+        toks = list(ex) if chars else ex.split()
         if len(toks) <= max_tokens:
             out.append(ex)
             continue
         n += 1
-        sep = "" if tokenizer == "char" else " "
+        sep = "" if chars else " "
         out.extend(sep.join(toks[i:i + max_tokens]) for i in range(0, len(toks), max_tokens))
     return out, n
 
@@ -101,10 +102,12 @@ class LanguageModelHead(Head):
         return [Record(text=t) for t in texts] if n_cut else records
 
     def fit(self, train):
-        from seqkit.data.vocab import Vocabulary, tokenize
+        """The vocabulary of the training split (sentencepiece: the model trained on it, and its pieces)."""
+        from seqkit.data.vocab import Vocabulary
 
         d = self.recipe.data
         if _lazy(train):  # data.vocab_file, or one bounded counting pass over the files
+            self.fit_tokenizer(())  # char / whitespace (text_corpus refuses sentencepiece)
             from seqkit import log
             from seqkit.data.lazy_corpus import read_vocab_file
 
@@ -119,7 +122,11 @@ class LanguageModelHead(Head):
                         f"{train.capacity:,} distinct tokens: rare counts are approximate)"
                         if s["counter"].pruned else ""))
             return
-        self.vocab = Vocabulary.build((tokenize(r.text, d.tokenizer, d.lowercase) for r in train),
+        self.fit_tokenizer(r.text for r in train)
+        if d.tokenizer == "sentencepiece":
+            self.vocab = self.tokenizer.vocabulary()
+            return
+        self.vocab = Vocabulary.build((self.tokenizer.split(r.text) for r in train),
                                       min_count=d.min_count, max_size=d.max_vocab)
 
     def save_assets(self, run_dir):
@@ -128,6 +135,7 @@ class LanguageModelHead(Head):
         from seqkit.rundir import VOCAB
 
         self.vocab.save(os.path.join(run_dir, VOCAB))
+        self.save_tokenizer(run_dir)
 
     def load_assets(self, run_dir):
         import os
@@ -136,6 +144,11 @@ class LanguageModelHead(Head):
         from seqkit.rundir import VOCAB
 
         self.vocab = Vocabulary.load(os.path.join(run_dir, VOCAB))
+        self.load_tokenizer(run_dir)
+
+    def describe_assets(self):
+        tok = f" ({self.tokenizer.describe()})" if self.recipe.data.tokenizer == "sentencepiece" else ""
+        return f"vocabulary {len(self.vocab)}{tok}"
 
     @property
     def stream(self) -> bool:
@@ -145,15 +158,13 @@ class LanguageModelHead(Head):
     def stream_data(self, records, *, columns: int, bptt: int | None = None):
         """``records`` as one token stream in ``columns`` columns (:class:`seqkit.data.stream.StreamData`)."""
         from seqkit.data.stream import StreamData, batchify, token_stream
-        from seqkit.data.vocab import tokenize
 
-        d = self.recipe.data
         bptt = bptt or self.recipe.training.bptt or 128
         if _lazy(records):
             from seqkit.data.lazy_corpus import LazyStreamData
 
             return LazyStreamData(records, self.vocab, columns, bptt)
-        ids = [self.vocab.encode(tokenize(r.text, d.tokenizer, d.lowercase)) for r in records]
+        ids = [self.vocab.encode(self.tokenizer.split(r.text)) for r in records]
         return StreamData(batchify(token_stream(ids), columns), bptt)
 
     def dataset(self, records, *, training, first_epoch=0):
@@ -172,7 +183,8 @@ class LanguageModelHead(Head):
                             tokenizer=r.data.tokenizer, lowercase=r.data.lowercase,
                             batch_size=r.training.batch_size, max_length=r.data.max_length,
                             shuffle=training, seed=r.seed, bucket=r.data.bucket, first_epoch=first_epoch,
-                            steps_per_epoch=r.training.steps_per_epoch if training else None)
+                            steps_per_epoch=r.training.steps_per_epoch if training else None,
+                            split=self.tokenizer.split if r.data.tokenizer == "sentencepiece" else None)
 
     def to_pair(self, ids):
         """A line's token ids plus the end marker are the recorded sequence.
@@ -275,7 +287,6 @@ class LanguageModelHead(Head):
         ``bzip2 -9`` and ``zlib -9`` (marginal code length of each held-out split after the
         training text; :func:`seqkit.baselines.compression_perplexities`), on valid and test."""
         from seqkit.baselines import NGramLM, compression_perplexities
-        from seqkit.data.vocab import tokenize
 
         d = self.recipe.data
         if _lazy(prep.splits["train"]):
@@ -284,7 +295,7 @@ class LanguageModelHead(Head):
             log.info("baselines: skipped for a text_corpus (the n-grams and compressors hold the "
                      "training text in memory).")
             return {}
-        enc = lambda xs: [self.vocab.encode(tokenize(x, d.tokenizer, d.lowercase)) for x in xs]  # noqa: E731
+        enc = lambda xs: [self.vocab.encode(self.tokenizer.split(x)) for x in xs]  # noqa: E731
         texts = {k: [r.text for r in v] for k, v in prep.splits.items()}
         train = enc(texts["train"])
         out = {}

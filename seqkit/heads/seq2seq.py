@@ -43,7 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from seqkit import log
 from seqkit.data.markers import add_markers
-from seqkit.data.vocab import END_ID, START_ID, UNK_ID, Vocabulary, tokenize
+from seqkit.data.vocab import END_ID, START_ID, UNK_ID, Vocabulary
 from seqkit.errors import DataError, RecipeError
 from seqkit.heads.base import Head
 from seqkit.layers.stack import apply_stack, make_plugin
@@ -112,6 +112,7 @@ class Seq2SeqHead(Head):
     def __init__(self, recipe, vocab=None, target_vocab=None):
         super().__init__(recipe, vocab)
         self.target_vocab = target_vocab
+        self.target_tokenizer = None  # a TextTokenizer when the target side is sentencepiece
 
     def to_pair(self, source_ids, target_ids):
         return seq2seq_pair(source_ids, target_ids)
@@ -119,8 +120,40 @@ class Seq2SeqHead(Head):
     # ---------------------------------------------------------------- records
     def source_tokens(self, text: str) -> list:
         """A source string split as in training (``data.tokenizer``, ``data.lowercase``)."""
+        return self.tokenizer.split(text)
+
+    @property
+    def target_mode(self) -> str | None:
+        """How the source split target strings: its ``data.target_tokenizer`` (default
+        ``data.tokenizer``) when it has that key, else ``None`` (symbol lists, e.g. cmudict)."""
+        o = self.recipe.data_options
+        if "target_tokenizer" not in type(o).model_fields:
+            return None
+        return o.target_tokenizer or self.recipe.data.tokenizer
+
+    @property
+    def target_subword(self) -> bool:
+        """True when target strings are sentencepiece pieces (``target_subword.model``)."""
+        return self.target_mode == "sentencepiece"
+
+    def target_symbols(self, record) -> list:
+        """A record's target as target-vocabulary symbols: its list, or with a sentencepiece
+        target the pieces of its text (the source handed characters over, see
+        :mod:`seqkit.data.subword`)."""
+        return self.target_tokenizer.split("".join(record.target)) if self.target_subword else list(record.target)
+
+    def target_text(self, symbols: list) -> str:
+        """Output symbols as text: decoded pieces (sentencepiece target), concatenated
+        characters (char target) or symbols joined by spaces."""
+        if self.target_subword:
+            return self.target_tokenizer.join(symbols)
+        return ("" if self.target_mode == "char" else " ").join(symbols)
+
+    def _source_length(self, text: str) -> int:
         d = self.recipe.data
-        return tokenize(text, d.tokenizer, d.lowercase)
+        if d.tokenizer == "sentencepiece" and "_tokenizer" not in self.__dict__:
+            return len(text)  # before the model is trained: characters, an upper bound of pieces
+        return len(self.source_tokens(text))
 
     def check_records(self, records, split):
         """Every record needs ``text`` and a non-empty ``target``; pairs whose source is longer
@@ -138,7 +171,7 @@ class Seq2SeqHead(Head):
                                 f"'{d.source}' gave {'no text' if r.text is None else 'no target'}. "
                                 f"Use a source of (source, target) pairs such as parallel_text, table (source and target "
                                 f"columns) or cmudict.")
-        keep = [r for r in records if len(self.source_tokens(r.text)) <= d.max_length
+        keep = [r for r in records if self._source_length(r.text) <= d.max_length
                 and len(r.target) + 1 <= d.max_length]
         if len(keep) < len(records):
             log.warn(f"{split}: {len(records) - len(keep)} of {len(records)} pairs have a source or "
@@ -148,25 +181,48 @@ class Seq2SeqHead(Head):
 
     # ---------------------------------------------------------------- assets
     def fit(self, train):
+        """Source and target vocabularies of the training split; a sentencepiece side trains its
+        model on that side's training text (each side its own model)."""
+        from seqkit.data.subword import TextTokenizer
+
         d = self.recipe.data
-        self.vocab = Vocabulary.build((self.source_tokens(r.text) for r in train),
-                                      min_count=d.min_count, max_size=d.max_vocab)
-        self.target_vocab = Vocabulary.build(r.target for r in train)
+        self.fit_tokenizer(r.text for r in train)
+        if d.tokenizer == "sentencepiece":
+            self.vocab = self.tokenizer.vocabulary()
+        else:
+            self.vocab = Vocabulary.build((self.source_tokens(r.text) for r in train),
+                                          min_count=d.min_count, max_size=d.max_vocab)
+        if self.target_subword:
+            self.target_tokenizer = TextTokenizer.fit("sentencepiece", False, ("".join(r.target) for r in train),
+                                                      d.subword, key="data.subword (target side)")
+            self.target_vocab = self.target_tokenizer.vocabulary()
+        else:
+            self.target_vocab = Vocabulary.build(r.target for r in train)
 
     def save_assets(self, run_dir):
+        from seqkit.data.subword import TARGET_SUBWORD_MODEL
         from seqkit.rundir import VOCAB
 
         self.vocab.save(os.path.join(run_dir, VOCAB))
         self.target_vocab.save(os.path.join(run_dir, TARGET_VOCAB))
+        self.save_tokenizer(run_dir)
+        if self.target_subword:
+            self.target_tokenizer.save(run_dir, TARGET_SUBWORD_MODEL)
 
     def load_assets(self, run_dir):
+        from seqkit.data.subword import TARGET_SUBWORD_MODEL, TextTokenizer
         from seqkit.rundir import VOCAB
 
         self.vocab = Vocabulary.load(os.path.join(run_dir, VOCAB))
         self.target_vocab = Vocabulary.load(os.path.join(run_dir, TARGET_VOCAB))
+        self.load_tokenizer(run_dir)
+        if self.target_subword:
+            self.target_tokenizer = TextTokenizer.load(run_dir, "sentencepiece", False, TARGET_SUBWORD_MODEL)
 
     def describe_assets(self):
-        return f"source vocabulary {len(self.vocab)}, target vocabulary {len(self.target_vocab)}"
+        sp = lambda tok: f" ({tok.describe()})" if tok is not None and tok.mode == "sentencepiece" else ""  # noqa: E731
+        return (f"source vocabulary {len(self.vocab)}{sp(self.tokenizer)}, target vocabulary "
+                f"{len(self.target_vocab)}{sp(self.target_tokenizer if self.target_subword else None)}")
 
     def encode_sources(self, texts: list) -> tuple[list, int, int]:
         """Source ids per text: ``(ids lists, unknown symbols, all symbols)``."""
@@ -180,7 +236,7 @@ class Seq2SeqHead(Head):
 
         r = self.recipe
         src, _, _ = self.encode_sources([x.text for x in records])
-        tgt = [self.target_vocab.encode(x.target) for x in records]
+        tgt = [self.target_vocab.encode(self.target_symbols(x)) for x in records]
         return make_pair_dataset(src, tgt, batch_size=r.training.batch_size, shuffle=training,
                                  seed=r.seed, bucket=training and r.data.bucket,
                                  max_length=r.data.max_length, first_epoch=first_epoch,
@@ -215,6 +271,8 @@ class Seq2SeqHead(Head):
         refs = references(records)
         words = list(refs)
         hyps = [h[0][0] for h in self.decode_texts(model, words)]
+        if self.target_subword:  # scored in characters, as the references are held
+            hyps = [list(self.target_text(h)) for h in hyps]
         _, unk, total = self.encode_sources(words)
         out.update(self.output_scores(refs, hyps), beam_width=self.recipe.decoding.beam_width,
                    unknown_source_symbols=unk, source_symbols=total)
@@ -235,8 +293,8 @@ class Seq2SeqHead(Head):
         if self.options.text_metrics:
             from seqkit.text_metrics import bleu_chrf
 
-            out.update(bleu_chrf([[" ".join(r) for r in refs[w]] for w in words],
-                                 [" ".join(h) for h in hyps]))
+            join = "".join if self.target_subword else " ".join
+            out.update(bleu_chrf([[join(r) for r in refs[w]] for w in words], [join(h) for h in hyps]))
         return out
 
     def baselines(self, prep):

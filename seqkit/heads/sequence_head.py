@@ -42,6 +42,19 @@ class SequenceHead(Head):
         if value is not None:
             raise TypeError("the vocabulary of a sequence head comes from its inputs")
 
+    @property
+    def tokenizer(self):
+        """The input :class:`~seqkit.data.subword.TextTokenizer`: the sentencepiece one of the
+        inputs (``data.tokenizer: sentencepiece``), else the source's split of raw text."""
+        if self.inputs.subword is not None:
+            return self.inputs.subword
+        if self.recipe.data.tokenizer == "sentencepiece":
+            return Head.tokenizer.fget(self)  # raises: not trained or loaded yet
+        from seqkit.data.base import text_tokenizer
+        from seqkit.data.subword import TextTokenizer
+
+        return TextTokenizer(text_tokenizer(self.recipe), self.recipe.data.lowercase)
+
     # ---------------------------------------------------------------- records
     @abc.abstractmethod
     def record_classes(self, record) -> list:

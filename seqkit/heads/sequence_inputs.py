@@ -55,6 +55,8 @@ class SequenceInputs:
         self.normalizer: FrameNormalizer | None = None
         self.width = 0
         self.longest = 0
+        #: data.tokenizer sentencepiece: the TextTokenizer whose pieces the tokens are re-split into
+        self.subword = None
 
     # ---------------------------------------------------------------- checks
     @staticmethod
@@ -95,7 +97,14 @@ class SequenceInputs:
         """Fit the vocabulary (tokens) or normaliser (frames) on training records."""
         self.kind = self.check_kind(train, "train")
         self.longest = max(len(r) for r in train)
-        if self.kind == "tokens":
+        if self.kind == "tokens" and self.data_cfg.tokenizer == "sentencepiece":
+            from seqkit.data.subword import TextTokenizer
+
+            d = self.data_cfg  # the source handed the text over as its characters
+            self.subword = TextTokenizer.fit("sentencepiece", d.lowercase, ("".join(r.tokens) for r in train),
+                                             d.subword)
+            self.vocab = self.subword.vocabulary()
+        elif self.kind == "tokens":
             d = self.data_cfg
             self.vocab = Vocabulary.build((self._toks(r.tokens) for r in train),
                                           min_count=d.min_count, max_size=d.max_vocab)
@@ -108,6 +117,8 @@ class SequenceInputs:
                           {"kind": self.kind, "width": self.width, "longest": self.longest})
         if self.kind == "tokens":
             self.vocab.save(os.path.join(run_dir, VOCAB))
+            if self.subword is not None:
+                self.subword.save(run_dir)
         else:
             self.normalizer.save(os.path.join(run_dir, NORMALIZER))
 
@@ -123,16 +134,24 @@ class SequenceInputs:
                               f"directory is incomplete, train again.") from exc
         if self.kind == "tokens":
             self.vocab = Vocabulary.load(os.path.join(run_dir, VOCAB))
+            if self.data_cfg.tokenizer == "sentencepiece":
+                from seqkit.data.subword import TextTokenizer
+
+                self.subword = TextTokenizer.load(run_dir, "sentencepiece", self.data_cfg.lowercase)
         else:
             self.normalizer = FrameNormalizer.load(os.path.join(run_dir, NORMALIZER))
 
     def describe(self) -> str:
         if self.kind == "tokens":
-            return f"vocabulary {len(self.vocab)}"
+            return f"vocabulary {len(self.vocab)}" + (f" ({self.subword.describe()})" if self.subword else "")
         return f"{self.width} channels (standardised)"
 
     # ---------------------------------------------------------------- encode
     def _toks(self, tokens):
+        """The vocabulary's tokens of a record's tokens: lower-cased with ``data.lowercase``;
+        with sentencepiece, the pieces of the text its (character) tokens spell."""
+        if self.subword is not None:
+            return self.subword.split("".join(tokens))
         return [t.lower() for t in tokens] if self.data_cfg.lowercase else list(tokens)
 
     def encode(self, record) -> np.ndarray:
@@ -157,8 +176,9 @@ class SequenceInputs:
         """``(unknown tokens, all tokens)`` of ``records`` under the vocabulary."""
         if self.kind != "tokens":
             return 0, 0
-        unk = sum(1 for r in records for t in self._toks(r.tokens) if t not in self.vocab.index)
-        return unk, sum(len(r) for r in records)
+        toks = [self._toks(r.tokens) for r in records]
+        unk = sum(1 for ts in toks for t in ts if t not in self.vocab.index)
+        return unk, sum(len(ts) for ts in toks)
 
     # ---------------------------------------------------------------- model
     def input_layer(self, model_cfg):

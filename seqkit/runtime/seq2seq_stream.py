@@ -88,6 +88,7 @@ class Seq2SeqModel:
             raise SeqkitError(f"{export_dir or 'this export'}: a '{metadata.get('head')}' export, not "
                               f"an encoder-decoder; run it with seqkit.runtime.StreamingModel.")
         self.metadata = metadata
+        self.export_dir = export_dir
         try:
             it = interpreter(model)
         except ValueError as exc:
@@ -237,17 +238,49 @@ class Seq2SeqModel:
     # ---------------------------------------------------------------- text
     def source_ids(self, text: str) -> tuple[list[int], int]:
         """A source string as ids, split as in training: ``(ids, unknown symbol count)``."""
-        from seqkit.data.vocab import UNK_ID, Vocabulary, tokenize
+        from seqkit.data.vocab import UNK_ID, Vocabulary
 
         if not hasattr(self, "_vocab"):
             self._vocab = Vocabulary(self.metadata["vocab"])
-        ids = self._vocab.encode(tokenize(text, self.metadata["tokenizer"], self.metadata["lowercase"]))
+        ids = self._vocab.encode(self.tokenizer("source").split(text))
         return ids, sum(i == UNK_ID for i in ids)
+
+    def tokenizer(self, side: str = "source"):
+        """The export's :class:`~seqkit.data.subword.TextTokenizer` of ``side`` (``source`` or
+        ``target``; a sentencepiece one reads its model file from the export folder).
+
+        Raises:
+            SeqkitError: a sentencepiece side of a runtime made from bytes, without its folder.
+        """
+        from seqkit.data.subword import TextTokenizer
+
+        cache = self.__dict__.setdefault("_tokenizers", {})
+        if side not in cache:
+            key = "subword_model" if side == "source" else "target_subword_model"
+            if self.metadata.get(key) and self.export_dir is None:
+                raise SeqkitError(f"this seq2seq runtime was made from model bytes; its {side} side is "
+                                  f"a sentencepiece model ({self.metadata[key]}): load it from the "
+                                  f"export folder, Seq2SeqModel(EXPORT_DIR).")
+            if side == "source":
+                cache[side] = TextTokenizer.load(self.export_dir or ".", self.metadata["tokenizer"],
+                                                 bool(self.metadata["lowercase"]),
+                                                 self.metadata.get("subword_model") or "subword.model")
+            else:
+                cache[side] = TextTokenizer.from_export(self.export_dir or ".", self.metadata, "target")
+        return cache[side]
 
     def symbols(self, ids) -> list[str]:
         """Target ids -> target symbols."""
         names = self.metadata["target_vocab"]
         return [names[i] for i in ids]
+
+    def text(self, ids) -> str:
+        """Target ids -> the output as text: sentencepiece pieces decoded, else the symbols
+        joined by spaces (as ``seqkit stream`` prints them)."""
+        syms = self.symbols(ids)
+        if self.metadata.get("target_subword_model"):
+            return self.tokenizer("target").join(syms)
+        return " ".join(syms)
 
 
 def _log_softmax(z: np.ndarray) -> np.ndarray:

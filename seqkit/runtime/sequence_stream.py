@@ -46,14 +46,17 @@ class StepAnswer:
     probability: float
 
 
-def read_stream_input(text: str, name: str, metadata: dict) -> list[StreamInput]:
+def read_stream_input(text: str, name: str, metadata: dict, folder: str | None = None) -> list[StreamInput]:
     """Parse ``text`` for an export: a ``.ts`` file for frame inputs, else one sequence per
-    non-empty line, split as in training (``metadata['token_mode']``).
+    non-empty line, split as in training (``metadata['token_mode']``; ``sentencepiece``: the
+    pieces of the model file ``metadata['subword_model']`` in the export ``folder``).
 
     Raises:
         SeqkitError: malformed input, or a frame width other than the export's.
+        RunDirError: the export's sentencepiece model file is missing or unreadable.
     """
-    from seqkit.data.vocab import Vocabulary, tokenize
+    from seqkit.data.subword import TextTokenizer
+    from seqkit.data.vocab import Vocabulary
 
     inp = metadata.get("input") or metadata["full_sequence"]["input"]
     if inp["kind"] == "frame":
@@ -70,11 +73,18 @@ def read_stream_input(text: str, name: str, metadata: dict) -> list[StreamInput]
         from seqkit.data.vocab import UNK_ID
 
         vocab = Vocabulary(metadata["vocab"])
+        if metadata.get("subword_model"):  # sentencepiece: lower-cases before it splits
+            if folder is None:
+                raise SeqkitError(f"{name}: this export splits text with a sentencepiece model "
+                                  f"({metadata['subword_model']}); pass the export folder.")
+            tok, lower = TextTokenizer.from_export(folder, metadata), False
+        else:
+            tok, lower = TextTokenizer(metadata["token_mode"]), metadata["lowercase"]
         out, unknown, first = [], 0, None
         for n, line in enumerate(text.splitlines(), start=1):
-            words = tokenize(line, metadata["token_mode"])
+            words = tok.split(line)
             if words:
-                ids = vocab.encode([w.lower() for w in words] if metadata["lowercase"] else words)
+                ids = vocab.encode([w.lower() for w in words] if lower else words)
                 miss = [w for w, i in zip(words, ids) if i == UNK_ID]
                 if miss and first is None:
                     first = f"{name}:{n} {miss[0]!r}"
