@@ -48,6 +48,11 @@ def text_unsupported(prep) -> str | None:
     if inputs is not None and inputs.kind != "tokens":
         return (f"it reads {inputs.width}-channel frames, not text (feed frames to the `predict` "
                 f"signature of `seqkit export --format saved_model` instead)")
+    d = prep.recipe.data
+    if d.tokenizer == "sentencepiece" or getattr(prep.head, "target_subword", False):
+        return ("its tokenizer is sentencepiece, whose pieces the graph cannot cut with tf.strings "
+                "alone (TensorFlow Text's SentencepieceTokenizer would; seqkit does not depend on it): "
+                "use run.predict / run.generate / run.transduce, or the id signatures of the export")
     return None
 
 
