@@ -623,8 +623,7 @@ def stream(export_dir, prompt, max_length, temperature, top_k, greedy, beam_widt
         raise SeqkitError(f"{export_dir}: streaming text generation needs a language-model export; "
                           f"this one is '{meta['head']}'.")
     vocab = Vocabulary(meta["vocab"])
-    tok = TextTokenizer.from_export(export_dir if os.path.isdir(export_dir) else os.path.dirname(export_dir) or ".",
-                                    meta)
+    tok = TextTokenizer.from_export(export_dir, meta)  # a lone .tflite carries its subword model
     across = meta.get("layout") == "stream"  # a stream-trained model: the state goes on across lines
     encode = lambda text: vocab.encode(tok.split(text))  # noqa: E731
     if across:  # a prompt's lines prime the state, line breaks read as <s> (seqkit.data.stream)

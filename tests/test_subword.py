@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import random
 
 import pytest
@@ -155,6 +156,14 @@ def test_language_model_run_export_and_stream(lm_text, tmp_path):
         assert res.output.splitlines()[-1] == ref
     res = cli.invoke(main, ["inspect", out])
     assert "tokenizer: sentencepiece (subword.model: sentencepiece bpe, 60 pieces)" in res.output
+    # a lone .tflite carries the subword model too (embedded beside the metadata)
+    lone = tmp_path / "elsewhere"
+    lone.mkdir()
+    shutil.copy(os.path.join(out, "model.tflite"), lone / "lm.tflite")
+    for p, ref in zip(prompts, keras_out):
+        res = cli.invoke(main, ["stream", str(lone / "lm.tflite"), "--prompt", p, "--greedy", "--max-length", "12"])
+        assert res.exit_code == 0, res.output
+        assert res.output.splitlines()[-1] == ref
 
 
 # ------------------------------------------------------------------ acceptor and seq2seq

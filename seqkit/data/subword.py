@@ -236,14 +236,25 @@ class TextTokenizer:
 
     @classmethod
     def load(cls, folder: str, mode: str, lowercase: bool, name: str = SUBWORD_MODEL) -> "TextTokenizer":
-        """The tokenizer a run directory or export folder saved (:meth:`save`).
+        """The tokenizer a run directory or export folder saved (:meth:`save`). ``folder`` may
+        also be an export's ``.tflite`` (or a folder without the model file): the file embedded in
+        the model (:mod:`seqkit.export.embedded_metadata`, ``seqkit_file:NAME``) is read then.
 
         Raises:
             RunDirError: ``sentencepiece`` and the model file is missing or unreadable.
         """
         if mode != "sentencepiece":
             return cls(mode, lowercase)
-        return cls(mode, lowercase, SubwordModel.load(os.path.join(folder, name)))
+        path = os.path.join(folder, name)
+        if not os.path.isfile(path):  # an export's .tflite carries the model file inside
+            model = folder if os.path.isfile(folder) else os.path.join(folder, "model.tflite")
+            if os.path.isfile(model) and model.endswith(".tflite"):
+                from seqkit.export import embedded_metadata
+
+                inside = embedded_metadata.read_files(model).get(name)
+                if inside:
+                    return cls(mode, lowercase, SubwordModel(inside))
+        return cls(mode, lowercase, SubwordModel.load(path))
 
     @classmethod
     def from_export(cls, folder: str, metadata: dict, side: str = "source") -> "TextTokenizer":

@@ -109,6 +109,7 @@ def export_seq2seq(prep, model, out: str, *, fmt: str, quantize: str, tolerance:
     import tensorflow as tf
 
     from seqkit.export import embedded_metadata
+    from seqkit.export.writer import subword_files
     from seqkit.export.seq2seq_archive import build_seq2seq_archive, state_names
     from seqkit.export.seq2seq_parity import (SavedModelSeq2Seq, Seq2SeqParityCase, identical,
                                               saved_model_decodes)
@@ -152,7 +153,7 @@ def export_seq2seq(prep, model, out: str, *, fmt: str, quantize: str, tolerance:
             shutil.rmtree(pin_dir)
             rt = Seq2SeqModel(model_bytes=data, metadata=meta)
             report["tflite"] = case.check_teacher_forced(rt)
-            data = embedded_metadata.embed(data, meta)  # the file describes itself: metadata.json inside
+            data = embedded_metadata.embed(data, meta, subword_files(prep, meta))  # the file describes itself
             report["tflite"].update({"ops": op_names(data), "bytes": len(data)})
             _check(report["tflite"], f"TFLite encode + decode_step ({quantize})", tolerance, min_agreement)
             from seqkit.progress import progress

@@ -171,6 +171,17 @@ def metadata_for(prep, stepper, quantize: str, full_sequence: dict | None = None
     return meta
 
 
+def subword_files(prep, meta: dict) -> dict[str, bytes]:
+    """The sentencepiece model files ``metadata.json`` names, ``{file name: bytes}``, for
+    :func:`seqkit.export.embedded_metadata.embed` (so a lone ``.tflite`` carries its tokenizer)."""
+    out = {}
+    if meta.get("subword_model"):
+        out[meta["subword_model"]] = prep.head.tokenizer.model.proto
+    if meta.get("target_subword_model"):
+        out[meta["target_subword_model"]] = prep.head.target_tokenizer.model.proto
+    return out
+
+
 def write_subword_models(prep, meta: dict, folder: str) -> None:
     """Copy the run's sentencepiece model(s) into an export ``folder`` under the names
     ``meta["subword_model"]`` / ``meta["target_subword_model"]`` give (none: nothing)."""
@@ -398,7 +409,7 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
                     tflite_tags = _viterbi_rows(z, case.lengths, crf)
             if conv_dir != sm_dir:
                 shutil.rmtree(conv_dir)
-            data = embedded_metadata.embed(data, meta)  # the file describes itself: metadata.json inside
+            data = embedded_metadata.embed(data, meta, subword_files(prep, meta))  # the file describes itself
             report["tflite"].update({"ops": op_names(data), "bytes": len(data)})
             _check(report["tflite"], f"TFLite {meta['artefact']} ({quantize})", tolerance, min_agreement)
             if crf is not None:
