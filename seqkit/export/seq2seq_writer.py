@@ -18,6 +18,7 @@ the decoder steps).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 
@@ -98,6 +99,7 @@ def export_seq2seq(prep, model, out: str, *, fmt: str, quantize: str, tolerance:
 
     from seqkit.export.calibration import seq2seq_samples
     from seqkit.export.seq2seq_archive import build_seq2seq_archive, state_names
+    from seqkit.export.unrolled import unrolled
     from seqkit.export.seq2seq_parity import (SavedModelSeq2Seq, Seq2SeqParityCase, identical,
                                               saved_model_decodes)
     from seqkit.export.tflite import convert_signature, op_names
@@ -137,7 +139,8 @@ def export_seq2seq(prep, model, out: str, *, fmt: str, quantize: str, tolerance:
             report["saved_model_decoding"] = {k: identical(refs[k], got[k]) for k in ("greedy", "beam")}
         if fmt in ("tflite", "all"):
             pin_dir = os.path.join(tmp, "pinned_saved_model")
-            build_seq2seq_archive(prep, model, source_length=S).write_out(pin_dir, verbose=False)
+            with unrolled(model) if calibration else contextlib.nullcontext():  # no WHILE to quantize
+                build_seq2seq_archive(prep, model, source_length=S).write_out(pin_dir, verbose=False)
             rep = calibration and seq2seq_samples(prep, calibration, pin_dir, S)
             data = convert_signature(pin_dir, quantize, ["encode", "decode_step"], representative=rep,
                                      io_type=io_type)

@@ -91,6 +91,16 @@ def convert_signature(saved_model_dir: str, quantize: str = "none",
         if not representative:
             raise SeqkitError(f"--quantize {quantize}: no calibration samples (the training split "
                               f"gave none); full-integer quantization needs them.")
+        from seqkit.export.unrolled import while_ops
+
+        loops = while_ops(saved_model_dir, keys)
+        if loops:
+            raise SeqkitError(
+                f"--quantize {quantize}: the {' + '.join(loops)} signature holds a WHILE loop (a "
+                f"recurrent layer that is not unrolled, or a CRF's in-graph Viterbi); the TF "
+                f"{tf.__version__} full-integer quantizer crashes on WHILE, so it is refused and "
+                f"nothing was written. Export the step model (without --full-sequence; a CRF "
+                f"tagger's runtime runs Viterbi itself), or use --quantize dynamic-range.")
         conv.optimizations = [tf.lite.Optimize.DEFAULT]
         conv.representative_dataset = lambda: iter(representative)
         int_type = tf.int8 if quantize == "int8" else tf.int16
@@ -103,6 +113,17 @@ def convert_signature(saved_model_dir: str, quantize: str = "none",
         data = conv.convert()
     except Exception as exc:  # the converter raises ConverterError with the op list
         if quantize in FULL_INTEGER:
+            import re
+
+            empty = re.findall(r"Empty min/max for tensor ([^\s.]+)", str(exc))
+            if empty:
+                raise SeqkitError(
+                    f"--quantize {quantize}: the TF {tf.__version__} converter recorded no range "
+                    f"for the tensor {empty[0]} of the {signature} model during calibration "
+                    f"(converter: 'Empty min/max for tensor {empty[0]}'; with int16x8 this "
+                    f"happens to the int32 inputs of a model with several signatures: seq2seq, "
+                    f"--state internal). Nothing was written. Export with --quantize int8, or "
+                    f"int16x8 of the explicit-state step model.") from exc
             ops = unquantizable_ops(str(exc))
             raise SeqkitError(
                 f"--quantize {quantize}: the {signature} model does not convert to integer builtin "

@@ -236,6 +236,7 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
     from seqkit.export.parity import ParityCase, stream_logits
     from seqkit.export.calibration import full_sequence_samples, step_samples
     from seqkit.export.tflite import convert_signature, op_names
+    from seqkit.export.unrolled import unrolled
     from seqkit.runtime.full_sequence import FullSequenceModel
     from seqkit.runtime.streaming import StreamingModel
     from seqkit.train import load_run
@@ -348,7 +349,8 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
         if fmt in ("tflite", "all"):
             if full_sequence:
                 fs_dir = os.path.join(tmp, "full_sequence_saved_model")
-                build_full_sequence_archive(prep, model, batch, length).write_out(fs_dir, verbose=False)
+                with unrolled(model) if calib else contextlib.nullcontext():  # no WHILE to quantize
+                    build_full_sequence_archive(prep, model, batch, length).write_out(fs_dir, verbose=False)
                 rep = calib and full_sequence_samples(prep, calib, batch, length, fs["spec"].name)
                 data = convert_signature(fs_dir, quantize, "predict", representative=rep, io_type=io_type)
                 shutil.rmtree(fs_dir)
