@@ -645,7 +645,9 @@ def inspect(path):
             sizes += (f", state inside the model (batch {meta.get('batch')}): "
                       + " ".join(s["name"] for s in meta["state_layout"]))
         click.echo(f"head {meta['head']}, {meta.get('artefact', 'step')} model, input {inp['kind']}, "
-                   f"{sizes}, quantize {meta['quantize']}, seqkit {meta['seqkit_version']}")
+                   f"{sizes}, quantize {meta['quantize']}"
+                   + (", integer I/O" if meta.get("io_type") == "int" else "")
+                   + f", seqkit {meta['seqkit_version']}")
 
 
 @main.command("bench-step")

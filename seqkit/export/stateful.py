@@ -28,10 +28,14 @@ head's stepper). Not seq2seq: beam search reorders its K beams' decoder states
 every step (a gather over rows), which a state held inside the model cannot take
 without a signature per reordering; and its encoder is a full-sequence model.
 
-Quantization (TF 2.21): ``none``, ``float16`` and ``dynamic-range`` (int8
-weights) convert with the state kept float32. Any other mode is tried, and a
-converter failure is reported with the converter's own message and the offer
-of the explicit-state model.
+Quantization (TF 2.21): ``none``, ``float16``, ``dynamic-range`` (int8
+weights) and full-integer ``int8`` convert with the state variables kept
+float32 (``int8``: the step quantizes what it reads from them and dequantizes
+what it assigns, ``QUANTIZE`` / ``DEQUANTIZE``; calibration streams training
+records through ``reset`` + ``step``, :func:`seqkit.export.calibration.stateful_samples`).
+``int16x8`` does not: TF 2.21's calibration records no range for ``reset``'s
+int32 ``rows`` ("Empty min/max for tensor reset_rows:0"). A converter failure is
+reported with the converter's own message and the offer of the explicit-state model.
 """
 
 from __future__ import annotations
@@ -135,13 +139,13 @@ def convert_stateful(saved_model_dir: str, quantize: str, representative=None,
         data = convert_signature(saved_model_dir, quantize, ["step", "reset"], resource_variables=True,
                                  representative=representative, io_type=io_type)
     except SeqkitError as exc:
-        other = [q for q in ("dynamic-range", "none") if q != quantize]
+        other = [q for q in ("int8", "dynamic-range", "none") if q != quantize]
         raise SeqkitError(
             f"--state internal --quantize {quantize}: the converter cannot produce this stateful "
             f"model: {exc.__cause__ or exc}. Nothing was written. The explicit-state model "
             f"converts with the same --quantize {quantize} (export without --state internal; the "
             f"runtime carries the states), or keep the state internal with --quantize "
-            f"{' or '.join(other)}.") from exc
+            f"{', '.join(other)}.") from exc
     missing = [op for op in STATE_OPS if op not in op_names(data)]
     if missing:
         raise SeqkitError(f"--state internal: the converted model lacks {', '.join(missing)} (its state "

@@ -121,9 +121,10 @@ def convert_signature(saved_model_dir: str, quantize: str = "none",
                     f"--quantize {quantize}: the TF {tf.__version__} converter recorded no range "
                     f"for the tensor {empty[0]} of the {signature} model during calibration "
                     f"(converter: 'Empty min/max for tensor {empty[0]}'; with int16x8 this "
-                    f"happens to the int32 inputs of a model with several signatures: seq2seq, "
-                    f"--state internal). Nothing was written. Export with --quantize int8, or "
-                    f"int16x8 of the explicit-state step model.") from exc
+                    f"happens to integer tensors the calibration does not log: the int32 inputs "
+                    f"of a second signature (seq2seq decode_step, --state internal reset), a "
+                    f"pooling length count). Nothing was written. Export with --quantize int8, "
+                    f"or int16x8 of the explicit-state step model.") from exc
             ops = unquantizable_ops(str(exc))
             raise SeqkitError(
                 f"--quantize {quantize}: the {signature} model does not convert to integer builtin "
@@ -156,11 +157,31 @@ def _first_lines(message: str, n: int = 3) -> str:
 
 
 def interpreter(model: bytes | str):
-    """An ``ai_edge_litert`` interpreter for model bytes or a ``.tflite`` path (tensors allocated)."""
+    """An ``ai_edge_litert`` interpreter for model bytes or a ``.tflite`` path (tensors allocated).
+
+    When the default XNNPACK delegate cannot prepare the graph (it refuses some full-integer
+    graphs: "failed to create XNNPACK runtime"), the interpreter is made again without default
+    delegates (LiteRT's builtin kernels).
+    """
+    import numpy as np
     from ai_edge_litert.interpreter import Interpreter
 
-    it = Interpreter(model_content=model) if isinstance(model, (bytes, bytearray)) else Interpreter(model_path=model)
-    it.allocate_tensors()
+    src = {"model_content": model} if isinstance(model, (bytes, bytearray)) else {"model_path": model}
+    it = Interpreter(**src)
+    try:
+        it.allocate_tensors()
+        if len(it.get_signature_list()) <= 1 and any(
+                np.dtype(d["dtype"]) in (np.int8, np.int16) for d in it.get_tensor_details()):
+            it.invoke()  # a quantized pure function: the XNNPACK delegate prepares (or not) here
+    except RuntimeError as exc:
+        if "XNNPACK" not in str(exc) and "Delegate" not in str(exc):
+            raise
+        # XNNPACK refuses some quantized graphs ("failed to create XNNPACK runtime", e.g. an
+        # unrolled int8 encoder); the builtin kernels run them
+        from ai_edge_litert.interpreter import OpResolverType
+
+        it = Interpreter(**src, experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+        it.allocate_tensors()
     return it
 
 
