@@ -172,6 +172,8 @@ def interpreter(model: bytes | str):
         it.allocate_tensors()
         if len(it.get_signature_list()) <= 1 and any(
                 np.dtype(d["dtype"]) in (np.int8, np.int16) for d in it.get_tensor_details()):
+            for d in it.get_input_details():  # zeros: valid ids (padding) and values
+                it.set_tensor(d["index"], np.zeros(d["shape"], d["dtype"]))
             it.invoke()  # a quantized pure function: the XNNPACK delegate prepares (or not) here
     except RuntimeError as exc:
         if "XNNPACK" not in str(exc) and "Delegate" not in str(exc):
