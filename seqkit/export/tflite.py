@@ -33,9 +33,11 @@ FULL_INTEGER = ("int8", "int16x8")
 IO_TYPES = ("float", "int")
 
 
-def convert_step(saved_model_dir: str, quantize: str = "none") -> bytes:
+def convert_step(saved_model_dir: str, quantize: str = "none", *, representative=None,
+                 io_type: str = "float") -> bytes:
     """Convert the ``step`` signature of a SavedModel (see :func:`convert_signature`)."""
-    return convert_signature(saved_model_dir, quantize, "step")
+    return convert_signature(saved_model_dir, quantize, "step", representative=representative,
+                             io_type=io_type)
 
 
 def convert_signature(saved_model_dir: str, quantize: str = "none",

@@ -235,7 +235,7 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
     from seqkit.export.archive import build_archive, build_full_sequence_archive, predict_input_spec
     from seqkit.export.parity import ParityCase, stream_logits
     from seqkit.export.calibration import full_sequence_samples, step_samples
-    from seqkit.export.tflite import convert_signature, op_names
+    from seqkit.export.tflite import convert_signature, convert_step, op_names
     from seqkit.export.unrolled import unrolled
     from seqkit.runtime.full_sequence import FullSequenceModel
     from seqkit.runtime.streaming import StreamingModel
@@ -372,7 +372,7 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
                     tflite_tags = _viterbi_rows(z, case.lengths, crf)
             else:
                 rep = calib and step_samples(prep, calib, sm_dir, meta["input"]["name"])
-                data = convert_signature(sm_dir, quantize, "step", representative=rep, io_type=io_type)
+                data = convert_step(sm_dir, quantize, representative=rep, io_type=io_type)
                 rt = StreamingModel(model_bytes=data, metadata=meta)
                 z = stream_logits(rt.step, rt.reset, case.stream_input())
                 report["tflite"] = case.check_stream(z)
