@@ -509,11 +509,21 @@ def validate(recipe, overrides, check_data, show, as_json=False):
               help="TFLite step model, SavedModel with signatures, or both; keras: a portable "
               "inference model.keras with stock Keras layers only (loads without seqkit).")
 @click.option("--out", type=click.Path(file_okay=False), help="Export directory [default: exports/NAME].")
-@click.option("--quantize", type=click.Choice(["none", "float16", "dynamic-range"]), default="none",
-              show_default=True, help="TFLite weights: float32, float16, or int8 dynamic range.")
+@click.option("--quantize", type=click.Choice(["none", "float16", "dynamic-range", "int8", "int16x8"]),
+              default="none", show_default=True,
+              help="TFLite precision: float32; float16 or int8 (dynamic-range) weights with float "
+              "activations; full integer: int8 weights and activations, or int16x8 (int16 "
+              "activations, int8 weights), calibrated on training records.")
+@click.option("--io-type", type=click.Choice(["float", "int"]), default="float", show_default=True,
+              help="--quantize int8 / int16x8: float inputs and outputs (quantized inside the "
+              "model) or integer ones (int8 / int16; token ids stay int32).")
+@click.option("--calibration-examples", type=click.IntRange(min=1), default=128, show_default=True,
+              help="--quantize int8 / int16x8: training records the calibration streams.")
 @click.option("--tolerance", type=float, help="Largest allowed max |logit diff| vs Keras [default: 1e-4 for float32].")
 @click.option("--min-agreement", type=click.FloatRange(0, 1),
-              help="Smallest allowed arg-max agreement vs Keras [default: 0.999 float32, 0.99 quantized].")
+              help="Smallest allowed arg-max agreement vs Keras on held-out data; below it nothing "
+              "is written [default: 0.999 float32, 0.99 float16 / dynamic-range, 0.98 int16x8, "
+              "0.95 int8].")
 @click.option("--parity-examples", type=click.IntRange(min=1), default=32, show_default=True,
               help="Held-out examples streamed through the export for the parity check.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing export directory.")
@@ -530,8 +540,8 @@ def validate(recipe, overrides, check_data, show, as_json=False):
               help="TFLite step model: explicit (takes and returns its states) or internal (keeps "
               "them inside, signatures step + reset, --batch rows fixed; LM, acceptor, tagger).")
 @_common
-def export(run_dir, fmt, out, quantize, tolerance, min_agreement, parity_examples, overwrite,
-           full_sequence, batch, length, state):
+def export(run_dir, fmt, out, quantize, io_type, calibration_examples, tolerance, min_agreement,
+           parity_examples, overwrite, full_sequence, batch, length, state):
     """Export a trained run (SavedModel / TFLite step model; seq2seq: encode + decode_step signatures),
     checked against Keras before writing."""
     from seqkit.run import Run
@@ -539,7 +549,7 @@ def export(run_dir, fmt, out, quantize, tolerance, min_agreement, parity_example
     report = Run(run_dir).export(out, format=fmt, quantize=quantize, tolerance=tolerance,
                                  min_agreement=min_agreement, parity_examples=parity_examples,
                                  overwrite=overwrite, full_sequence=full_sequence, batch=batch, length=length,
-                                 state=state)
+                                 state=state, io_type=io_type, calibration_examples=calibration_examples)
     out = report["out"]
     if fmt == "keras":
         r = report
@@ -552,6 +562,8 @@ def export(run_dir, fmt, out, quantize, tolerance, min_agreement, parity_example
             click.echo(f"{kind}: max |logit diff| {r['max_abs_diff']:.3g}, arg-max agreement "
                        f"{r['argmax_agreement']:.4f} ({r['positions']} positions)"
                        + (f", {r['bytes']:,} bytes, ops {', '.join(r['ops'])}" if kind == "tflite" else "")
+                       + (f"; held-out {r['task']['metric']} {r['task']['export']:.4g} (Keras "
+                          f"{r['task']['keras']:.4g})" if "task" in r else "")
                        + (f"; state internal, max |logit diff| vs the explicit-state model "
                           f"{r['explicit_state_max_abs_diff']:.3g}" if "explicit_state_max_abs_diff" in r else ""))
         if f"{kind}_decoding" in report:  # seq2seq: outputs identical to Keras's transduce
@@ -779,7 +791,9 @@ def inspect(path, show_metadata, as_json=False):
             sizes += (f", state inside the model (batch {meta.get('batch')}): "
                       + " ".join(s["name"] for s in meta["state_layout"]))
         click.echo(f"head {meta['head']}, {meta.get('artefact', 'step')} model, input {inp['kind']}, "
-                   f"{sizes}, quantize {meta['quantize']}, seqkit {meta['seqkit_version']}")
+                   f"{sizes}, quantize {meta['quantize']}"
+                   + (", integer I/O" if meta.get("io_type") == "int" else "")
+                   + f", seqkit {meta['seqkit_version']}")
         if inp["kind"] == "token":
             click.echo("tokenizer: " + _describe_tokenizers(meta))
 

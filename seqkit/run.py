@@ -423,15 +423,22 @@ class Run:
     def export(self, out: str | None = None, *, format: str = "tflite", quantize: str = "none",
                tolerance: float | None = None, min_agreement: float | None = None,
                parity_examples: int = 32, overwrite: bool = False, full_sequence: bool = False,
-               batch: int = 1, length: int | None = None, state: str = "explicit") -> dict:
+               batch: int = 1, length: int | None = None, state: str = "explicit",
+               io_type: str = "float", calibration_examples: int = 128) -> dict:
         """Export the run, checked against Keras before anything is written (``seqkit export``).
 
         Args:
             out: the export directory [default: ``exports/NAME``].
             format: ``"tflite"`` (step model), ``"saved_model"``, ``"all"``, or ``"keras"`` (a
                 portable ``model.keras`` with stock Keras layers only).
-            quantize: TFLite weights: ``"none"``, ``"float16"``, ``"dynamic-range"``.
-            tolerance / min_agreement: parity limits (defaults depend on ``quantize``).
+            quantize: TFLite precision: ``"none"``, ``"float16"``, ``"dynamic-range"`` (weights
+                only), or full integer ``"int8"`` / ``"int16x8"`` (activations too, calibrated on
+                ``calibration_examples`` training records; :mod:`seqkit.export.calibration`).
+            io_type: full integer: ``"float"`` or ``"int"`` model inputs and outputs (token ids
+                stay int32; :class:`seqkit.runtime.StreamingModel` and the other runtimes convert
+                with each tensor's scale and zero point).
+            tolerance / min_agreement: parity limits (defaults depend on ``quantize``); below
+                ``min_agreement`` (the gate) nothing is written.
             parity_examples: held-out examples streamed through the export for the check.
             overwrite: replace an existing export directory.
             full_sequence / batch / length: a whole-sequence TFLite model for a pinned
@@ -472,7 +479,8 @@ class Run:
             report = export_run(self.path, out, fmt=format, quantize=quantize, tolerance=tolerance,
                                 min_agreement=min_agreement, parity_examples=parity_examples,
                                 overwrite=overwrite, full_sequence=full_sequence, batch=batch,
-                                length=length, state=state)
+                                length=length, state=state, io_type=io_type,
+                                calibration_examples=calibration_examples)
         return {**report, "out": out}
 
     # ------------------------------------------------------------ from a model you trained

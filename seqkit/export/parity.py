@@ -2,7 +2,10 @@
 
 Language model and tagger: logits per valid position. Acceptor: the step
 model's running answer at each sequence's last valid step (its full-sequence
-answer) against the Keras acceptor's ``[N, C]``.
+answer) against the Keras acceptor's ``[N, C]``. Each comparison also gives the
+task metric of both models on the same held-out records (:func:`task_metric`:
+perplexity for a language model, accuracy for an acceptor or tagger), so a
+quantized export's cost is read in the task's own unit.
 """
 
 from __future__ import annotations
@@ -28,6 +31,53 @@ def padded_pairs(prep, examples: list):
     for i, r in enumerate(rows):
         valid[i, : len(r)] = True
     return x, valid
+
+
+def task_targets(prep, examples: list, T: int) -> np.ndarray | None:
+    """Gold targets of ``examples`` aligned with :class:`ParityCase` inputs: language model
+    ``[N, T]`` next-token ids, tagger ``[N, T]`` tag ids + 1, acceptor ``[N]`` class ids + 1
+    (0 = padding or a class unseen in training: not scored); None for other heads or records
+    without targets."""
+    from seqkit.data.vocab import tokenize
+
+    kind, head, d = prep.recipe.head.type, prep.head, prep.recipe.data
+    try:
+        if kind == "language_model":
+            y = np.zeros((len(examples), T), np.int32)
+            for i, ex in enumerate(examples):
+                ids = prep.vocab.encode(tokenize(getattr(ex, "text", ex), d.tokenizer, d.lowercase))
+                t = np.asarray(head.to_pair(np.asarray(ids, np.int32))[1])[: min(d.max_length, T)]
+                y[i, : len(t)] = t
+            return y
+        if kind == "tagger":
+            y = np.zeros((len(examples), T), np.int32)
+            for i, ex in enumerate(examples):
+                t = head.encode_target(ex)[:T]
+                y[i, : len(t)] = t
+            return y
+        if kind == "acceptor":
+            return np.asarray([head.encode_target(ex) for ex in examples], np.int32)
+    except (AttributeError, TypeError, KeyError, ValueError):  # unlabelled records
+        return None
+    return None
+
+
+def task_metric(kind: str, logits: np.ndarray, targets: np.ndarray, valid: np.ndarray) -> dict:
+    """The task metric of ``logits`` against gold ``targets`` (see :func:`task_targets`).
+
+    Language model: ``{"perplexity": exp(mean over valid positions of -log softmax(z)[y])}``;
+    acceptor / tagger: ``{"accuracy": mean(argmax(z) + 1 == y)}`` over valid positions with
+    ``y > 0`` (a CRF tagger: the emissions' arg-max). Also ``"scored"``: the positions counted.
+    """
+    keep = valid & (targets > 0)
+    z, y = logits[keep].astype(np.float64), targets[keep]
+    if kind == "language_model":
+        m = z.max(-1, keepdims=True)
+        lse = (m + np.log(np.exp(z - m).sum(-1, keepdims=True)))[:, 0]
+        nll = lse - z[np.arange(len(y)), y] if len(y) else np.zeros(0)
+        return {"perplexity": float(np.exp(nll.mean())) if len(y) else float("nan"), "scored": int(len(y))}
+    return {"accuracy": float(np.mean(z.argmax(-1) + 1 == y)) if len(y) else float("nan"),
+            "scored": int(len(y))}
 
 
 def stream_logits(step_fn, reset_fn, x: np.ndarray) -> np.ndarray:
@@ -107,6 +157,23 @@ class ParityCase:
         T = self.x.shape[1]
         self.valid = (np.ones(len(self.x), bool) if self.per_sequence
                       else np.arange(T)[None, :] < self.lengths[:, None])
+        self.kind = prep.recipe.head.type
+        self.targets = task_targets(prep, examples, T)
+        self.keras_task = self.task(self.reference)
+
+    def task(self, logits: np.ndarray) -> dict | None:
+        """:func:`task_metric` of ``logits`` (shaped as :attr:`reference`), None without targets."""
+        if self.targets is None:
+            return None
+        return task_metric(self.kind, logits, self.targets, self.valid)
+
+    def _with_task(self, res: dict, logits: np.ndarray) -> dict:
+        if self.targets is not None:
+            got = self.task(logits)
+            name = next(iter(got))
+            res["task"] = {"metric": name, "keras": self.keras_task[name], "export": got[name],
+                           "scored": got["scored"]}
+        return res
 
     def stream_input(self) -> np.ndarray:
         """``x`` with NaN padding frames read as 0 (a stream never sees padding; the rows'
@@ -117,8 +184,8 @@ class ParityCase:
         """Compare step-model logits ``[N, T, C]`` (see :func:`compare`)."""
         if self.per_sequence:
             streamed = streamed[np.arange(len(streamed)), np.maximum(self.lengths - 1, 0)]
-        return compare(self.reference, streamed, self.valid)
+        return self._with_task(compare(self.reference, streamed, self.valid), streamed)
 
     def check_full(self, logits: np.ndarray) -> dict:
         """Compare full-sequence logits (same shape as :attr:`reference`)."""
-        return compare(self.reference, logits, self.valid)
+        return self._with_task(compare(self.reference, logits, self.valid), logits)

@@ -40,6 +40,7 @@ class Seq2SeqParityCase:
                  for s, r in zip(head.encode_sources([r.text for r in examples])[0], examples)]
         pairs = [(s, t) for s, t in pairs if len(s) <= source_length]
         self.sources = [s for s, _ in pairs]
+        self.targets = [list(t) for _, t in pairs]
         self.src = _pad(self.sources)
         self.dec_in = _pad([[START_ID] + t for _, t in pairs])
         self.valid = self.dec_in != 0
@@ -58,6 +59,16 @@ class Seq2SeqParityCase:
                     got[i, t] = runner.step(self.dec_in[i, t:t + 1])[0]
                 bar.update()
         return compare(self.reference, got, self.valid)
+
+    def wer(self, outputs: list) -> float:
+        """Word error rate of greedy ``outputs`` (id lists, one per source) against the targets:
+        the fraction whose output differs from the target (:func:`seqkit.edit_metrics.g2p_error_rates`,
+        one reference each)."""
+        from seqkit.edit_metrics import g2p_error_rates
+
+        if not self.targets:
+            return float("nan")
+        return g2p_error_rates([[t] for t in self.targets], [list(o) for o in outputs])["wer"]
 
     def references(self, model, *, beam_width: int, length_penalty: float, max_length: int) -> dict:
         """``{"greedy": [ids], "beam": [ids]}`` per source from :func:`transduce` (best hypothesis)."""

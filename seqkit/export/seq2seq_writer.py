@@ -19,6 +19,7 @@ the decoder steps).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 
@@ -95,12 +96,20 @@ def subword_metadata(prep) -> dict:
 
 
 def export_seq2seq(prep, model, out: str, *, fmt: str, quantize: str, tolerance: float | None,
-                   min_agreement: float, parity_examples: int, length: int | None) -> dict:
+                   min_agreement: float, parity_examples: int, length: int | None,
+                   io_type: str = "float", calibration: list | None = None) -> dict:
     """Export a loaded seq2seq run (called by :func:`seqkit.export.writer.export_run`, which
     checked the arguments); return the parity report.
 
     Args:
         length: the pinned encoder length ``S_max`` (default the run's ``data.max_length``).
+        io_type, calibration: full-integer modes: integer or float I/O, and the training
+            records to calibrate on (:func:`seqkit.export.calibration.seq2seq_samples`).
+
+    The report's ``tflite_decoding`` also gives ``wer``: the
+    word error rate (:func:`seqkit.edit_metrics.g2p_error_rates`, a word wrong when its
+    greedy output differs from its target) of Keras's and the export's greedy outputs on the
+    held-out sources (``tflite`` ``task`` repeats it).
 
     Raises:
         SeqkitError: no held-out pair fits ``S_max``, a non-builtin op, or a parity failure
@@ -110,11 +119,13 @@ def export_seq2seq(prep, model, out: str, *, fmt: str, quantize: str, tolerance:
 
     from seqkit.export import embedded_metadata
     from seqkit.export.writer import subword_files
+    from seqkit.export.calibration import seq2seq_samples
     from seqkit.export.seq2seq_archive import build_seq2seq_archive, state_names
+    from seqkit.export.unrolled import unrolled
     from seqkit.export.seq2seq_parity import (SavedModelSeq2Seq, Seq2SeqParityCase, identical,
                                               saved_model_decodes)
     from seqkit.export.tflite import convert_signature, op_names
-    from seqkit.export.writer import _check, staged_dir
+    from seqkit.export.writer import _check, calibration_report, staged_dir
     from seqkit.runtime.seq2seq_stream import Seq2SeqModel
 
     S = length or prep.recipe.data.max_length
@@ -131,12 +142,14 @@ def export_seq2seq(prep, model, out: str, *, fmt: str, quantize: str, tolerance:
         log.warn(f"{n - len(case.sources)} of {n} held-out pairs have a source longer than --length "
                  f"{S} and are left out of the parity check; the export refuses such sources.")
     meta = metadata_for_seq2seq(prep, model, quantize, S)
+    meta["io_type"] = io_type
     dec = meta["decoding"]
     refs = case.references(model, beam_width=dec["beam_width"], length_penalty=dec["length_penalty"],
                            max_length=dec["max_length"])
     report = {"examples": len(case.sources), "quantize": quantize, "artefact": ARTEFACT,
               "tolerance": tolerance, "min_argmax_agreement": min_agreement,
-              "decoding": {**dec, "reference": "seqkit.heads.seq2seq.transduce (Keras)"}}
+              "decoding": {**dec, "reference": "seqkit.heads.seq2seq.transduce (Keras)"},
+              **calibration_report(calibration, io_type)}
     with staged_dir(out) as tmp:
         if fmt in ("saved_model", "all"):
             sm_dir = os.path.join(tmp, "saved_model")
@@ -148,21 +161,27 @@ def export_seq2seq(prep, model, out: str, *, fmt: str, quantize: str, tolerance:
             report["saved_model_decoding"] = {k: identical(refs[k], got[k]) for k in ("greedy", "beam")}
         if fmt in ("tflite", "all"):
             pin_dir = os.path.join(tmp, "pinned_saved_model")
-            build_seq2seq_archive(prep, model, source_length=S).write_out(pin_dir, verbose=False)
-            data = convert_signature(pin_dir, quantize, ["encode", "decode_step"])
+            with unrolled(model) if calibration else contextlib.nullcontext():  # no WHILE to quantize
+                build_seq2seq_archive(prep, model, source_length=S).write_out(pin_dir, verbose=False)
+            rep = calibration and seq2seq_samples(prep, calibration, pin_dir, S)
+            data = convert_signature(pin_dir, quantize, ["encode", "decode_step"], representative=rep,
+                                     io_type=io_type)
             shutil.rmtree(pin_dir)
             rt = Seq2SeqModel(model_bytes=data, metadata=meta)
             report["tflite"] = case.check_teacher_forced(rt)
             data = embedded_metadata.embed(data, meta, subword_files(prep, meta))  # the file describes itself
             report["tflite"].update({"ops": op_names(data), "bytes": len(data)})
-            _check(report["tflite"], f"TFLite encode + decode_step ({quantize})", tolerance, min_agreement)
             from seqkit.progress import progress
 
             with progress(2 * len(case.sources), "parity check (TFLite decoding)", "decodes") as bar:
                 greedy = [(rt.greedy(s), bar.update())[0] for s in case.sources]
                 beam = [(rt.beam_search(s)[0][0], bar.update())[0] for s in case.sources]
             report["tflite_decoding"] = {"greedy": identical(refs["greedy"], greedy),
-                                         "beam": identical(refs["beam"], beam)}
+                                         "beam": identical(refs["beam"], beam),
+                                         "wer": {"keras": case.wer(refs["greedy"]), "export": case.wer(greedy)}}
+            report["tflite"]["task"] = {"metric": "wer", "keras": case.wer(refs["greedy"]),
+                                        "export": case.wer(greedy), "scored": len(greedy)}
+            _check(report["tflite"], f"TFLite encode + decode_step ({quantize})", tolerance, min_agreement)
             with open(os.path.join(tmp, "model.tflite"), "wb") as f:
                 f.write(data)
         with open(os.path.join(tmp, "metadata.json"), "w", encoding="utf-8") as f:

@@ -28,10 +28,14 @@ head's stepper). Not seq2seq: beam search reorders its K beams' decoder states
 every step (a gather over rows), which a state held inside the model cannot take
 without a signature per reordering; and its encoder is a full-sequence model.
 
-Quantization (TF 2.21): ``none``, ``float16`` and ``dynamic-range`` (int8
-weights) convert with the state kept float32. Any other mode is tried, and a
-converter failure is reported with the converter's own message and the offer
-of the explicit-state model.
+Quantization (TF 2.21): ``none``, ``float16``, ``dynamic-range`` (int8
+weights) and full-integer ``int8`` convert with the state variables kept
+float32 (``int8``: the step quantizes what it reads from them and dequantizes
+what it assigns, ``QUANTIZE`` / ``DEQUANTIZE``; calibration streams training
+records through ``reset`` + ``step``, :func:`seqkit.export.calibration.stateful_samples`).
+``int16x8`` does not: TF 2.21's calibration records no range for ``reset``'s
+int32 ``rows`` ("Empty min/max for tensor reset_rows:0"). A converter failure is
+reported with the converter's own message and the offer of the explicit-state model.
 """
 
 from __future__ import annotations
@@ -117,7 +121,8 @@ def build_stateful_archive(prep, model, batch: int = 1):
     return archive, st
 
 
-def convert_stateful(saved_model_dir: str, quantize: str) -> bytes:
+def convert_stateful(saved_model_dir: str, quantize: str, representative=None,
+                     io_type: str = "float") -> bytes:
     """Convert ``step`` + ``reset`` with resource variables enabled, builtin ops only.
 
     Returns:
@@ -131,15 +136,16 @@ def convert_stateful(saved_model_dir: str, quantize: str) -> bytes:
     from seqkit.export.tflite import convert_signature, op_names
 
     try:
-        data = convert_signature(saved_model_dir, quantize, ["step", "reset"], resource_variables=True)
+        data = convert_signature(saved_model_dir, quantize, ["step", "reset"], resource_variables=True,
+                                 representative=representative, io_type=io_type)
     except SeqkitError as exc:
-        other = [q for q in ("dynamic-range", "none") if q != quantize]
+        other = [q for q in ("int8", "dynamic-range", "none") if q != quantize]
         raise SeqkitError(
             f"--state internal --quantize {quantize}: the converter cannot produce this stateful "
             f"model: {exc.__cause__ or exc}. Nothing was written. The explicit-state model "
             f"converts with the same --quantize {quantize} (export without --state internal; the "
             f"runtime carries the states), or keep the state internal with --quantize "
-            f"{' or '.join(other)}.") from exc
+            f"{', '.join(other)}.") from exc
     missing = [op for op in STATE_OPS if op not in op_names(data)]
     if missing:
         raise SeqkitError(f"--state internal: the converted model lacks {', '.join(missing)} (its state "
@@ -163,7 +169,8 @@ def stream_fixed_batch(rt, x: np.ndarray, batch: int) -> np.ndarray:
 
 
 def export_stateful_tflite(prep, model, tmp: str, meta: dict, case, quantize: str, batch: int,
-                           explicit_saved_model: str | None) -> tuple[bytes, dict, np.ndarray]:
+                           explicit_saved_model: str | None, *, calibration: list | None = None,
+                           io_type: str = "float") -> tuple[bytes, dict, np.ndarray]:
     """Build, convert and check the stateful TFLite model of an export (``tmp``: the staged
     export directory, ``meta``: its metadata, updated here). Returns ``(model bytes, report,
     streamed logits [N, T, C])``.
@@ -171,8 +178,12 @@ def export_stateful_tflite(prep, model, tmp: str, meta: dict, case, quantize: st
     The report is :meth:`ParityCase.check_stream` against Keras plus
     ``explicit_state_max_abs_diff``: the largest |logit difference| from the explicit-state TFLite
     model of the same quantization streamed over the same inputs in the same row groups (0 or
-    float32 round-off expected: both run the same step graph).
+    float32 round-off expected: both run the same step graph). A full-integer model
+    (``calibration``: the training records, :func:`seqkit.export.calibration.stateful_samples`)
+    has no such twin -- the explicit model's ranges are calibrated on its own state inputs --
+    so it is compared with Keras only.
     """
+    from seqkit.export.calibration import stateful_samples
     from seqkit.export.tflite import convert_step
     from seqkit.runtime.streaming import StreamingModel
 
@@ -180,14 +191,15 @@ def export_stateful_tflite(prep, model, tmp: str, meta: dict, case, quantize: st
     archive, _ = build_stateful_archive(prep, model, batch)
     archive.write_out(sm_dir, verbose=False)
     try:
-        data = convert_stateful(sm_dir, quantize)
+        rep = calibration and stateful_samples(prep, calibration, batch, meta["input"]["name"])
+        data = convert_stateful(sm_dir, quantize, rep, io_type)
     finally:
         shutil.rmtree(sm_dir, ignore_errors=True)
     mark_internal(meta, batch)
     x = case.stream_input()
     z = stream_fixed_batch(StreamingModel(model_bytes=data, metadata=meta), x, batch)
     report = case.check_stream(z)
-    if explicit_saved_model is not None:
+    if explicit_saved_model is not None and calibration is None:
         explicit = StreamingModel(model_bytes=convert_step(explicit_saved_model, quantize),
                                   metadata={**meta, "state": "explicit"})
         ze = stream_fixed_batch(explicit, x, batch)

@@ -13,45 +13,71 @@ An encoder-decoder converts to one model with two signatures, ``encode``
 :mod:`seqkit.export.seq2seq_archive`. A ``--state internal`` step model converts with resource
 variables enabled (``VAR_HANDLE`` / ``READ_VARIABLE`` / ``ASSIGN_VARIABLE`` / ``CALL_ONCE``, all
 builtins), signatures ``step`` + ``reset``, see :mod:`seqkit.export.stateful`.
+
+Full-integer quantization (``int8``: int8 weights and activations; ``int16x8``: int16
+activations, int8 weights, ``EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8``)
+calibrates on a representative dataset (:mod:`seqkit.export.calibration`) and restricts the
+converter to the integer builtin kernels, so an op without one fails the conversion rather
+than falling back to float. With ``io_type="int"`` the model's float inputs and outputs
+(frames, states, logits, an encoder's memory) become int8 / int16 too, read and written with
+each tensor's ``scale`` and ``zero_point`` (``real = scale * (q - zero_point)``; the runtimes
+do it, :mod:`seqkit.runtime.quantization`); token ids stay int32.
 """
 
 from __future__ import annotations
 
 from seqkit.errors import SeqkitError
 
-QUANTIZE = ("none", "float16", "dynamic-range")
+QUANTIZE = ("none", "float16", "dynamic-range", "int8", "int16x8")
+FULL_INTEGER = ("int8", "int16x8")
+IO_TYPES = ("float", "int")
 
 
-def convert_step(saved_model_dir: str, quantize: str = "none") -> bytes:
+def convert_step(saved_model_dir: str, quantize: str = "none", *, representative=None,
+                 io_type: str = "float") -> bytes:
     """Convert the ``step`` signature of a SavedModel (see :func:`convert_signature`)."""
-    return convert_signature(saved_model_dir, quantize, "step")
+    return convert_signature(saved_model_dir, quantize, "step", representative=representative,
+                             io_type=io_type)
 
 
 def convert_signature(saved_model_dir: str, quantize: str = "none",
-                      signature: str | list[str] = "step", *, resource_variables: bool = False) -> bytes:
+                      signature: str | list[str] = "step", *, resource_variables: bool = False,
+                      representative=None, io_type: str = "float") -> bytes:
     """Convert one signature (or several, into one model) of a SavedModel to a ``.tflite`` flatbuffer.
 
     Args:
         saved_model_dir: a SavedModel written from :mod:`seqkit.export.archive`.
-        quantize: ``"none"`` (float32), ``"float16"`` (float16 weights) or
-            ``"dynamic-range"`` (int8 weights, float activations).
+        quantize: ``"none"`` (float32), ``"float16"`` (float16 weights),
+            ``"dynamic-range"`` (int8 weights, float activations), ``"int8"`` (int8 weights
+            and activations) or ``"int16x8"`` (int16 activations, int8 weights).
         signature: ``"step"``, (pinned shape) ``"predict"``, or a list such as
             ``["encode", "decode_step"]`` (an encoder-decoder: one model, both signatures).
         resource_variables: keep mutable ``tf.Variable`` s as TFLite resource variables
             (``VAR_HANDLE`` / ``READ_VARIABLE`` / ``ASSIGN_VARIABLE``): the state of a
             ``--state internal`` export (:mod:`seqkit.export.stateful`).
+        representative: full-integer modes only: a list of calibration samples (see
+            :mod:`seqkit.export.calibration`).
+        io_type: full-integer modes: ``"float"`` (float inputs / outputs, quantized inside the
+            model) or ``"int"`` (int8 / int16 inputs and outputs).
 
     Returns:
         The model bytes.
 
     Raises:
         SeqkitError: the model needs ops outside the TFLite builtins (Flex /
-            select-TF ops, which the LiteRT interpreter cannot run).
+            select-TF ops, which the LiteRT interpreter cannot run), or, in a full-integer mode,
+            an op without an integer kernel (named in the message).
     """
     import tensorflow as tf
 
     if quantize not in QUANTIZE:
         raise SeqkitError(f"--quantize {quantize}: expected one of {', '.join(QUANTIZE)}.")
+    if io_type not in IO_TYPES:
+        raise SeqkitError(f"--io-type {io_type}: expected one of {', '.join(IO_TYPES)}.")
+    if io_type != "float" and quantize not in FULL_INTEGER:
+        raise SeqkitError(f"--io-type {io_type}: integer inputs and outputs need a full-integer "
+                          f"model (--quantize {' or '.join(FULL_INTEGER)}); --quantize {quantize} "
+                          f"keeps float activations. Drop --io-type or choose int8 / int16x8.")
     keys = [signature] if isinstance(signature, str) else list(signature)
     signature = " + ".join(keys)
     conv = tf.lite.TFLiteConverter.from_saved_model(saved_model_dir, signature_keys=keys)
@@ -63,9 +89,51 @@ def convert_signature(saved_model_dir: str, quantize: str = "none",
         conv.target_spec.supported_types = [tf.float16]
     elif quantize == "dynamic-range":
         conv.optimizations = [tf.lite.Optimize.DEFAULT]
+    elif quantize in FULL_INTEGER:
+        if not representative:
+            raise SeqkitError(f"--quantize {quantize}: no calibration samples (the training split "
+                              f"gave none); full-integer quantization needs them.")
+        from seqkit.export.unrolled import while_ops
+
+        loops = while_ops(saved_model_dir, keys)
+        if loops:
+            raise SeqkitError(
+                f"--quantize {quantize}: the {' + '.join(loops)} signature holds a WHILE loop (a "
+                f"recurrent layer that is not unrolled, or a CRF's in-graph Viterbi); the TF "
+                f"{tf.__version__} full-integer quantizer crashes on WHILE, so it is refused and "
+                f"nothing was written. Export the step model (without --full-sequence; a CRF "
+                f"tagger's runtime runs Viterbi itself), or use --quantize dynamic-range.")
+        conv.optimizations = [tf.lite.Optimize.DEFAULT]
+        conv.representative_dataset = lambda: iter(representative)
+        int_type = tf.int8 if quantize == "int8" else tf.int16
+        conv.target_spec.supported_ops = [
+            tf.lite.OpsSet.TFLITE_BUILTINS_INT8 if quantize == "int8"
+            else tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8]
+        if io_type == "int":
+            conv.inference_input_type = conv.inference_output_type = int_type
     try:
         data = conv.convert()
     except Exception as exc:  # the converter raises ConverterError with the op list
+        if quantize in FULL_INTEGER:
+            import re
+
+            empty = re.findall(r"Empty min/max for tensor ([^\s.]+)", str(exc))
+            if empty:
+                raise SeqkitError(
+                    f"--quantize {quantize}: the TF {tf.__version__} converter recorded no range "
+                    f"for the tensor {empty[0]} of the {signature} model during calibration "
+                    f"(converter: 'Empty min/max for tensor {empty[0]}'; with int16x8 this "
+                    f"happens to integer tensors the calibration does not log: the int32 inputs "
+                    f"of a second signature (seq2seq decode_step, --state internal reset), a "
+                    f"pooling length count). Nothing was written. Export with --quantize int8, "
+                    f"or int16x8 of the explicit-state step model.") from exc
+            ops = unquantizable_ops(str(exc))
+            raise SeqkitError(
+                f"--quantize {quantize}: the {signature} model does not convert to integer builtin "
+                f"kernels" + (f"; no {quantize} kernel for: {', '.join(ops)}" if ops else "")
+                + f" (converter: {_first_lines(str(exc))}). Nothing was written. Export with "
+                f"--quantize " + ("int8" if quantize == "int16x8" else "dynamic-range")
+                + " (or dynamic-range: int8 weights, float activations) instead.") from exc
         raise SeqkitError(f"the {signature} model does not convert to TFLite builtin ops ({exc}). "
                           f"Models that need Flex (select TF) ops are refused: the LiteRT "
                           f"interpreter on a phone cannot run them.") from exc
@@ -75,12 +143,49 @@ def convert_signature(saved_model_dir: str, quantize: str = "none",
     return data
 
 
+def unquantizable_ops(message: str) -> list[str]:
+    """Op names a converter error says lack an integer kernel (``'tfl.while'`` -> ``WHILE``),
+    sorted, distinct; empty when the message names none."""
+    import re
+
+    found = re.findall(r"'(?:tfl|tf)\.([A-Za-z0-9_]+)' op", message)
+    found += re.findall(r"[Qq]uantization (?:is )?not (?:yet )?supported for op:? '?([A-Za-z0-9_.]+)", message)
+    return sorted({f.split(".")[-1].upper() for f in found})
+
+
+def _first_lines(message: str, n: int = 3) -> str:
+    lines = [ln.strip() for ln in message.splitlines() if "error" in ln.lower() or "op" in ln.lower()]
+    return " | ".join((lines or [message.strip()])[:n])[:600]
+
+
 def interpreter(model: bytes | str):
-    """An ``ai_edge_litert`` interpreter for model bytes or a ``.tflite`` path (tensors allocated)."""
+    """An ``ai_edge_litert`` interpreter for model bytes or a ``.tflite`` path (tensors allocated).
+
+    When the default XNNPACK delegate cannot prepare the graph (it refuses some full-integer
+    graphs: "failed to create XNNPACK runtime"), the interpreter is made again without default
+    delegates (LiteRT's builtin kernels).
+    """
+    import numpy as np
     from ai_edge_litert.interpreter import Interpreter
 
-    it = Interpreter(model_content=model) if isinstance(model, (bytes, bytearray)) else Interpreter(model_path=model)
-    it.allocate_tensors()
+    src = {"model_content": model} if isinstance(model, (bytes, bytearray)) else {"model_path": model}
+    it = Interpreter(**src)
+    try:
+        it.allocate_tensors()
+        if len(it.get_signature_list()) <= 1 and any(
+                np.dtype(d["dtype"]) in (np.int8, np.int16) for d in it.get_tensor_details()):
+            for d in it.get_input_details():  # zeros: valid ids (padding) and values
+                it.set_tensor(d["index"], np.zeros(d["shape"], d["dtype"]))
+            it.invoke()  # a quantized pure function: the XNNPACK delegate prepares (or not) here
+    except RuntimeError as exc:
+        if "XNNPACK" not in str(exc) and "Delegate" not in str(exc):
+            raise
+        # XNNPACK refuses some quantized graphs ("failed to create XNNPACK runtime", e.g. an
+        # unrolled int8 encoder); the builtin kernels run them
+        from ai_edge_litert.interpreter import OpResolverType
+
+        it = Interpreter(**src, experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+        it.allocate_tensors()
     return it
 
 

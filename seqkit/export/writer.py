@@ -42,8 +42,8 @@ from seqkit.rundir import strict_json
 
 FORMATS = ("tflite", "saved_model", "all")
 STATES = ("explicit", "internal")
-DEFAULT_TOLERANCE = {"none": 1e-4, "float16": None, "dynamic-range": None}
-DEFAULT_AGREEMENT = {"none": 0.999, "float16": 0.99, "dynamic-range": 0.99}
+DEFAULT_TOLERANCE = {"none": 1e-4, "float16": None, "dynamic-range": None, "int8": None, "int16x8": None}
+DEFAULT_AGREEMENT = {"none": 0.999, "float16": 0.99, "dynamic-range": 0.99, "int8": 0.95, "int16x8": 0.98}
 
 
 @contextlib.contextmanager
@@ -229,17 +229,27 @@ def _check_tags(res: dict, what: str, ref: list, got: list, min_agreement: float
 def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "none",
                tolerance: float | None = None, min_agreement: float | None = None,
                parity_examples: int = 32, overwrite: bool = False, full_sequence: bool = False,
-               batch: int = 1, length: int | None = None, state: str = "explicit") -> dict:
+               batch: int = 1, length: int | None = None, state: str = "explicit",
+               io_type: str = "float", calibration_examples: int = 128) -> dict:
     """Export a trained run; return the parity report.
 
     Args:
         run_dir: a run directory.
         out: the export directory (must not exist, or be empty, unless ``overwrite``).
         fmt: ``"tflite"``, ``"saved_model"`` or ``"all"``.
-        quantize: TFLite weights: ``"none"``, ``"float16"``, ``"dynamic-range"``.
+        quantize: TFLite precision: ``"none"`` (float32), ``"float16"`` / ``"dynamic-range"``
+            (float16 / int8 weights, float activations), ``"int8"`` (int8 weights and
+            activations) or ``"int16x8"`` (int16 activations, int8 weights); the full-integer
+            two calibrate on ``calibration_examples`` records of the training split
+            (:mod:`seqkit.export.calibration`).
         tolerance: largest allowed max |logit difference| (default 1e-4 for float32,
             not checked for quantized models).
-        min_agreement: smallest allowed arg-max agreement (default 0.999 float32, 0.99 quantized).
+        min_agreement: smallest allowed arg-max agreement (the gate; default 0.999 float32,
+            0.99 float16 / dynamic-range, 0.98 int16x8, 0.95 int8).
+        io_type: full-integer modes: ``"float"`` inputs and outputs (quantized inside the
+            model) or ``"int"`` (int8 / int16 frames, states, logits; token ids stay int32; the
+            runtimes convert with each tensor's scale and zero point).
+        calibration_examples: training records the full-integer calibration streams.
         parity_examples: held-out (test split) examples streamed for the check.
         full_sequence: the TFLite model is the full-sequence ``predict`` for a pinned
             ``[batch, length]`` input instead of the step model (the only choice for a
@@ -255,6 +265,9 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
             tagger). The parity report's ``tflite`` then also holds
             ``explicit_state_max_abs_diff`` (against the explicit-state TFLite model).
 
+    The report's comparisons also hold ``task`` (``{"metric", "keras", "export", "scored"}``:
+    perplexity or accuracy of Keras and of the export on the same held-out records).
+
     Raises:
         SeqkitError: bad arguments, a step export of a head that cannot stream (bidirectional),
             ``state="internal"`` where it does not apply (seq2seq, full-sequence, SavedModel
@@ -266,7 +279,9 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
     from seqkit.export import embedded_metadata
     from seqkit.export.archive import build_archive, build_full_sequence_archive, predict_input_spec
     from seqkit.export.parity import ParityCase, stream_logits
+    from seqkit.export.calibration import full_sequence_samples, step_samples
     from seqkit.export.tflite import convert_signature, convert_step, op_names
+    from seqkit.export.unrolled import unrolled
     from seqkit.runtime.full_sequence import FullSequenceModel
     from seqkit.runtime.streaming import StreamingModel
     from seqkit.train import load_run
@@ -282,9 +297,11 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
     if fmt == "saved_model" and quantize != "none":
         raise SeqkitError(f"--quantize {quantize} applies to the TFLite model; a SavedModel keeps "
                           f"float32 weights. Use --format tflite or --format all with --quantize.")
+    check_quantize(quantize, io_type, fmt, calibration_examples)
     tolerance = DEFAULT_TOLERANCE[quantize] if tolerance is None else tolerance
     min_agreement = DEFAULT_AGREEMENT[quantize] if min_agreement is None else min_agreement
     prep, model = load_run(run_dir, with_data=True)
+    calib = calibration_for(prep, quantize, calibration_examples)
     if state == "internal":
         from seqkit.export.stateful import check_stateful_request
 
@@ -298,7 +315,7 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
 
         return export_seq2seq(prep, model, out, fmt=fmt, quantize=quantize, tolerance=tolerance,
                               min_agreement=min_agreement, parity_examples=parity_examples,
-                              length=length)
+                              length=length, io_type=io_type, calibration=calib)
     if full_sequence and prep.recipe.head.type == "language_model":
         raise SeqkitError("--full-sequence: a language model streams (its TFLite artefact is the "
                           "step model that `seqkit stream` runs token by token); --full-sequence "
@@ -332,6 +349,7 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
         fs = ({"batch": batch, "length": length, "spec": predict_input_spec(prep, batch, length)}
               if full_sequence else None)
         meta = metadata_for(prep, stepper, quantize, fs)
+        meta["io_type"] = io_type
         crf = crf_metadata(model)
         ref_tags = None
         if crf is not None:
@@ -346,7 +364,7 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
                 case.lengths)]
         report = {"examples": len(held_out[:parity_examples]), "quantize": quantize,
                   "artefact": meta["artefact"], "tolerance": tolerance,
-                  "min_argmax_agreement": min_agreement}
+                  "min_argmax_agreement": min_agreement, **calibration_report(calib, io_type)}
         if fmt in ("saved_model", "all"):
             loaded = tf.saved_model.load(sm_dir)
             if stepper is not None:
@@ -382,8 +400,10 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
                 build_archive(prep, model, with_step=can_step)[0].write_out(conv_dir, verbose=False)
             if full_sequence:
                 fs_dir = os.path.join(tmp, "full_sequence_saved_model")
-                build_full_sequence_archive(prep, model, batch, length).write_out(fs_dir, verbose=False)
-                data = convert_signature(fs_dir, quantize, "predict")
+                with unrolled(model) if calib else contextlib.nullcontext():  # no WHILE to quantize
+                    build_full_sequence_archive(prep, model, batch, length).write_out(fs_dir, verbose=False)
+                rep = calib and full_sequence_samples(prep, calib, batch, length, fs["spec"].name)
+                data = convert_signature(fs_dir, quantize, "predict", representative=rep, io_type=io_type)
                 shutil.rmtree(fs_dir)
                 runner = FullSequenceModel(model_bytes=data, metadata=meta)
                 outs = runner.predict([case.x[i, : n] for i, n in enumerate(case.lengths)])
@@ -397,11 +417,13 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
                 from seqkit.export.stateful import export_stateful_tflite
 
                 data, report["tflite"], z = export_stateful_tflite(prep, model, tmp, meta, case,
-                                                                   quantize, batch, conv_dir)
+                                                                   quantize, batch, conv_dir,
+                                                                   calibration=calib, io_type=io_type)
                 if crf is not None:
                     tflite_tags = _viterbi_rows(z, case.lengths, crf)
             else:
-                data = convert_step(conv_dir, quantize)
+                rep = calib and step_samples(prep, calib, conv_dir, meta["input"]["name"])
+                data = convert_step(conv_dir, quantize, representative=rep, io_type=io_type)
                 rt = StreamingModel(model_bytes=data, metadata=meta)
                 z = stream_logits(rt.step, rt.reset, case.stream_input())
                 report["tflite"] = case.check_stream(z)
@@ -432,13 +454,67 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
     return report
 
 
+def check_quantize(quantize: str, io_type: str, fmt: str, calibration_examples: int) -> None:
+    """Refuse a bad ``--quantize`` / ``--io-type`` / ``--calibration-examples`` before loading.
+
+    Raises:
+        SeqkitError: an unknown mode, integer I/O without a full-integer mode, or fewer than
+            one calibration example.
+    """
+    from seqkit.export.tflite import FULL_INTEGER, IO_TYPES, QUANTIZE
+
+    if quantize not in QUANTIZE:
+        raise SeqkitError(f"--quantize {quantize}: expected one of {', '.join(QUANTIZE)}.")
+    if io_type not in IO_TYPES:
+        raise SeqkitError(f"--io-type {io_type}: expected one of {', '.join(IO_TYPES)}.")
+    if io_type != "float" and quantize not in FULL_INTEGER:
+        raise SeqkitError(f"--io-type {io_type}: integer inputs and outputs need a full-integer "
+                          f"model (--quantize int8 or int16x8); --quantize {quantize} keeps float "
+                          f"activations. Drop --io-type or choose int8 / int16x8.")
+    if calibration_examples < 1:
+        raise SeqkitError(f"--calibration-examples {calibration_examples}: at least 1 needed.")
+
+
+def calibration_for(prep, quantize: str, n: int) -> list | None:
+    """The training records a full-integer export calibrates on (None for other modes).
+
+    Raises:
+        SeqkitError: the run's training split is empty.
+    """
+    from seqkit.export.calibration import calibration_records
+    from seqkit.export.tflite import FULL_INTEGER
+
+    if quantize not in FULL_INTEGER:
+        return None
+    recs = calibration_records(prep, n)
+    if not recs:
+        raise SeqkitError(f"--quantize {quantize}: the run's training split is empty, so there is "
+                          f"nothing to calibrate the integer ranges on; use --quantize dynamic-range.")
+    return recs
+
+
+def calibration_report(calib: list | None, io_type: str) -> dict:
+    """The parity report's ``io_type`` and ``calibration`` entries (full-integer modes)."""
+    if calib is None:
+        return {}
+    return {"io_type": io_type, "calibration": {"split": "train", "examples": len(calib),
+                                                "drawn": "numpy default_rng(recipe seed)"}}
+
+
 def _check(res: dict, what: str, tolerance: float | None, min_agreement: float) -> None:
+    task = res.get("task")
     log.info(f"parity {what}: max |logit diff| {res['max_abs_diff']:.3g}, arg-max agreement "
-             f"{res['argmax_agreement']:.4f} over {res['positions']} positions")
+             f"{res['argmax_agreement']:.4f} over {res['positions']} positions"
+             + (f"; held-out {task['metric']} {task['export']:.4g} (Keras {task['keras']:.4g})"
+                if task else ""))
     if tolerance is not None and res["max_abs_diff"] > tolerance:
         raise SeqkitError(f"parity check failed for the {what} model: max |logit diff| "
                           f"{res['max_abs_diff']:.3g} > tolerance {tolerance:g}; nothing was written. "
                           f"Raise --tolerance only if you accept the difference.")
     if res["argmax_agreement"] < min_agreement:
         raise SeqkitError(f"parity check failed for the {what} model: arg-max agreement "
-                          f"{res['argmax_agreement']:.4f} < {min_agreement}; nothing was written.")
+                          f"{res['argmax_agreement']:.4f} < {min_agreement}; nothing was written."
+                          + (f" Held-out {task['metric']}: {task['export']:.4g} against "
+                             f"{task['keras']:.4g} for Keras float32." if task else "")
+                          + " Lower --min-agreement to accept it, or export a finer precision "
+                            "(--quantize int16x8, dynamic-range, float16 or none).")

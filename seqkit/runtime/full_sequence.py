@@ -46,6 +46,10 @@ class FullSequenceModel:
         self.frames = fs["input"]["dtype"] == "float32"
         self.interpreter = interpreter(model)
         self.runner = self.interpreter.get_signature_runner("predict")
+        from seqkit.runtime.quantization import codecs
+
+        self._codec_in = codecs(self.runner.get_input_details())  # int I/O: scale / zero point
+        self._codec_out = codecs(self.runner.get_output_details())
 
     def predict(self, rows: list) -> list[np.ndarray]:
         """Logits per row: ``[C]`` (acceptor) or ``[T_i, C]`` (tagger).
@@ -91,7 +95,8 @@ class FullSequenceModel:
                 x = np.zeros((self.batch, self.length), np.int32)
             for j, r in enumerate(block):
                 x[j, : len(r)] = r
-            res = self.runner(**{self.input_name: x})
+            res = self.runner(**{self.input_name: self._codec_in[self.input_name].encode(x)})
+            res = {k: self._codec_out[k].decode(v) for k, v in res.items()}
             for j, r in enumerate(block):
                 out.append({k: v[j] if v.ndim == 2 and k == "logits" else v[j, : len(r)]
                             for k, v in res.items()})

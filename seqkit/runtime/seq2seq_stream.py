@@ -45,6 +45,10 @@ class _Signature:
         self.inputs = dict(runner._inputs)
         self.outputs = dict(runner._outputs)
         self.shapes: dict = {}
+        from seqkit.runtime.quantization import codecs
+
+        self.codec_in = codecs(runner.get_input_details())  # int I/O: scale / zero point
+        self.codec_out = codecs(runner.get_output_details())
 
     def resize(self, shapes: dict) -> None:
         """Resize inputs (``name -> shape``) and re-allocate, when a shape changed."""
@@ -56,13 +60,15 @@ class _Signature:
         self.shapes.update({n: tuple(s) for n, s in shapes.items()})
 
     def set(self, name: str, value: np.ndarray) -> None:
-        self.w.SetTensor(self.inputs[name], value, self.sub)
+        """Set a float (or id) input; an integer-I/O model's is quantized with its scale."""
+        self.w.SetTensor(self.inputs[name], self.codec_in[name].encode(value), self.sub)
 
     def invoke(self) -> None:
         self.w.Invoke(self.sub)
 
     def get(self, name: str) -> np.ndarray:
-        return self.w.GetTensor(self.outputs[name], self.sub)
+        """An output as float32 (dequantized) or ids."""
+        return self.codec_out[name].decode(self.w.GetTensor(self.outputs[name], self.sub))
 
 
 class Seq2SeqModel:
@@ -95,6 +101,9 @@ class Seq2SeqModel:
             raise SeqkitError(f"{export_dir}: {MODEL} is not a valid TFLite model ({exc}).") from exc
         self.interpreter = it
         self.encoder = it.get_signature_runner("encode")
+        from seqkit.runtime.quantization import codecs
+
+        self._enc_out = codecs(self.encoder.get_output_details())
         self.stepper = _Signature(it, "decode_step")
         enc = metadata["encoder"]
         self.length = int(enc["pinned_length"])
@@ -123,7 +132,7 @@ class Seq2SeqModel:
                               "(the runtime pads the source itself).")
         x = np.zeros((1, self.length), np.int32)
         x[0, : len(ids)] = ids
-        return self.encoder(source=x)
+        return {k: self._enc_out[k].decode(v) for k, v in self.encoder(source=x).items()}
 
     def start(self, source_ids, rows: int = 1) -> None:
         """Encode ``source_ids`` and make ``rows`` identical decoder rows (beams) from it."""

@@ -52,8 +52,12 @@ class StatefulStreamingModel(StreamingModel):
         except (KeyError, TypeError, ValueError) as exc:
             raise SeqkitError("metadata.json of a --state internal export lacks 'batch'; export the "
                               "run again.") from exc
+        from seqkit.runtime.quantization import TensorCodec
+
         step, reset = it.get_signature_runner("step"), it.get_signature_runner("reset")
         ins, outs = step.get_input_details(), step.get_output_details()
+        self._codec_x = TensorCodec(ins[self.input_name])  # int I/O: scale / zero point
+        self._codec_logits = TensorCodec(outs["logits"])
         self._in_rows = int(reset.get_input_details()["rows"]["index"])
         del step, reset
         w = self._wrapper = it._interpreter
@@ -105,6 +109,6 @@ class StatefulStreamingModel(StreamingModel):
             raise SeqkitError(f"this export keeps its state inside for input shape {list(self._x_shape)} "
                               f"(batch {self.batch}, fixed at export); got {list(x.shape)}.")
         w, sg = self._wrapper, self._sg_step
-        w.SetTensor(self._in_x, x, sg)
+        w.SetTensor(self._in_x, self._codec_x.encode(x), sg)
         w.Invoke(sg)
-        return w.GetTensor(self._out_logits, sg)
+        return self._codec_logits.decode(w.GetTensor(self._out_logits, sg))

@@ -8,7 +8,10 @@ states, and read the logits. ``reset()`` starts an independent sequence.
 Each step goes straight to the interpreter: the tensor indices of the ``step``
 signature's inputs and outputs are looked up once, and a step is
 ``set_tensor`` (input and states), ``invoke``, ``get_tensor`` (logits and
-states); tensors are resized and reallocated only when the input shape (the
+states); a full-integer export with integer I/O (``--io-type int``) has its float
+tensors stored as int8 / int16, converted at this boundary with each tensor's scale
+and zero point (:mod:`seqkit.runtime.quantization`; integer states whose input and output
+share scale and zero point are carried as stored, not converted); tensors are resized and reallocated only when the input shape (the
 batch) changes. The signature runner resizes every input and reallocates on
 every call: 25-35 us a step on one 2-core machine, ~5 us on another, against
 a float32 step of the reference LM of 80-230 us and an int8 one of ~25-35 us
@@ -190,8 +193,18 @@ class StreamingModel:
         signature runner, with the same results.
         """
         it = self.interpreter
+        from seqkit.runtime.quantization import codecs
+
         runner = it.get_signature_runner("step")
         ins, outs = runner.get_input_details(), runner.get_output_details()
+        self._codec_in, self._codec_out = codecs(ins), codecs(outs)  # int I/O: scale / zero point
+        # integer states whose input and output share dtype, scale and zero point (what the
+        # converter writes) are carried as stored: no dequantize / quantize between steps
+        self._raw_states = bool(self.states_layout) and all(
+            self._codec_in[n].quantized and (self._codec_in[n].dtype, self._codec_in[n].scale,
+                                             self._codec_in[n].zero_point)
+            == (self._codec_out[n].dtype, self._codec_out[n].scale, self._codec_out[n].zero_point)
+            for n, _ in self.states_layout)
         self._in_x = int(ins[self.input_name]["index"])
         self._in_states = [(name, int(ins[name]["index"])) for name, _ in self.states_layout]
         self._out_logits = int(outs["logits"]["index"])
@@ -215,25 +228,41 @@ class StreamingModel:
         self._x_shape = shape
 
     def reset(self, batch_size: int = 1) -> None:
-        """Zero every state: the next :meth:`step` starts a new, independent sequence."""
-        self.states = {name: np.zeros((batch_size, size), np.float32) for name, size in self.states_layout}
+        """Zero every state: the next :meth:`step` starts a new, independent sequence.
+
+        ``states`` holds float32 arrays, or for an integer-I/O export (``--io-type int``) the
+        states as stored (int8 / int16; :class:`seqkit.runtime.quantization.TensorCodec`
+        ``decode`` gives their values)."""
+        zeros = {name: np.zeros((batch_size, size), np.float32) for name, size in self.states_layout}
+        if getattr(self, "_raw_states", False):
+            zeros = {name: self._codec_in[name].encode(v) for name, v in zeros.items()}
+        self.states = zeros
 
     def step(self, x) -> np.ndarray:
         """Feed one input per row (``[B]`` ids or ``[B, D]`` frames); return logits ``[B, C]``."""
         x = np.asarray(x, self.input_dtype)
+        cin, cout = self._codec_in, self._codec_out
         if self._runner is not None:  # pragma: no cover - see _bind_step
-            out = self._runner(**{self.input_name: x}, **self.states)
-            self.states = {name: out[name] for name, _ in self.states_layout}
-            return out["logits"]
+            out = self._runner(**{self.input_name: cin[self.input_name].encode(x)},
+                               **{n: v if self._raw_states else cin[n].encode(v) for n, v in self.states.items()})
+            self.states = {name: out[name] if self._raw_states else cout[name].decode(out[name])
+                           for name, _ in self.states_layout}
+            return cout["logits"].decode(out["logits"])
         if x.shape != self._x_shape:
             self._resize(x.shape)
         set_tensor, get_tensor, states = self._set, self._get, self.states
-        set_tensor(self._in_x, x)
-        for name, index in self._in_states:
-            set_tensor(index, states[name])
-        self._invoke()
-        self.states = {name: get_tensor(index) for name, index in self._out_states}
-        return get_tensor(self._out_logits)
+        set_tensor(self._in_x, cin[self.input_name].encode(x))
+        if self._raw_states:  # stored int8 / int16 states go back in as they came out
+            for name, index in self._in_states:
+                set_tensor(index, states[name])
+            self._invoke()
+            self.states = {name: get_tensor(index) for name, index in self._out_states}
+        else:
+            for name, index in self._in_states:
+                set_tensor(index, cin[name].encode(states[name]))
+            self._invoke()
+            self.states = {name: cout[name].decode(get_tensor(index)) for name, index in self._out_states}
+        return cout["logits"].decode(get_tensor(self._out_logits))
 
     def generate(self, prompt_ids: list[int], *, max_length: int, greedy: bool = False,
                  temperature: float = 1.0, top_k: int = 0, seed: int = 0) -> list[int]:

@@ -1,0 +1,134 @@
+"""Representative datasets for full-integer quantization (``--quantize int8 | int16x8``).
+
+The TFLite converter fixes the scale and zero point of every activation tensor
+from the ranges it observes while running the float model on a representative
+dataset ("post-training integer quantization"; Jacob et al. 2018, *Quantization
+and Training of Neural Networks for Efficient Integer-Arithmetic-Only
+Inference*, eq. 1: ``real = scale * (q - zero_point)``). The export draws that
+dataset itself from the run's **training** split (held-out data stays for the
+parity check): ``n`` records picked with ``numpy.random.default_rng(seed)``
+(the recipe's seed), in the shapes each signature takes:
+
+- ``step`` (explicit states): the records streamed through the SavedModel's
+  own ``initial_state`` and ``step`` signatures, all rows at once, one sample
+  ``{input [N], state_i [N, H]}`` per position: the states the model meets
+  mid-sequence, not zeros.
+- ``step`` + ``reset`` (``--state internal``): ``("reset", {"rows": ones [B]})``
+  before each group of ``B`` records, then ``("step", {input [B]})`` per
+  position; the calibrating interpreter keeps the state variables between
+  calls, so they take realistic values as they do on a device.
+- ``predict`` (``--full-sequence``): the records in blocks of the pinned ``[B, T]``.
+- ``encode`` + ``decode_step`` (seq2seq): ``("encode", {"source": [1, S]})``
+  per source, then ``("decode_step", {...})`` teacher-forced on the target
+  (``<s>`` + target, all sources as rows), the memory and states from the
+  SavedModel's ``encode`` and ``decode_step``.
+
+A multi-signature model's samples are ``(signature_key, {input_name: array})``
+tuples, a single signature's plain ``{input_name: array}`` dicts (the
+converter's convention). Frame inputs stream with padding read as 0 (a stream
+never sees padding).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+DEFAULT_EXAMPLES = 128
+
+
+def calibration_records(prep, n: int = DEFAULT_EXAMPLES) -> list:
+    """``min(n, len(train))`` training records drawn without replacement with
+    ``numpy.random.default_rng(recipe.seed)`` (the same records on every export of the run)."""
+    train = list(prep.splits["train"])
+    rng = np.random.default_rng(int(prep.recipe.seed))
+    pick = rng.choice(len(train), size=min(int(n), len(train)), replace=False)
+    return [train[i] for i in sorted(pick)]
+
+
+def _inputs(prep, records, length: int | None = None) -> np.ndarray:
+    """``[N, T]`` int32 ids or ``[N, T, D]`` raw frames (NaN padding) of ``records``."""
+    from seqkit.export.parity import padded_pairs, sequence_inputs
+
+    if hasattr(prep.head, "inputs"):
+        return sequence_inputs(prep, records, length)[0]
+    return padded_pairs(prep, records)[0]
+
+
+def step_samples(prep, records, saved_model_dir: str, input_name: str) -> list[dict]:
+    """Samples for an explicit-state ``step`` signature (see the module docstring)."""
+    import tensorflow as tf
+
+    loaded = tf.saved_model.load(saved_model_dir)
+    step = loaded.signatures["step"]
+    x = np.nan_to_num(_inputs(prep, records), nan=0.0)
+    state = {k: v for k, v in loaded.signatures["initial_state"](batch_size=tf.constant(len(x))).items()}
+    samples = []
+    for t in range(x.shape[1]):
+        feed = {input_name: tf.constant(x[:, t]), **state}
+        samples.append({k: np.asarray(v) for k, v in feed.items()})
+        res = step(**feed)
+        state = {k: v for k, v in res.items() if k != "logits"}
+    return samples
+
+
+def stateful_samples(prep, records, batch: int, input_name: str) -> list[tuple]:
+    """``("reset", ...)`` / ``("step", ...)`` samples for a ``--state internal`` model."""
+    x = np.nan_to_num(_inputs(prep, records), nan=0.0)
+    samples = []
+    for i in range(0, len(x), batch):
+        group = x[i:i + batch]
+        if len(group) < batch:
+            group = np.concatenate([group, np.zeros((batch - len(group), *x.shape[1:]), x.dtype)])
+        samples.append(("reset", {"rows": np.ones(batch, np.int32)}))
+        samples += [("step", {input_name: np.ascontiguousarray(group[:, t])}) for t in range(x.shape[1])]
+    return samples
+
+
+def full_sequence_samples(prep, records, batch: int, length: int, input_name: str) -> list[dict]:
+    """Pinned ``[batch, length(, D)]`` blocks for a ``--full-sequence`` ``predict`` model."""
+    x = _inputs(prep, records, length)
+    if x.shape[1] < length:
+        pad = np.zeros if x.dtype.kind == "i" else (lambda s, d: np.full(s, np.nan, d))
+        x = np.concatenate([x, pad((len(x), length - x.shape[1], *x.shape[2:]), x.dtype)], axis=1)
+    out = []
+    for i in range(0, len(x), batch):
+        block = x[i:i + batch]
+        if len(block) < batch:
+            block = np.concatenate([block, x[: batch - len(block)]])
+        out.append({input_name: np.ascontiguousarray(block)})
+    return out
+
+
+def seq2seq_samples(prep, records, saved_model_dir: str, source_length: int) -> list[tuple]:
+    """``("encode", ...)`` and teacher-forced ``("decode_step", ...)`` samples (pinned SavedModel)."""
+    import tensorflow as tf
+
+    from seqkit.data.vocab import START_ID
+
+    head = prep.head
+    loaded = tf.saved_model.load(saved_model_dir)
+    enc, dec = loaded.signatures["encode"], loaded.signatures["decode_step"]
+    pairs = [(s, head.target_vocab.encode(r.target))
+             for s, r in zip(head.encode_sources([r.text for r in records])[0], records)
+             if 0 < len(s) <= source_length]
+    samples, outs = [], []
+    for s, _ in pairs:
+        src = np.zeros((1, source_length), np.int32)
+        src[0, : len(s)] = s
+        samples.append(("encode", {"source": src}))
+        outs.append({k: np.asarray(v) for k, v in enc(source=tf.constant(src)).items()})
+    if not pairs:
+        return samples
+    T = max(len(t) for _, t in pairs) + 1
+    dec_in = np.zeros((len(pairs), T), np.int32)
+    for i, (_, t) in enumerate(pairs):
+        dec_in[i, : len(t) + 1] = [START_ID] + list(t)
+    fixed = {k: np.concatenate([o[k] for o in outs]) for k in ("memory", "memory_mask", "keys")}
+    names = [k for k in outs[0] if k not in fixed]
+    state = {k: np.concatenate([o[k] for o in outs]) for k in names}
+    for t in range(T):
+        feed = {"token": dec_in[:, t], **fixed, **state}
+        samples.append(("decode_step", feed))
+        res = dec(**{k: tf.constant(v) for k, v in feed.items()})
+        state = {k: np.asarray(res[k]) for k in names}
+    return samples
