@@ -334,6 +334,7 @@ def test_bidirectional_runs_are_diagnosed_per_direction(tmp_path, keras, head):
     assert os.path.getsize(out / "diagnose.png") > 1000
 
 
+@pytest.mark.slow  # heavy; the default run stays under 15 min on 2 cores (run with -m slow)
 def test_bidirectional_padded_row_equals_unpadded_and_mismatch_is_refused(tmp_path, keras, monkeypatch):
     import tensorflow as tf
 
@@ -464,6 +465,7 @@ def _s2s_run(d, bidirectional):
     return run
 
 
+@pytest.mark.slow  # heavy; the default run stays under 15 min on 2 cores (run with -m slow)
 def test_seq2seq_encoder_flow_matches_the_model(tmp_path, keras):
     """Unidirectional encoder whose final states start the decoder as they are: dL/dh_{S-1}
     is the tape gradient through the model's own encoder outputs (memory at the last source

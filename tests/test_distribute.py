@@ -66,6 +66,7 @@ def test_mirrored_on_two_logical_cpus_matches_one_device(tmp_path):
     assert json.load(open(tmp_path / "two" / "metrics.json"))["replicas"] == 2
 
 
+@pytest.mark.slow  # heavy; the default run stays under 15 min on 2 cores (run with -m slow)
 def test_resume_under_mirrored_with_backup(tmp_path):
     mirrored = {"strategy": "mirrored", "cpu_devices": 2, "backup": True}
     res = run_script([("first", mirrored, str(tmp_path / "r"), 1, False),
@@ -84,6 +85,7 @@ def free_port():
         return s.getsockname()[1]
 
 
+@pytest.mark.slow  # heavy; the default run stays under 15 min on 2 cores (run with -m slow)
 def test_multi_worker_on_localhost_matches_single_process(tmp_path):
     single = run_script([("single", {"strategy": "none"}, str(tmp_path / "single"))])["single"]
     ports = [free_port(), free_port()]

@@ -60,7 +60,7 @@ def _no_flex(ops):
     return not any(o.startswith("Flex") or o in ("CUSTOM", "DELEGATE") for o in ops)
 
 
-@pytest.mark.parametrize("name", ["tagger", "acceptor"])
+@pytest.mark.parametrize("name", [pytest.param("tagger", marks=pytest.mark.slow), "acceptor"])  # suite time
 def test_step_export_streamed_equals_full_sequence_keras(runs, name, tmp_path):
     from seqkit.export.writer import export_run
     from seqkit.runtime.streaming import StreamingModel

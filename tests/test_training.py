@@ -84,6 +84,7 @@ def test_same_seed_same_metrics(tmp_path, keras):
     assert a["test"] == b["test"] and a["valid"] == b["valid"]
 
 
+@pytest.mark.slow  # heavy; the default run stays under 15 min on 2 cores (run with -m slow)
 def test_resume_continues_from_last_epoch(tmp_path, keras):
     from seqkit.errors import RunDirError
     from seqkit.train import train

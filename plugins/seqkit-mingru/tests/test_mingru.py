@@ -161,6 +161,7 @@ def tiny_run(tmp_path_factory):
     return run
 
 
+@pytest.mark.slow  # heavy; the default run stays under 15 min on 2 cores (run with -m slow)
 def test_tflite_step_model_matches_the_parallel_scan(tiny_run, tmp_path):
     from seqkit.export.writer import export_run
 
