@@ -33,6 +33,22 @@ FULL_INTEGER = ("int8", "int16x8")
 IO_TYPES = ("float", "int")
 
 
+def check_modes(quantize: str, io_type: str = "float") -> None:
+    """Refuse an unknown ``--quantize`` / ``--io-type``, or integer I/O without a full-integer mode.
+
+    Raises:
+        SeqkitError: naming the flag, its value and the accepted ones.
+    """
+    if quantize not in QUANTIZE:
+        raise SeqkitError(f"--quantize {quantize}: expected one of {', '.join(QUANTIZE)}.")
+    if io_type not in IO_TYPES:
+        raise SeqkitError(f"--io-type {io_type}: expected one of {', '.join(IO_TYPES)}.")
+    if io_type != "float" and quantize not in FULL_INTEGER:
+        raise SeqkitError(f"--io-type {io_type}: integer inputs and outputs need a full-integer "
+                          f"model (--quantize {' or '.join(FULL_INTEGER)}); --quantize {quantize} "
+                          f"keeps float activations. Drop --io-type or choose int8 / int16x8.")
+
+
 def convert_step(saved_model_dir: str, quantize: str = "none", *, representative=None,
                  io_type: str = "float") -> bytes:
     """Convert the ``step`` signature of a SavedModel (see :func:`convert_signature`)."""
@@ -70,14 +86,7 @@ def convert_signature(saved_model_dir: str, quantize: str = "none",
     """
     import tensorflow as tf
 
-    if quantize not in QUANTIZE:
-        raise SeqkitError(f"--quantize {quantize}: expected one of {', '.join(QUANTIZE)}.")
-    if io_type not in IO_TYPES:
-        raise SeqkitError(f"--io-type {io_type}: expected one of {', '.join(IO_TYPES)}.")
-    if io_type != "float" and quantize not in FULL_INTEGER:
-        raise SeqkitError(f"--io-type {io_type}: integer inputs and outputs need a full-integer "
-                          f"model (--quantize {' or '.join(FULL_INTEGER)}); --quantize {quantize} "
-                          f"keeps float activations. Drop --io-type or choose int8 / int16x8.")
+    check_modes(quantize, io_type)
     keys = [signature] if isinstance(signature, str) else list(signature)
     signature = " + ".join(keys)
     conv = tf.lite.TFLiteConverter.from_saved_model(saved_model_dir, signature_keys=keys)

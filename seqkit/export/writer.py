@@ -461,16 +461,9 @@ def check_quantize(quantize: str, io_type: str, fmt: str, calibration_examples: 
         SeqkitError: an unknown mode, integer I/O without a full-integer mode, or fewer than
             one calibration example.
     """
-    from seqkit.export.tflite import FULL_INTEGER, IO_TYPES, QUANTIZE
+    from seqkit.export.tflite import check_modes
 
-    if quantize not in QUANTIZE:
-        raise SeqkitError(f"--quantize {quantize}: expected one of {', '.join(QUANTIZE)}.")
-    if io_type not in IO_TYPES:
-        raise SeqkitError(f"--io-type {io_type}: expected one of {', '.join(IO_TYPES)}.")
-    if io_type != "float" and quantize not in FULL_INTEGER:
-        raise SeqkitError(f"--io-type {io_type}: integer inputs and outputs need a full-integer "
-                          f"model (--quantize int8 or int16x8); --quantize {quantize} keeps float "
-                          f"activations. Drop --io-type or choose int8 / int16x8.")
+    check_modes(quantize, io_type)
     if calibration_examples < 1:
         raise SeqkitError(f"--calibration-examples {calibration_examples}: at least 1 needed.")
 
