@@ -26,7 +26,7 @@ def main():
 
     from seqkit.decoding import beam_search
     from seqkit.generate import _encode_prompt
-    from seqkit.train import load_run
+    from seqkit.training.train import load_run
 
     prep, model = load_run(args.run_dir, with_data=True)
     prompts = [line[:8] for line in prep.splits["test"] if len(line) > 20][:args.prompts]

@@ -8,7 +8,7 @@ What it does, on the reference LM shape (vocabulary 5000, embedding 128, one
 recurrent layer of 256, batch 32, length 64; :mod:`bench.lm`, untrained seeded
 weights, random token ids without padding), each model built the seqkit way
 (recipe -> cell plugin -> ``keras.layers.LSTM`` / ``GRU`` with Keras's default
-``use_cudnn="auto"``) and compiled by :func:`seqkit.train.compile_model`:
+``use_cudnn="auto"``) and compiled by :func:`seqkit.training.train.compile_model`:
 
 1. environment: TF/Keras versions, whether TF is built with CUDA and its
    CUDA/cuDNN versions, ``nvidia-smi`` (name, driver, memory), TF's GPUs. No
@@ -121,7 +121,7 @@ def _throughput(prep, model, steps: int, warmup: int = 5) -> dict:
     import numpy as np
     import tensorflow as tf
 
-    from seqkit.train import compile_model
+    from seqkit.training.train import compile_model
 
     model = compile_model(prep, model)
     rng = np.random.default_rng(0)

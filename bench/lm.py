@@ -32,12 +32,12 @@ def lm_recipe(*, vocab: int = 5000, embedding: int = 128, units: int = 256, cell
 
 
 def build_lm(**shape):
-    """``(prep, model)``: a :class:`seqkit.train.Prepared` over a synthetic vocabulary of
+    """``(prep, model)``: a :class:`seqkit.training.train.Prepared` over a synthetic vocabulary of
     ``shape['vocab']`` ids and the head's (untrained, seeded) Keras model."""
     import keras
 
     from seqkit.data.vocab import SPECIALS, Vocabulary
-    from seqkit.train import prepare
+    from seqkit.training.train import prepare
 
     recipe = lm_recipe(**shape)
     n = shape.get("vocab", LM_SHAPE["vocab"])

@@ -15,7 +15,7 @@ with the text, only the counting pass does. Reported per size:
   ``VmHWM`` read just before it exits (the same figure where ``/proc`` exists);
 * ``count pass s``: the one bounded counting pass over the text (lines, stream length,
   token counts, seek table; :meth:`seqkit.data.lazy_corpus.LazyCorpus.scan`);
-* ``train s``: the whole ``seqkit.train.train`` call (pass included).
+* ``train s``: the whole ``seqkit.training.train.train`` call (pass included).
 
 Baseline: the in-memory path (``source: text_lines``, the same 10 MB file, the same
 model and steps), which holds the lines, their encoding and the ``[B, N/B]`` columns.
@@ -82,7 +82,7 @@ def _worker(a) -> dict:
     import_tensorflow_quietly()
     from seqkit.data import lazy_corpus
     from seqkit.recipe import recipe_from_dict
-    from seqkit.train import train
+    from seqkit.training.train import train
 
     scans = []
     original = lazy_corpus.LazyCorpus.scan

@@ -47,7 +47,7 @@ def run(args):
     from bench.common import interleaved, summarize
     from bench.suite_train import B, T, corpus, recipe
     from seqkit.recipe import load_recipe
-    from seqkit.train import make_split_dataset, prepare
+    from seqkit.training.train import make_split_dataset, prepare
 
     tmp = tempfile.mkdtemp(prefix="seqkit-bench-")
     path = os.path.join(tmp, "corpus.txt")

@@ -14,7 +14,7 @@ eager, as the train suite's contender):
 * ``loop matmul``: just the recurrence's 64 ``[B, H] @ [H, 4H]`` products in a
   loop (TensorFlow ``tf.while_loop`` / PyTorch eager loop), the floor of the recurrence;
 * ``output + softmax CE``: ``[B*T, H] @ [H, V] + b``, the cross-entropy and
-  their gradients (seqkit: :func:`seqkit.losses.sparse_softmax_cross_entropy`);
+  their gradients (seqkit: :func:`seqkit.training.losses.sparse_softmax_cross_entropy`);
 * ``clip``: the global-norm clip of every gradient;
 * ``optimizer``: one Adam update of every weight;
 * ``whole step``: one training step of the whole model (seqkit: the recipe
@@ -54,7 +54,7 @@ def tf_parts(repeats: int, calls: int, corpus_path: str) -> dict[str, float]:
 
     from bench.suite_train import seqkit_contender
     from seqkit.layers.fused_lstm import lstm_scan
-    from seqkit.losses import sparse_softmax_cross_entropy
+    from seqkit.training.losses import sparse_softmax_cross_entropy
 
     g = tf.random.Generator.from_seed(1)
     ids = g.uniform((B, T), 4, V, tf.int32)

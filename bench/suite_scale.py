@@ -3,7 +3,7 @@
 Training (full backpropagation through time): the reference LM (vocabulary
 5000, embedding 128, one LSTM layer, batch 32; :mod:`bench.lm`, untrained
 seeded weights, random token ids without padding) compiled by
-:func:`seqkit.train.compile_model` (Adam, global clipnorm, masked cross
+:func:`seqkit.training.train.compile_model` (Adam, global clipnorm, masked cross
 entropy -- what ``seqkit train`` runs), timed with ``train_on_batch`` after
 two warm-up steps (tracing), against
 
@@ -76,7 +76,7 @@ def _worker_train(a) -> dict:
     if a.threads:
         tf.config.threading.set_intra_op_parallelism_threads(a.threads)
     from bench.lm import LM_SHAPE, build_lm
-    from seqkit.train import compile_model
+    from seqkit.training.train import compile_model
 
     prep, model = build_lm(units=a.units, length=a.length, batch=a.batch)
     model = compile_model(prep, model)

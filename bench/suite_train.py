@@ -17,7 +17,7 @@ Contenders (one process, interleaved repeat by repeat):
 * ``seqkit``: the recipe path -- a recipe (``text_lines`` source over a
   generated corpus of 63-word lines over 4,996 word types, so ``T = 64`` with
   the start marker and ``V = 5000`` with the four specials) through
-  ``seqkit.train.prepare``, ``compile_model`` (masked loss, exact
+  ``seqkit.training.train.prepare``, ``compile_model`` (masked loss, exact
   cross-entropy / accuracy / perplexity metrics, replica-exact clipping) and
   ``make_split_dataset`` (tf.data, bucketed), stepping Keras's own
   ``train_function`` as ``fit`` does, with ``seed_everything`` as ``seqkit
@@ -90,7 +90,7 @@ def keras_stepper(model, dataset):
 
 
 def seqkit_contender(path: str, fused: bool = True, jit: bool = False, cell: str = "lstm"):
-    from seqkit.train import compile_model, make_split_dataset, prepare, seed_everything
+    from seqkit.training.train import compile_model, make_split_dataset, prepare, seed_everything
 
     r = recipe(path, cell)
     if jit:

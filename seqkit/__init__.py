@@ -24,8 +24,6 @@ registered, so ``keras.saving.load_model("run/model.keras")`` needs nothing but 
 from __future__ import annotations
 
 import os as _os
-import sys as _sys
-import types as _types
 
 _os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # hide TF's C++ start-up chatter
 _os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -54,43 +52,15 @@ def __getattr__(name):  # lazy: these import pydantic/keras only when used
         import seqkit.api
 
         return getattr(seqkit.api, name)
-    if name == "train":  # the module seqkit.train, callable as seqkit.api.train (_Package below)
-        import seqkit.train
-
-        return seqkit.train
     raise AttributeError(f"module 'seqkit' has no attribute {name!r}")
 
 
-_API = ("Alignment", "Preprocessing", "Recipe", "Run", "build", "load", "train_seeds")
+_API = ("Alignment", "Preprocessing", "Recipe", "Run", "build", "load", "train", "train_seeds")
 
 __all__ = ["CELLS", "DATA", "HEADS", "SeqkitError", "load_plugin", "register_cell",
            "register_data", "register_head", "register_keras_objects", "__version__",
            "Alignment", "Preprocessing", "Recipe", "Run", "build", "load", "train", "train_seeds"]
 
-
-class _CallableModule(_types.ModuleType):
-    """The module ``seqkit.train`` (prepare, load_run, ...) that is also the function
-    :func:`seqkit.api.train`: ``seqkit.train(recipe, run_dir=...)`` returns a :class:`Run`."""
-
-    def __call__(self, *args, **kwargs):
-        """``seqkit.train(recipe, run_dir=None, *, overwrite=False, resume=False, verbose=0)`` ->
-        :class:`seqkit.Run`: train as ``seqkit train`` does (see :func:`seqkit.api.train`)."""
-        from seqkit.api import train
-
-        return train(*args, **kwargs)
-
-
-class _Package(_types.ModuleType):
-    """``seqkit`` itself: whenever the submodule ``seqkit.train`` is imported (the import
-    system then sets it as an attribute here), it becomes callable (:class:`_CallableModule`)."""
-
-    def __setattr__(self, name, value):
-        if name == "train" and type(value) is _types.ModuleType:
-            value.__class__ = _CallableModule
-        super().__setattr__(name, value)
-
-
-_sys.modules[__name__].__class__ = _Package
 
 # Last, once the names above exist (plugins imported by the hook use them): make
 # keras.saving.load_model find seqkit's Keras classes as soon as Keras is imported, without

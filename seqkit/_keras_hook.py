@@ -36,9 +36,9 @@ KERAS_MODULES = (
     "seqkit.layers.decoder",
     "seqkit.layers.pooling",
     "seqkit.layers.frame_mask",
-    "seqkit.losses",
-    "seqkit.optimizers",
-    "seqkit.schedules",
+    "seqkit.training.losses",
+    "seqkit.training.optimizers",
+    "seqkit.training.schedules",
 )
 
 _lock = threading.RLock()

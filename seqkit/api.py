@@ -70,7 +70,7 @@ def train(recipe=None, run_dir=None, *, overwrite: bool = False, resume: bool = 
         DataError: the data source is empty or unreadable, or does not suit the head.
         RunDirError: ``run_dir`` exists (without ``overwrite``/``resume``), is not something
             seqkit may replace, is locked by another training, or has nothing to resume.
-        SeqkitError: interrupted (Ctrl-C), and the other errors of :func:`seqkit.train.train`.
+        SeqkitError: interrupted (Ctrl-C), and the other errors of :func:`seqkit.training.train.train`.
     """
     from seqkit.guards import check_writable
     from seqkit.rundir import RECIPE, RunDir
@@ -92,7 +92,7 @@ def train(recipe=None, run_dir=None, *, overwrite: bool = False, resume: bool = 
         rec = _recipe(recipe, "train")
         run_dir = os.fspath(run_dir) if run_dir is not None else os.path.join("runs", rec.name)
         check_writable(run_dir, "train")
-    from seqkit.train import train as do_train
+    from seqkit.training.train import train as do_train
 
     with _shown(verbose):
         metrics = do_train(rec, run_dir, resume=resume, overwrite=overwrite, verbose=verbose)
@@ -107,7 +107,7 @@ def train_seeds(recipe, seeds: int, run_dir=None, *, overwrite: bool = False, ve
     Run ``i`` uses seed ``recipe.seed + i`` and goes to ``RUN_DIR-seed<S>`` (``RUN_DIR``
     default ``runs/NAME``); the summary (mean, sample sd with ``n - 1``, min, max and the
     per-seed values of every numeric valid/test figure) is written to ``RUN_DIR-seeds.json``
-    (:mod:`seqkit.seeds`).
+    (:mod:`seqkit.training.seeds`).
 
     Returns:
         The summary dict; ``summary["runs"]`` lists the run directories (open each with
@@ -117,7 +117,7 @@ def train_seeds(recipe, seeds: int, run_dir=None, *, overwrite: bool = False, ve
         RecipeError, DataError, RunDirError, SeqkitError: as :func:`train`; every run directory
         is checked before the first one trains.
     """
-    from seqkit.seeds import train_seeds as do_train_seeds
+    from seqkit.training.seeds import train_seeds as do_train_seeds
 
     rec = _recipe(recipe, "train_seeds")
     with _shown(verbose):
@@ -143,7 +143,7 @@ class Preprocessing:
     training uses (bucketed, padded, per-epoch shuffled).
 
     Attributes:
-        prepared: the :class:`seqkit.train.Prepared` underneath.
+        prepared: the :class:`seqkit.training.train.Prepared` underneath.
         recipe: the recipe.
         head: the task head (``head.vocab``, ``head.labels``, ...).
         splits: ``{"train": [Record], "valid": [...], "test": [...]}``.
@@ -187,7 +187,7 @@ class Preprocessing:
         if not self.splits.get(split):
             raise SeqkitError(f"split {split!r}: " + ("empty in this recipe (data.split)." if split in self.splits
                                                       else f"expected one of {', '.join(self.splits)}."))
-        from seqkit.train import make_split_dataset
+        from seqkit.training.train import make_split_dataset
 
         return make_split_dataset(self.prepared, split, training=split == "train" if training is None
                                   else training, first_epoch=first_epoch)
@@ -210,7 +210,7 @@ def build(recipe, *, verbose: int = 0):
     Raises:
         RecipeError / DataError: as :func:`train`; SeqkitError: a model too large for memory.
     """
-    from seqkit.train import compile_model, prepare, seed_everything
+    from seqkit.training.train import compile_model, prepare, seed_everything
 
     rec = _recipe(recipe, "build")
     with _shown(verbose):

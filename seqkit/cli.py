@@ -144,7 +144,7 @@ def train(recipe, overrides, run_dir, resume_dir, overwrite, seeds, as_json=Fals
                               "--overwrite, or summarise by hand).")
         if not recipe:
             raise click.UsageError("give a RECIPE file with --seeds.")
-        from seqkit.seeds import format_summary, train_seeds
+        from seqkit.training.seeds import format_summary, train_seeds
 
         rec = load_recipe(recipe, list(overrides))
         summary = train_seeds(rec, seeds, run_dir or _default_run_dir(rec), overwrite=overwrite,
@@ -181,7 +181,7 @@ def train(recipe, overrides, run_dir, resume_dir, overwrite, seeds, as_json=Fals
         from seqkit.guards import check_writable
 
         check_writable(path, "train")  # a read-only folder fails before the data is read
-    from seqkit.train import train as do_train
+    from seqkit.training.train import train as do_train
 
     import contextlib
 
@@ -477,7 +477,7 @@ def validate(recipe, overrides, check_data, show, as_json=False):
         out = {"recipe": recipe, "ok": True, "resolved": rec.to_dict()}
         if check_data:
             from seqkit.guards import build_model
-            from seqkit.train import count_parameters, prepare
+            from seqkit.training.train import count_parameters, prepare
 
             prep = prepare(rec)
             out["data"] = {"source": str(prep.source), "examples": {k: len(v) for k, v in prep.splits.items()},
@@ -490,7 +490,7 @@ def validate(recipe, overrides, check_data, show, as_json=False):
         click.echo(rec.to_yaml().rstrip())
     if check_data:
         from seqkit.guards import build_model
-        from seqkit.train import count_parameters, prepare
+        from seqkit.training.train import count_parameters, prepare
 
         prep = prepare(rec)
         model = build_model(prep)
@@ -869,7 +869,7 @@ def bench_step(export_dir, run_dir, steps):
     if run_dir:
         import tensorflow as tf
 
-        from seqkit.train import load_run
+        from seqkit.training.train import load_run
 
         prep, model = load_run(run_dir)
         if (prep.recipe.head.type != rt.metadata.get("head")

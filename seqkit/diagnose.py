@@ -235,7 +235,7 @@ def gradient_flow(prep, model, *, max_lag: int = 50, examples: int = 32, positio
     """The gradient norm through time, per layer and state, of a trained run.
 
     Args:
-        prep, model: from :func:`seqkit.train.load_run` with ``with_data=True``.
+        prep, model: from :func:`seqkit.training.train.load_run` with ``with_data=True``.
         max_lag: largest lag ``K`` (>= 1).
         examples: held-out sequences read (the first of ``split``).
         positions: loss steps ``t`` per sequence (LM, tagger), evenly spread over its
@@ -822,7 +822,7 @@ def diagnose_run(run_dir: str, *, max_lag: int = 50, examples: int = 32, positio
     Raises:
         RunDirError: not a run directory. SeqkitError: as :func:`gradient_flow`.
     """
-    from seqkit.train import load_run
+    from seqkit.training.train import load_run
 
     prep, model = load_run(run_dir, with_data=True)
     flow = gradient_flow(prep, model, max_lag=max_lag, examples=examples, positions=positions, split=split)

@@ -62,7 +62,7 @@ def generate_text(prep, model, prompt: str = "", *, num: int = 1, max_length: in
     """Continue ``prompt`` ``num`` times with a trained language model.
 
     Args:
-        prep, model: from :func:`seqkit.train.load_run`.
+        prep, model: from :func:`seqkit.training.train.load_run`.
         prompt: text tokenized like the training data; unknown tokens become
             ``[UNK]`` (counted in a warning).
         num: number of continuations (a batch of ``num`` rows).
@@ -106,7 +106,7 @@ def generate_beam(prep, model, prompt: str = "", *, beam_width: int = 4, n_best:
     """The ``n_best`` best continuations of ``prompt`` by beam search.
 
     Args:
-        prep, model: from :func:`seqkit.train.load_run`.
+        prep, model: from :func:`seqkit.training.train.load_run`.
         prompt: as :func:`generate_text`.
         beam_width / n_best / length_penalty / max_length / min_length: see
             :func:`seqkit.decoding.beam_search` (GNMT length penalty, Wu et al. 2016, eq. 14).

@@ -31,7 +31,7 @@ def read_records(text: str, name: str, fmt: str, prep) -> list[Record]:
         text: the whole input.
         name: its file name (or ``<stdin>``), for messages.
         fmt: ``auto``, ``text``, ``conll`` or ``ts``.
-        prep: the loaded run (:func:`seqkit.train.load_run`).
+        prep: the loaded run (:func:`seqkit.training.train.load_run`).
 
     Raises:
         SeqkitError: an input of the wrong kind for the run, or malformed input.

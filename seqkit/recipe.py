@@ -111,7 +111,7 @@ class DistributeConfig(BaseModel):
 
 
 class ScheduleConfig(BaseModel):
-    """``training.schedule``: the learning-rate schedule (formulas: :mod:`seqkit.schedules`).
+    """``training.schedule``: the learning-rate schedule (formulas: :mod:`seqkit.training.schedules`).
 
     ``type``: ``constant`` | ``cosine`` (linear warm-up, then a cosine to ``min_learning_rate``)
     | ``step`` (warm-up, then times ``factor`` every ``step_size`` optimizer steps) |

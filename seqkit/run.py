@@ -91,17 +91,17 @@ class Run:
     # ------------------------------------------------------------ loading
 
     def _load(self, with_data: bool = False):
-        """``(prep, model)`` as :func:`seqkit.train.load_run` gives them (kept after the first call)."""
+        """``(prep, model)`` as :func:`seqkit.training.train.load_run` gives them (kept after the first call)."""
         if self._model is None:
             from seqkit._quiet import import_tensorflow_quietly
-            from seqkit.train import load_run
+            from seqkit.training.train import load_run
 
             import_tensorflow_quietly()  # TF's C++ start-up lines are not ours to print
 
             self._prep, self._model = load_run(self.path, with_data=with_data)
             self._has_data = with_data
         elif with_data and not self._has_data:
-            from seqkit.train import prepare
+            from seqkit.training.train import prepare
 
             self._prep = prepare(self._prep.recipe, run_dir=self.path, read_data=True)
             self._has_data = True
@@ -130,7 +130,7 @@ class Run:
 
     @property
     def prepared(self):
-        """The run's :class:`seqkit.train.Prepared` (recipe, head with its vocabularies/labels)."""
+        """The run's :class:`seqkit.training.train.Prepared` (recipe, head with its vocabularies/labels)."""
         return self._load()[0]
 
     @property
@@ -185,7 +185,7 @@ class Run:
                 stream-layout language model.
         """
         from seqkit.rundir import METRICS, read_json
-        from seqkit.train import evaluate_model
+        from seqkit.training.train import evaluate_model
 
         if split not in ("test", "valid", "train"):
             raise SeqkitError(f"split {split!r}: expected 'test', 'valid' or 'train'.")
@@ -515,7 +515,7 @@ class Run:
         from seqkit.run_lifecycle import RunLock, Staging, check_target, remove_stale, split_run_path
         from seqkit.rundir import (BEST, HISTORY, METRICS, RECIPE, STATE, atomic_save_model,
                                    atomic_write_json, atomic_write_text)
-        from seqkit.train import compile_model, count_parameters, evaluate_model, load_model
+        from seqkit.training.train import compile_model, count_parameters, evaluate_model, load_model
 
         prep = getattr(pre, "prepared", pre)
         if not getattr(prep, "splits", None):

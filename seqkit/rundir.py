@@ -28,7 +28,7 @@ interrupted run never leaves a half-written file.
 
 Every JSON file is strict JSON (RFC 8259: no ``NaN`` or ``Infinity`` literals):
 :func:`strict_json` writes a number that is not finite as ``null``. Training
-stops on a non-finite loss (:mod:`seqkit.train`), so a ``null`` marks only a
+stops on a non-finite loss (:mod:`seqkit.training.train`), so a ``null`` marks only a
 figure that is genuinely undefined or beyond float range (e.g. the perplexity
 ``exp(cross_entropy)`` of a cross-entropy above ~88 nats in float32).
 """

@@ -74,7 +74,7 @@ class TextFunctions:
     """The text signatures of one loaded run (see the module docstring).
 
     Args:
-        prep, model: the loaded run (:func:`seqkit.train.load_run`).
+        prep, model: the loaded run (:func:`seqkit.training.train.load_run`).
         max_length: the language model's most new tokens [default: ``decoding.max_length``].
 
     Attributes:

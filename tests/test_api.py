@@ -84,8 +84,8 @@ def test_doc_examples_run_for_every_head(doc):
 
 def test_from_model_run_evaluates_as_the_internal_path(doc):
     """build + your own fit + Run.from_model: the run's evaluate equals evaluating the fitted model
-    through seqkit.train.evaluate_model on the same preprocessing (its export passed parity above)."""
-    from seqkit.train import evaluate_model
+    through seqkit.training.train.evaluate_model on the same preprocessing (its export passed parity above)."""
+    from seqkit.training.train import evaluate_model
 
     got = doc["mine"].evaluate("test")
     want = evaluate_model(doc["pre"].prepared, doc["model"], "test")
@@ -187,11 +187,11 @@ def test_library_calls_print_nothing(doc, capfd, caplog, tmp_path):
 def test_import_seqkit_imports_no_tensorflow():
     code = ("import sys, seqkit\n"
             "names = (seqkit.Run, seqkit.Recipe, seqkit.load, seqkit.build, seqkit.train, seqkit.Preprocessing)\n"
-            "assert callable(seqkit.train) and seqkit.train.load_run\n"
+            "assert callable(seqkit.train)\n"
             "bad = [m for m in ('tensorflow', 'keras') if m in sys.modules]\n"
             "assert not bad, bad\n"
-            "from seqkit.train import prepare\n"
-            "assert callable(seqkit.train)\n"
+            "from seqkit.training.train import prepare  # the module does not shadow seqkit.train\n"
+            "assert callable(seqkit.train) and seqkit.train is seqkit.api.train\n"
             "seqkit.Recipe.from_dict({'name': 'x', 'data': {'source': 'pydoc_topics'}})\n"
             "assert 'tensorflow' in sys.modules  # validation builds on the heads (Keras)\n"
             "print('ok')\n")

@@ -150,7 +150,7 @@ def crf_run(tmp_path_factory, keras):
     import yaml
 
     from seqkit.recipe import load_recipe
-    from seqkit.train import train
+    from seqkit.training.train import train
 
     d = tmp_path_factory.mktemp("crf")
     (d / "train.txt").write_text(TAG_TRAIN, encoding="utf-8")
@@ -168,7 +168,7 @@ def crf_run(tmp_path_factory, keras):
 def test_crf_tagger_trains_reloads_and_predicts_viterbi(crf_run, tf):
     from seqkit.layers.crf import CRF, CRFTaggerModel, crf_viterbi
     from seqkit.predict import predict
-    from seqkit.train import load_run
+    from seqkit.training.train import load_run
 
     run, metrics = crf_run
     assert np.isfinite(metrics["test"]["accuracy"]) and "per_tag" in metrics["test"]
@@ -203,7 +203,7 @@ def test_full_sequence_export_decodes_viterbi_in_graph_same_as_keras(crf_run, tm
     from seqkit.export.writer import export_run
     from seqkit.runtime.full_sequence import FullSequenceModel
     from seqkit.runtime.sequence_stream import full_sequence_answers, read_stream_input
-    from seqkit.train import load_run
+    from seqkit.training.train import load_run
 
     run, _ = crf_run
     out = str(tmp_path / "fs")
@@ -233,7 +233,7 @@ def test_step_export_streams_emissions_and_decodes_at_the_end(crf_run, tmp_path)
     from seqkit.export.writer import export_run
     from seqkit.runtime.sequence_stream import read_stream_input, stream_answers
     from seqkit.runtime.streaming import StreamingModel
-    from seqkit.train import load_run
+    from seqkit.training.train import load_run
 
     run, _ = crf_run
     out = str(tmp_path / "step")
@@ -307,7 +307,7 @@ def test_cli_stream_of_a_crf_step_export_prints_viterbi_paths_with_a_note(crf_ru
 
     from seqkit.cli import main
     from seqkit.predict import predict, read_records
-    from seqkit.train import load_run
+    from seqkit.training.train import load_run
 
     run, _ = crf_run
     out = str(tmp_path / "e")

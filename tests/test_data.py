@@ -125,7 +125,7 @@ def test_pydoc_topics_is_real_text():
 
 
 def test_chunk_long_counts_and_splits():
-    from seqkit.train import chunk_long
+    from seqkit.training.train import chunk_long
 
     out, n = chunk_long(["abcdefg", "ab"], 3, "char")
     assert (out, n) == (["abc", "def", "g", "ab"], 1)

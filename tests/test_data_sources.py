@@ -96,7 +96,7 @@ def test_ts_channels_inconsistent_without_dimensions_header():
 
 def _prepare(tmp_path, source, files, head, head_opts=None, **data):
     from seqkit.recipe import recipe_from_dict
-    from seqkit.train import prepare
+    from seqkit.training.train import prepare
 
     paths = {}
     for split, text in files.items():
@@ -194,7 +194,7 @@ def test_tfds_source_reads_a_local_data_dir(tmp_path, tf, capsys):
     import tensorflow_datasets as tfds
 
     from seqkit.recipe import recipe_from_dict
-    from seqkit.train import prepare
+    from seqkit.training.train import prepare
 
     feats = tfds.features.FeaturesDict({
         "tokens": tfds.features.Sequence(tfds.features.Text()),
@@ -230,7 +230,7 @@ def test_tfds_feeds_the_language_model_and_seq2seq(tmp_path, tf, capsys):
 
     from seqkit.errors import RecipeError
     from seqkit.recipe import recipe_from_dict
-    from seqkit.train import prepare
+    from seqkit.training.train import prepare
 
     def build(name, feats, spec, splits):
         def gen(rows):

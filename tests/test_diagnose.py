@@ -118,7 +118,7 @@ def test_diagnose_writes_png_and_json_matching_a_direct_computation(lm_run, tmp_
     import tensorflow as tf
 
     from seqkit.cli import main
-    from seqkit.train import load_run
+    from seqkit.training.train import load_run
 
     out = tmp_path / "diag"
     res = CliRunner().invoke(main, ["diagnose", str(lm_run), "--out", str(out), "--max-lag", "6",
@@ -195,7 +195,7 @@ def test_confusion_matrix_png_for_a_tagger(tmp_path, keras):
         assert abs(sum(row) - (1.0 if sum(counts) else 0.0)) < 1e-9
 
     from seqkit.diagnose import gradient_flow  # the tagger's per-step loss path
-    from seqkit.train import load_run
+    from seqkit.training.train import load_run
 
     prep, model = load_run(str(run), with_data=True)
     [h, c] = gradient_flow(prep, model, max_lag=3)["curves"]
@@ -296,7 +296,7 @@ def test_bidirectional_runs_are_diagnosed_per_direction(tmp_path, keras, head):
 
     from seqkit.cli import main
     from seqkit.diagnose import gradient_flow
-    from seqkit.train import load_run
+    from seqkit.training.train import load_run
 
     run = _bidi_run(tmp_path, head)
     prep, model = load_run(str(run), with_data=True)
@@ -340,7 +340,7 @@ def test_bidirectional_padded_row_equals_unpadded_and_mismatch_is_refused(tmp_pa
 
     from seqkit import diagnose
     from seqkit.errors import SeqkitError
-    from seqkit.train import load_run
+    from seqkit.training.train import load_run
 
     run = _bidi_run(tmp_path, "tagger")
     prep, model = load_run(str(run), with_data=True)
@@ -394,7 +394,7 @@ def test_acceptor_mean_pooling_flow_by_hand(tmp_path, keras):
 
     from seqkit.cli import main
     from seqkit.diagnose import gradient_flow
-    from seqkit.train import load_run
+    from seqkit.training.train import load_run
 
     lines = ["ab ab ab\tx", "ba ba\ty", "ab ba ab ba\tx", "ba\ty", "ab ab\tx", "ba ab ba\ty"] * 4
     (tmp_path / "d.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -451,7 +451,7 @@ S2S_WORDS = {"ab": "AE B", "ba": "B AA", "abba": "AE B B AA", "baba": "B AA B AA
 
 def _s2s_run(d, bidirectional):
     from seqkit.recipe import recipe_from_dict
-    from seqkit.train import train
+    from seqkit.training.train import train
 
     (d / "tiny.dict").write_text("\n".join(f"{w} {p}" for w, p in S2S_WORDS.items()) + "\n", encoding="utf-8")
     recipe = {"name": "tiny-g2p", "seed": 1,
@@ -474,7 +474,7 @@ def test_seq2seq_encoder_flow_matches_the_model(tmp_path, keras):
 
     from seqkit.cli import main
     from seqkit.diagnose import gradient_flow
-    from seqkit.train import load_run
+    from seqkit.training.train import load_run
 
     run = _s2s_run(tmp_path, False)
     prep, model = load_run(str(run), with_data=True)
@@ -509,7 +509,7 @@ def test_seq2seq_encoder_flow_matches_the_model(tmp_path, keras):
 
 
 def test_explosion_warning_thresholds():
-    from seqkit.grad_stats import explosion_warning
+    from seqkit.training.grad_stats import explosion_warning
 
     assert explosion_warning(2, {}) is None
     calm = {"clip_fraction": 0.5, "grad_norm_mean": 1.0, "grad_norm_max": 99.0}

@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from seqkit.distribute import parse_tf_config
+from seqkit.training.distribute import parse_tf_config
 from seqkit.errors import SeqkitError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -20,7 +20,7 @@ SCRIPT = textwrap.dedent("""
     sys.path.insert(0, {root!r})
     from tests.conftest import make_recipe
     from seqkit.recipe import recipe_from_dict
-    from seqkit.train import train
+    from seqkit.training.train import train
     out = {{}}
     for name, dist, path, *more in {runs!r}:
         epochs, resume = more if more else (2, False)

@@ -17,7 +17,7 @@ def lm(tmp_path_factory, keras):
     """A tiny LM run and its step export; ``converted``: the converter's bytes before embedding."""
     from seqkit.export import embedded_metadata
     from seqkit.export.writer import export_run
-    from seqkit.train import train
+    from seqkit.training.train import train
 
     d = tmp_path_factory.mktemp("emb")
     run, out = str(d / "run"), str(d / "export")

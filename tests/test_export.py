@@ -15,7 +15,7 @@ BUILTINS_SEEN = {"ADD", "DEQUANTIZE", "FULLY_CONNECTED", "GATHER", "LOGISTIC", "
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, keras):
-    from seqkit.train import train
+    from seqkit.training.train import train
 
     out = {}
     for cell in ("lstm", "gru", "simple_rnn"):
@@ -99,7 +99,7 @@ def test_runtime_step_equals_signature_runner_across_batch_changes(runs, tmp_pat
 def test_saved_model_generate_equals_python_decoding(runs, tmp_path, tf):
     from seqkit.decoding import decode
     from seqkit.export.writer import export_run
-    from seqkit.train import load_run
+    from seqkit.training.train import load_run
 
     out = str(tmp_path / "e")
     export_run(runs["gru"], out, fmt="saved_model", parity_examples=4)
@@ -122,7 +122,7 @@ def test_runtime_generate_matches_keras_greedy(runs, tmp_path, tf):
     from seqkit.decoding import decode
     from seqkit.export.writer import export_run
     from seqkit.runtime.streaming import StreamingModel
-    from seqkit.train import load_run
+    from seqkit.training.train import load_run
 
     out = str(tmp_path / "e")
     export_run(runs["lstm"], out, parity_examples=4)

@@ -21,7 +21,7 @@ FAST = {"parity_examples": 6, "calibration_examples": 16}
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, keras):
     from seqkit.recipe import recipe_from_dict
-    from seqkit.train import train
+    from seqkit.training.train import train
     from tests.conftest import make_recipe
 
     out = {}
@@ -80,7 +80,7 @@ def _io(path, signature):
 def test_lm_int8_integer_io_streams_and_int16x8_float_io(runs, tmp_path):
     from seqkit.export.writer import export_run
     from seqkit.runtime import StreamingModel
-    from seqkit.train import load_run
+    from seqkit.training.train import load_run
 
     out8 = str(tmp_path / "i8")
     r8 = export_run(runs["lm"], out8, quantize="int8", io_type="int", **FAST)

@@ -31,7 +31,7 @@ BEAM, ALPHA = 3, 0.6
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, keras):
     from seqkit.recipe import recipe_from_dict
-    from seqkit.train import train
+    from seqkit.training.train import train
 
     d = tmp_path_factory.mktemp("s2s")
     (d / "tiny.dict").write_text("\n".join(f"{w} {p}" for w, p in WORDS.items()) + "\n", encoding="utf-8")
@@ -62,7 +62,7 @@ def exports(runs, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def loaded(runs):
-    from seqkit.train import load_run
+    from seqkit.training.train import load_run
 
     return {name: load_run(run) for name, run in runs.items()}
 

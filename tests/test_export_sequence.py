@@ -24,7 +24,7 @@ def _train(d, recipe):
     import yaml
 
     from seqkit.recipe import load_recipe
-    from seqkit.train import train
+    from seqkit.training.train import train
 
     (d / "r.yaml").write_text(yaml.safe_dump(recipe), encoding="utf-8")
     train(load_recipe(str(d / "r.yaml")), str(d / "run"), verbose=0)
@@ -64,7 +64,7 @@ def _no_flex(ops):
 def test_step_export_streamed_equals_full_sequence_keras(runs, name, tmp_path):
     from seqkit.export.writer import export_run
     from seqkit.runtime.streaming import StreamingModel
-    from seqkit.train import load_run
+    from seqkit.training.train import load_run
 
     out = str(tmp_path / "e")
     report = export_run(runs[name], out, fmt="all", parity_examples=16)
@@ -134,7 +134,7 @@ def test_full_sequence_export_padded_batch_equals_unpadded(runs, tmp_path):
     from seqkit.runtime.full_sequence import FullSequenceModel
     from seqkit.runtime.streaming import StreamingModel
     from seqkit.errors import SeqkitError
-    from seqkit.train import load_run
+    from seqkit.training.train import load_run
 
     out = str(tmp_path / "e")
     report = export_run(runs["bi_acceptor"], out, fmt="all", full_sequence=True, batch=3,
@@ -186,7 +186,7 @@ def test_cli_stream_acceptor_and_tagger(runs, tmp_path):
 
     from seqkit.cli import main
     from seqkit.predict import predict, read_records
-    from seqkit.train import load_run
+    from seqkit.training.train import load_run
 
     r = CliRunner()
     acc, tag = str(tmp_path / "acc"), str(tmp_path / "tag")
@@ -223,7 +223,7 @@ def test_cli_stream_of_full_sequence_exports_equals_predict(runs, tmp_path):
 
     from seqkit.cli import main
     from seqkit.predict import predict, read_records
-    from seqkit.train import load_run
+    from seqkit.training.train import load_run
 
     r = CliRunner()
     acc, tag = str(tmp_path / "bacc"), str(tmp_path / "ftag")

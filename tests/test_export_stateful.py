@@ -28,7 +28,7 @@ BUILTINS = {"ADD", "DEQUANTIZE", "FULLY_CONNECTED", "GATHER", "LOGISTIC", "MUL",
 def lm(tmp_path_factory, keras):
     """A tiny 2-layer LSTM LM and its explicit-state float32 export: ``(run, explicit export)``."""
     from seqkit.export.writer import export_run
-    from seqkit.train import train
+    from seqkit.training.train import train
 
     d = tmp_path_factory.mktemp("stateful")
     run = str(d / "lm")
@@ -180,7 +180,7 @@ def test_cli_tagger_and_acceptor_with_state_inside_stream_as_keras_predicts(sequ
 
     from seqkit.cli import main
     from seqkit.predict import predict, read_records
-    from seqkit.train import load_run
+    from seqkit.training.train import load_run
 
     r = CliRunner()
     tag, acc = str(tmp_path / "tag"), str(tmp_path / "acc")

@@ -50,7 +50,7 @@ def test_reset_before_and_other_configurations_fall_back_to_keras(tf, keras, mon
 def test_a_gru_run_trains_saves_and_reloads_with_the_fused_layer(tmp_path, keras):
     from seqkit.layers.fused_gru import FusedGRU
     from seqkit.recipe import recipe_from_dict
-    from seqkit.train import load_run, train
+    from seqkit.training.train import load_run, train
     from tests.conftest import make_recipe
 
     r = recipe_from_dict(make_recipe(model={"cell": "gru", "units": 16}, data={"limit": 120},

@@ -64,7 +64,7 @@ def test_configurations_off_the_fast_path_fall_back_to_keras(tf, keras):
 
 def test_a_run_with_the_fused_layer_saves_and_reloads(tmp_path, tf, keras):
     from seqkit.layers.fused_lstm import FusedLSTM
-    from seqkit.train import load_model
+    from seqkit.training.train import load_model
 
     rng = np.random.default_rng(4)
     inp = keras.Input((None,), dtype="int32")

@@ -23,7 +23,7 @@ def lm_run(tmp_path_factory, keras):
 
 def test_beam_width_1_generation_equals_greedy_generation(lm_run):
     from seqkit.generate import generate_beam, generate_text
-    from seqkit.train import load_run
+    from seqkit.training.train import load_run
 
     prep, model = load_run(str(lm_run))
     greedy = generate_text(prep, model, "The ", greedy=True, max_length=25)
@@ -37,7 +37,7 @@ def test_beam_scores_are_length_penalised_log_probs_of_the_printed_text(lm_run):
 
     from seqkit.data.vocab import END_ID, START_ID
     from seqkit.generate import generate_beam
-    from seqkit.train import load_run
+    from seqkit.training.train import load_run
 
     prep, model = load_run(str(lm_run))
     out = generate_beam(prep, model, "de", beam_width=3, n_best=3, length_penalty=0.6, max_length=6)

@@ -58,7 +58,7 @@ SENTIMENT = [("good fun", "pos"), ("bad day", "neg"), ("good day", "pos"), ("bad
 
 def test_acceptor_from_a_saved_dataset_dict_uses_its_splits_and_class_names(tmp_path):
     import seqkit
-    from seqkit.train import prepare
+    from seqkit.training.train import prepare
 
     feats = features(sentence=datasets.Value("string"), label=datasets.ClassLabel(names=["neg", "pos"]))
     ids = {"neg": 0, "pos": 1}
@@ -93,7 +93,7 @@ def test_tagger_from_a_saved_dataset_divided_by_data_split(tmp_path):
     names; new input is split at white space like the pre-split tokens column (not by the
     recipe's default char tokenizer)."""
     import seqkit
-    from seqkit.train import prepare
+    from seqkit.training.train import prepare
 
     names = ["O", "B-PER"]
     rows = [(["Ann", "sings"], [1, 0]), (["Bo", "runs", "fast"], [1, 0, 0]), (["it", "rains"], [0, 0])] * 4
@@ -117,7 +117,7 @@ def test_language_model_from_a_local_csv_through_the_csv_builder(tmp_path, monke
     """``path: csv`` + data_files is load_dataset("csv", data_files=...): the builder, not a folder;
     the load runs offline (both variables and both libraries' settings) and restores them."""
     import seqkit
-    from seqkit.train import prepare
+    from seqkit.training.train import prepare
 
     lines = ["the cat sat", "a dog ran", "the dog sat", "a cat ran"] * 3
     (tmp_path / "lines.csv").write_text("id,line\n" + "".join(f"{i},{t}\n" for i, t in enumerate(lines)),
@@ -161,7 +161,7 @@ def test_seq2seq_from_local_csv_files_per_split(tmp_path):
     """data_files {train, validation, test}: the builder's splits, 'validation' read as valid;
     string targets split by target_tokenizer."""
     import seqkit
-    from seqkit.train import prepare
+    from seqkit.training.train import prepare
 
     words = {"ab": "A B", "ba": "B A", "aab": "A A B", "bb": "B B", "abb": "A B B", "ba a": "B A A"}
     rows = list(words.items()) * 2
@@ -211,7 +211,7 @@ def test_a_hub_id_or_url_is_refused_before_anything_is_read(tmp_path, write_reci
     # a bare name that is no local folder: the same advice, at load time (seqkit train's message)
     rec = recipe(tmp_path, {"path": "stanfordnlp/imdb", "text_column": "text", "label_column": "label"},
                  "acceptor")
-    from seqkit.train import prepare
+    from seqkit.training.train import prepare
 
     with pytest.raises(RecipeError) as err:
         prepare(rec)
@@ -246,7 +246,7 @@ def test_recipe_shape_errors(tmp_path):
 
 
 def test_a_missing_column_or_split_names_what_is_there(tmp_path):
-    from seqkit.train import prepare
+    from seqkit.training.train import prepare
 
     (tmp_path / "a.csv").write_text("sentence,label\nhi,x\nho,y\n", encoding="utf-8")
     rec = recipe(tmp_path, {"data_files": "a.csv", "text_column": "text", "label_column": "label"}, "acceptor")
@@ -262,7 +262,7 @@ def test_a_missing_column_or_split_names_what_is_there(tmp_path):
 
 
 def test_without_the_package_a_recipe_error_names_the_pip_extra(tmp_path, monkeypatch):
-    from seqkit.train import prepare
+    from seqkit.training.train import prepare
 
     (tmp_path / "a.csv").write_text("t\nhi\n", encoding="utf-8")
     rec = recipe(tmp_path, {"data_files": "a.csv", "text_column": "t"}, "language_model")

@@ -88,7 +88,7 @@ def cases(tmp_path_factory, keras):
     """Train every recipe (1 epoch), then save a fixed input and the in-process model's output
     for each of its .keras files; returns the path of a JSON manifest of the cases."""
     from seqkit.recipe import recipe_from_dict
-    from seqkit.train import load_model, train
+    from seqkit.training.train import load_model, train
 
     d = tmp_path_factory.mktemp("keras_loading")
     rng = np.random.default_rng(0)

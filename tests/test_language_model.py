@@ -93,7 +93,7 @@ def test_step_by_step_equals_full_sequence(tf, lm, cell):
 
 
 def test_masked_accuracy_and_perplexity_ignore_padding(tf):
-    from seqkit.losses import MaskedAccuracy, MaskedPerplexity
+    from seqkit.training.losses import MaskedAccuracy, MaskedPerplexity
 
     y = np.array([[1, 1, 0]])
     z = np.log(np.array([[[0.1, 0.9, 0.0 + 1e-9], [0.1, 0.2, 0.7], [0.9, 0.05, 0.05]]], "float32"))

@@ -109,7 +109,7 @@ def test_prompt_ids_and_decode_lines_by_hand():
 def test_multiline_prompt_primes_state_as_step_by_step(tf, keras):
     from seqkit.heads.stream_lm import prime_states
     from seqkit.recipe import recipe_from_dict
-    from seqkit.train import prepare
+    from seqkit.training.train import prepare
 
     prep = prepare(recipe_from_dict(make_recipe(data={"layout": "stream", "limit": 40},
                                                 model={"units": 8, "embedding_dim": 6, "layers": 2})))
@@ -131,7 +131,7 @@ def stream_run(tmp_path_factory):
     """A tiny stream LM trained through text_corpus (a plain and a .gz file, a vocab file) on
     alternating lines 'abcd' / 'xyz': which line comes next depends on the line before."""
     from seqkit.recipe import recipe_from_dict
-    from seqkit.train import train
+    from seqkit.training.train import train
 
     d = tmp_path_factory.mktemp("lazy")
     (d / "a.txt").write_text("abcd\nxyz\n" * 80, encoding="utf-8")

@@ -5,7 +5,7 @@ import pytest
 
 
 def test_cross_entropy_and_gradient_equal_tensorflow_op_including_extreme_logits(tf):
-    from seqkit.losses import sparse_softmax_cross_entropy
+    from seqkit.training.losses import sparse_softmax_cross_entropy
 
     rng = np.random.default_rng(0)
     z = rng.normal(size=(3, 4, 7)).astype("float32") * 5
@@ -28,7 +28,7 @@ def test_cross_entropy_and_gradient_equal_tensorflow_op_including_extreme_logits
 
 
 def test_cross_entropy_metric_reuses_the_loss_and_perplexity_reads_it(tf, keras):
-    from seqkit.losses import (MaskedAccuracy, MaskedCrossEntropy, MaskedPerplexity,
+    from seqkit.training.losses import (MaskedAccuracy, MaskedCrossEntropy, MaskedPerplexity,
                                MaskedSparseCrossEntropy, share_cross_entropy)
 
     rng = np.random.default_rng(1)

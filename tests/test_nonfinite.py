@@ -143,7 +143,7 @@ def test_nan_checkpoint_weights_are_finite_and_resume_names_the_same_step(nan_in
 
     d, plugin, run, _ = nan_in_epoch_2
     script = ("import sys, numpy as np; from seqkit.registry import load_plugin; load_plugin(sys.argv[2]);"
-              "from seqkit.train import load_model; m = load_model(sys.argv[1]);"
+              "from seqkit.training.train import load_model; m = load_model(sys.argv[1]);"
               "print(all(np.isfinite(w.numpy()).all() for w in m.weights))")
     env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3"}
     out = subprocess.run([sys.executable, "-c", script, str(run / "last.keras"), str(plugin)], env=env,
@@ -171,7 +171,7 @@ def test_nan_in_the_first_epoch_keeps_no_run(tmp_path):
 def test_huge_finite_learning_rate_stops_in_the_first_epoch(tmp_path, keras):
     """SGD at 1e38 overflows on its first update; the run stops at step 2 and keeps nothing."""
     from seqkit.recipe import recipe_from_dict
-    from seqkit.train import NonFiniteError, train
+    from seqkit.training.train import NonFiniteError, train
 
     r = recipe_from_dict(make_recipe(data={"limit": 60}, model={"units": 8, "embedding_dim": 8},
                                      training={"epochs": 2, "learning_rate": 1e38, "clipnorm": None,

@@ -76,7 +76,7 @@ def test_plugin_flag_run_records_the_plugin_file(guide_run):
 
 
 def test_reload_in_a_fresh_process_predicts_identically(guide_run, tmp_path):
-    from seqkit.train import load_run
+    from seqkit.training.train import load_run
 
     _, plugin, run = guide_run
     prep, model = load_run(str(run))
@@ -86,7 +86,7 @@ def test_reload_in_a_fresh_process_predicts_identically(guide_run, tmp_path):
         import sys, numpy as np
         from seqkit.registry import load_plugin
         load_plugin(sys.argv[2])
-        from seqkit.train import load_run
+        from seqkit.training.train import load_run
         prep, model = load_run(sys.argv[1])
         np.save(sys.argv[3] + "/y.npy", np.asarray(model(np.load(sys.argv[3] + "/x.npy"), training=False)))
     """)
@@ -160,7 +160,7 @@ def test_decorator_registers_a_tiny_custom_head_that_trains(tmp_path, keras):
     import seqkit
     from seqkit.heads.language_model import LanguageModelHead
     from seqkit.recipe import recipe_from_dict
-    from seqkit.train import train
+    from seqkit.training.train import train
 
     @seqkit.register_head("test_reverse_lm")
     class ReverseLM(LanguageModelHead):

@@ -117,7 +117,7 @@ def test_acceptor_run_saves_the_training_normaliser(acceptor_run):
     from seqkit.data.normalize import FrameNormalizer
     from seqkit.data.ts_file import parse_ts
     from seqkit.recipe import load_recipe
-    from seqkit.train import prepare
+    from seqkit.training.train import prepare
 
     norm = FrameNormalizer.load(str(acceptor_run / "normalizer.json"))
     prep = prepare(load_recipe(str(acceptor_run / "recipe.yaml")))
@@ -155,7 +155,7 @@ def test_acceptor_predict_too_long_is_refused_per_recipe(acceptor_run):
 def test_token_acceptor_from_tsv_trains_resumes_and_predicts_with_its_tokenizer(tmp_path, keras):
     """TSV text-label with a char tokenizer: predict tokenizes stdin text the same way."""
     from seqkit.recipe import recipe_from_dict
-    from seqkit.train import load_run, train
+    from seqkit.training.train import load_run, train
 
     lines = [("aaab", "A"), ("abaa", "A"), ("bbba", "B"), ("babb", "B")] * 5
     (tmp_path / "d.tsv").write_text("".join(f"{t}\t{y}\n" for t, y in lines), encoding="utf-8")
@@ -182,7 +182,7 @@ def test_token_acceptor_from_tsv_trains_resumes_and_predicts_with_its_tokenizer(
 def test_tagger_truncate_says_how_many_steps_went_untagged(tagger_run, capsys, seqkit_stderr):
     from seqkit.data.records import Record
     from seqkit.predict import format_result, predict
-    from seqkit.train import load_run
+    from seqkit.training.train import load_run
 
     prep, model = load_run(str(tagger_run))
     prep.head.options.too_long = "truncate"

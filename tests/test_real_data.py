@@ -10,7 +10,7 @@ RECIPES = os.path.join(os.path.dirname(__file__), "..", "recipes")
 
 def _fit_and_score(recipe_file, overrides, epochs):
     from seqkit.recipe import load_recipe
-    from seqkit.train import compile_model, prepare, seed_everything
+    from seqkit.training.train import compile_model, prepare, seed_everything
 
     r = load_recipe(os.path.join(RECIPES, recipe_file), overrides)
     seed_everything(r.seed, True)
@@ -56,7 +56,7 @@ def test_quick_tagger_peoples_daily_slice_beats_most_frequent_tag(keras):
 ])
 def test_full_recipe_reaches_its_figure(tmp_path, keras, recipe, check):
     from seqkit.recipe import load_recipe
-    from seqkit.train import train
+    from seqkit.training.train import train
 
     m = train(load_recipe(os.path.join(RECIPES, recipe)), str(tmp_path / "run"), verbose=0)
     assert check(m), {k: v for k, v in m["test"].items() if k not in ("per_tag", "per_class")}

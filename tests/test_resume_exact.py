@@ -131,7 +131,7 @@ def small(head: str, epochs: int, tmp_path):
                                   pytest.param("tagger", marks=pytest.mark.slow),
                                   pytest.param("seq2seq", marks=pytest.mark.slow)])
 def test_resume_after_one_epoch_equals_two_epochs_straight(head, tmp_path, keras):
-    from seqkit.train import train
+    from seqkit.training.train import train
 
     straight, cut = str(tmp_path / "straight"), str(tmp_path / "cut")
     train(small(head, 2, tmp_path), straight, verbose=0)
@@ -143,7 +143,7 @@ def test_resume_after_one_epoch_equals_two_epochs_straight(head, tmp_path, keras
 def test_dropout_masks_follow_seed_and_epoch_in_fresh_and_loaded_models(tmp_path, keras):
     """Every seed generator is found (Dropout layers, both directions' cells) and a loaded model
     gets the same states as the model it was saved from."""
-    from seqkit.train import load_model, prepare, compile_model, reseed_epoch, seed_generators
+    from seqkit.training.train import load_model, prepare, compile_model, reseed_epoch, seed_generators
 
     r = small("tagger", 1, tmp_path)
     prep = prepare(r)
@@ -167,7 +167,7 @@ def test_dropout_masks_follow_seed_and_epoch_in_fresh_and_loaded_models(tmp_path
 def test_resume_trusts_the_checkpoint_over_state_files_that_lag(tmp_path, keras):
     """Killed after last.keras was replaced but before history.json / state.json: the resume
     starts after the checkpoint's epoch, not the state file's, and repeats no history entry."""
-    from seqkit.train import train
+    from seqkit.training.train import train
 
     straight, run = str(tmp_path / "straight"), str(tmp_path / "run")
     train(small("language_model", 3, tmp_path), straight, verbose=0)
@@ -184,7 +184,7 @@ def test_resume_trusts_the_checkpoint_over_state_files_that_lag(tmp_path, keras)
 
 def test_run_killed_in_its_final_evaluation_resumes_to_finish(tmp_path, keras):
     from seqkit.errors import RunDirError
-    from seqkit.train import train
+    from seqkit.training.train import train
 
     straight, run = str(tmp_path / "straight"), str(tmp_path / "run")
     train(small("acceptor", 2, tmp_path), straight, verbose=0)
@@ -204,7 +204,7 @@ def test_run_killed_after_early_stopping_resumes_to_finish_without_training(tmp_
     """Early stopping ended the run after epoch 5 of 8 and the process died before metrics.json:
     the resume trains no sixth epoch (the straight run did not), it only finishes."""
     from seqkit.recipe import recipe_from_dict
-    from seqkit.train import train
+    from seqkit.training.train import train
 
     r = recipe_from_dict(make_recipe(data={"limit": 120}, model={"cell": "gru", "units": 16},
                                      training={"epochs": 8, "learning_rate": 0.05, "steps_per_epoch": 3,

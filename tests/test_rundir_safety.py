@@ -112,7 +112,7 @@ def dead_pid() -> int:
 @pytest.fixture(scope="module")
 def base_run(tmp_path_factory, keras):
     """A finished tiny run (recipe.yaml, state.json, model files, logs/)."""
-    from seqkit.train import train
+    from seqkit.training.train import train
 
     path = str(tmp_path_factory.mktemp("base") / "tiny")
     train(recipe(), path, verbose=0)
@@ -200,7 +200,7 @@ def test_overwrite_refuses_the_current_folder_and_folders_holding_recipe_data_or
 
 
 def test_an_empty_existing_folder_is_used(tmp_path, keras):
-    from seqkit.train import train
+    from seqkit.training.train import train
 
     (tmp_path / "empty").mkdir()
     train(recipe(), str(tmp_path / "empty"), verbose=0)
@@ -211,7 +211,7 @@ def test_an_empty_existing_folder_is_used(tmp_path, keras):
 # ---------------------------------------------------------------- all-or-nothing replacement
 
 def test_a_failing_overwrite_leaves_the_previous_run_byte_identical(tmp_path, run_copy):
-    from seqkit.train import train
+    from seqkit.training.train import train
 
     runs = tmp_path / "runs"
     runs.mkdir()
@@ -250,7 +250,7 @@ def test_a_successful_overwrite_replaces_the_run_and_tensorboard_writes_into_it(
     import tensorflow as tf
     from tensorflow.core.util import event_pb2
 
-    from seqkit.train import train
+    from seqkit.training.train import train
 
     runs = tmp_path / "runs"
     runs.mkdir()
@@ -294,7 +294,7 @@ def test_a_held_lock_refuses_train_and_resume_at_once(tmp_path, run_copy):
 
 def test_a_lock_left_by_a_killed_process_is_taken_over(tmp_path, keras):
     from seqkit.run_lifecycle import lock_path
-    from seqkit.train import train
+    from seqkit.training.train import train
 
     path = str(tmp_path / "tiny")
     code = ("import os, sys; from seqkit.run_lifecycle import RunLock; RunLock(sys.argv[1]).acquire(); "
@@ -341,7 +341,7 @@ def test_two_trainings_into_one_directory_one_trains_the_other_fails_at_once(tmp
 # ---------------------------------------------------------------- leftovers of dead processes
 
 def test_stale_staging_folders_of_dead_processes_are_removed_and_others_kept(tmp_path, base_run):
-    from seqkit.train import train
+    from seqkit.training.train import train
 
     runs = tmp_path / "runs"
     runs.mkdir()

@@ -11,7 +11,7 @@ from tests.conftest import make_recipe
 
 
 def test_warmup_cosine_at_given_steps_by_hand(keras):
-    from seqkit.schedules import WarmupCosine
+    from seqkit.training.schedules import WarmupCosine
 
     lr = WarmupCosine(0.1, decay_steps=10, warmup_steps=4, min_learning_rate=0.01)
     # warm-up 0.1 * (s + 1) / 4; then 0.01 + 0.09 * (1 + cos(pi * (s - 4) / 10)) / 2; then 0.01
@@ -23,7 +23,7 @@ def test_warmup_cosine_at_given_steps_by_hand(keras):
 
 
 def test_step_decay_at_given_steps_by_hand(keras):
-    from seqkit.schedules import WarmupStepDecay
+    from seqkit.training.schedules import WarmupStepDecay
 
     lr = WarmupStepDecay(0.1, step_size=5, factor=0.5, warmup_steps=2)
     hand = {0: 0.05, 1: 0.1, 2: 0.1, 6: 0.1, 7: 0.05, 11: 0.05, 12: 0.025, 22: 0.00625}
@@ -33,7 +33,7 @@ def test_step_decay_at_given_steps_by_hand(keras):
 
 def test_plateau_arithmetic_by_hand():
     """patience 2, min_delta 0.1, cooldown 1, factor 0.5, floor 0.2 (worked through by hand)."""
-    from seqkit.schedules import PlateauState
+    from seqkit.training.schedules import PlateauState
 
     st = PlateauState(1.0, factor=0.5, patience=2, min_delta=0.1, cooldown=1, min_learning_rate=0.2)
     values = [5, 4.95, 4.92, 4.0, 4.0, 4.0, 4.0, 4.0, 4.0, 4.0, 4.0, 4.0]
@@ -43,7 +43,7 @@ def test_plateau_arithmetic_by_hand():
 
 def test_cosine_without_decay_steps_spans_the_run(keras):
     from seqkit.recipe import Recipe
-    from seqkit.schedules import WarmupCosine, make_schedule
+    from seqkit.training.schedules import WarmupCosine, make_schedule
 
     t = Recipe.from_dict(make_recipe(training={"epochs": 3, "schedule": {
         "type": "cosine", "warmup_steps": 5}})).training
@@ -62,7 +62,7 @@ def test_cosine_without_decay_steps_spans_the_run(keras):
 
 def _fit_rates(keras, model, x, y, epochs, initial_epoch=0):
     """Per-update learning rates (read before each update) of ``model.fit``."""
-    from seqkit.schedules import current_learning_rate
+    from seqkit.training.schedules import current_learning_rate
 
     rates = []
 
@@ -81,8 +81,8 @@ def test_resume_from_a_saved_optimizer_continues_the_schedule(tmp_path, keras):
     import numpy as np
 
     from seqkit.recipe import Recipe
-    from seqkit.schedules import WarmupCosine
-    from seqkit.train import make_optimizer
+    from seqkit.training.schedules import WarmupCosine
+    from seqkit.training.train import make_optimizer
 
     t = Recipe.from_dict(make_recipe(training={"epochs": 3, "optimizer": "adamw", "weight_decay": 0.01,
                                                "schedule": {"type": "cosine", "warmup_steps": 2}})).training
@@ -114,7 +114,7 @@ def test_resume_from_a_saved_optimizer_continues_the_schedule(tmp_path, keras):
 def test_plateau_replay_sets_the_rate_the_straight_run_reached(keras):
     """A resumed run's plateau callback, given the past epochs' values, is where the straight one is."""
     from seqkit.recipe import Recipe
-    from seqkit.schedules import plateau_callback
+    from seqkit.training.schedules import plateau_callback
 
     t = Recipe.from_dict(make_recipe(training={"learning_rate": 1.0, "schedule": {
         "type": "plateau", "factor": 0.5, "patience": 1, "cooldown": 1}})).training
@@ -125,7 +125,7 @@ def test_plateau_replay_sets_the_rate_the_straight_run_reached(keras):
         m.compile(make_opt(t), "mse")
         return m
 
-    from seqkit.train import make_optimizer as make_opt
+    from seqkit.training.train import make_optimizer as make_opt
 
     straight, m = plateau_callback(t, "val_loss"), model()
     straight.set_model(m)
@@ -166,7 +166,7 @@ def test_cosine_history_rates_and_resume_equal_the_straight_run(tmp_path, keras)
     """history.json's learning_rate is the formula at each epoch's last update; a run stopped
     after epoch 1 and resumed to 2 epochs has the uninterrupted run's rates, losses and steps."""
     import seqkit
-    from seqkit.schedules import WarmupCosine
+    from seqkit.training.schedules import WarmupCosine
 
     sched = {"type": "cosine", "warmup_steps": 2, "decay_steps": 6, "min_learning_rate": 0.001}
     straight = seqkit.train(_tiny(epochs=2, schedule=sched), tmp_path / "straight")

@@ -15,7 +15,7 @@ from tests.conftest import make_recipe
 
 def test_summary_statistics_by_hand():
     """Values 1, 3, 8: mean 4, sample sd sqrt((9 + 1 + 16) / 2) = sqrt(13); nested keys joined."""
-    from seqkit.seeds import summarize
+    from seqkit.training.seeds import summarize
 
     metrics = [{"test": {"a": 1.0, "b": {"c": 2}, "name": "x", "flag": True}, "valid": {"a": 0.5}},
                {"test": {"a": 3.0, "b": {"c": 2}}},
@@ -34,7 +34,7 @@ def test_cli_seeds_trains_one_run_per_seed_and_summarises(tmp_path, keras):
     summary equals statistics.mean/stdev of their metrics.json; each run's last rate is the
     cosine's at its last update."""
     from seqkit.cli import main
-    from seqkit.schedules import WarmupCosine
+    from seqkit.training.schedules import WarmupCosine
 
     raw = make_recipe(data={"limit": 60, "max_length": 60}, model={"units": 8, "embedding_dim": 4},
                       training={"epochs": 1, "batch_size": 16, "schedule": {"type": "cosine"}})

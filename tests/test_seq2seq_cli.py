@@ -88,7 +88,7 @@ def test_alignment_rows_sum_to_one_over_the_source(run):
     import numpy as np
 
     from seqkit.alignment_plot import alignment
-    from seqkit.train import load_run
+    from seqkit.training.train import load_run
 
     prep, model = load_run(str(run))
     src, tgt, w = alignment(prep, model, "abba", beam_width=3)
@@ -99,7 +99,7 @@ def test_alignment_rows_sum_to_one_over_the_source(run):
 def test_text_metrics_equal_sacrebleu_on_the_decoded_outputs(run):
     pytest.importorskip("sacrebleu", reason="pip install 'seqkit[text]'")
     from seqkit.text_metrics import bleu_chrf
-    from seqkit.train import load_run
+    from seqkit.training.train import load_run
 
     prep, model = load_run(str(run), with_data=True)
     prep.head.options.text_metrics = True

@@ -203,7 +203,7 @@ def test_a_frames_run_is_refused_with_a_clear_error(tmp_path, keras):
     from seqkit.errors import SeqkitError
     from seqkit.recipe import recipe_from_dict
     from seqkit.serving import serving_model
-    from seqkit.train import prepare
+    from seqkit.training.train import prepare
 
     head = "@problemName up\n@timeStamps false\n@univariate true\n@classLabel true up down\n@data\n"
     (tmp_path / "t.ts").write_text(head + "".join(f"{i},{i + 1},{i + 2}:{'up' if i % 2 else 'down'}\n"

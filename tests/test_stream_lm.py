@@ -61,7 +61,7 @@ def test_token_stream_marks_lines_and_inputs_read_start():
 
 def _stream_model(cell, layers=1):
     from seqkit.recipe import recipe_from_dict
-    from seqkit.train import prepare
+    from seqkit.training.train import prepare
 
     r = recipe_from_dict(make_recipe(data={"layout": "stream", "limit": 40},
                                      model={"cell": cell, "units": 8, "embedding_dim": 6, "layers": layers}))
@@ -164,7 +164,7 @@ def test_resume_at_epoch_boundary_equals_straight_through(tmp_path, keras):
     """The carried state resets every epoch and the chunk order is fixed, so a run resumed
     after epoch 1 ends where the uninterrupted run ends (no dropout here: no random draws)."""
     from seqkit.recipe import recipe_from_dict
-    from seqkit.train import train
+    from seqkit.training.train import train
 
     raw = make_recipe(data={"layout": "stream", "limit": 120}, training={"batch_size": 4, "bptt": 16})
     straight = train(recipe_from_dict(raw), str(tmp_path / "a"), verbose=0)

@@ -57,7 +57,7 @@ def test_trained_on_the_train_split_only_and_lossless_on_test(lm_text, model_typ
     from seqkit.data.subword import SubwordModel
     from seqkit.data.vocab import UNK_ID
     from seqkit.recipe import recipe_from_dict
-    from seqkit.train import prepare
+    from seqkit.training.train import prepare
 
     prep = prepare(recipe_from_dict(lm_recipe(lm_text, model_type=model_type)))
     tok, vocab = prep.head.tokenizer, prep.vocab

@@ -54,7 +54,7 @@ def test_loss_and_gradients_unchanged_by_extra_padding(tf, keras, bi, layers):
 
 
 def test_tags_at_padding_never_reach_metrics(keras):
-    from seqkit.losses import MaskedAccuracy
+    from seqkit.training.losses import MaskedAccuracy
 
     head, model = _head(keras)
     # keras metric: padding targets (0) are not counted whatever the logits say there

@@ -58,7 +58,7 @@ def test_item6_parameter_counts(keras, cell, expected):
 
 def test_item6_counts_reported_in_summary(keras, recipe_dict):
     from seqkit.recipe import recipe_from_dict
-    from seqkit.train import count_parameters, prepare
+    from seqkit.training.train import count_parameters, prepare
 
     r = recipe_from_dict(recipe_dict(model={"units": 256, "embedding_dim": 100}))
     prep = prepare(r)

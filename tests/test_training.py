@@ -16,7 +16,7 @@ def small(**kw):
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, keras):
-    from seqkit.train import train
+    from seqkit.training.train import train
 
     run = str(tmp_path_factory.mktemp("runs") / "tiny")
     metrics = train(small(data={"limit": 1200}, model={"units": 64}, training={"epochs": 3}), run, verbose=0)
@@ -24,12 +24,12 @@ def trained(tmp_path_factory, keras):
 
 
 def test_held_out_loss_drops_and_beats_unigram(trained, keras):
-    from seqkit.train import evaluate_model, load_run, prepare
+    from seqkit.training.train import evaluate_model, load_run, prepare
 
     run, metrics = trained
     prep, model = load_run(run, with_data=True)
     fresh = prepare(prep.recipe, prep.vocab)
-    from seqkit.train import compile_model
+    from seqkit.training.train import compile_model
 
     keras.utils.set_random_seed(7)
     untrained = evaluate_model(fresh, compile_model(fresh), "test")
@@ -61,7 +61,7 @@ def test_cut_off_model_file_says_so_and_names_the_way_back(trained, tmp_path):
     import shutil
 
     from seqkit.errors import RunDirError
-    from seqkit.train import load_model, load_run
+    from seqkit.training.train import load_model, load_run
 
     run = str(tmp_path / "copy")
     shutil.copytree(trained[0], run)
@@ -76,7 +76,7 @@ def test_cut_off_model_file_says_so_and_names_the_way_back(trained, tmp_path):
 
 
 def test_same_seed_same_metrics(tmp_path, keras):
-    from seqkit.train import train
+    from seqkit.training.train import train
 
     r = small(data={"limit": 120}, training={"epochs": 1})
     a = train(r, str(tmp_path / "a"), verbose=0)
@@ -87,7 +87,7 @@ def test_same_seed_same_metrics(tmp_path, keras):
 @pytest.mark.slow  # heavy; the default run stays under 15 min on 2 cores (run with -m slow)
 def test_resume_continues_from_last_epoch(tmp_path, keras):
     from seqkit.errors import RunDirError
-    from seqkit.train import train
+    from seqkit.training.train import train
 
     run = str(tmp_path / "r")
     train(small(data={"limit": 120}, training={"epochs": 1}), run, verbose=0)
@@ -103,7 +103,7 @@ def test_resume_continues_from_last_epoch(tmp_path, keras):
 def test_resume_with_steps_per_epoch_equals_training_straight_through(tmp_path, keras):
     """Epochs of 2 batches over passes of ~3: a resumed run reads on where the straight run was
     (found by a breaker pass: it used to restart at the epoch number's pass)."""
-    from seqkit.train import train
+    from seqkit.training.train import train
 
     r = lambda n: small(data={"limit": 120}, training={"epochs": n, "steps_per_epoch": 2})  # noqa: E731
     straight = train(r(4), str(tmp_path / "s"), verbose=0)
@@ -122,7 +122,7 @@ def test_resume_stops_early_where_training_straight_through_stops(tmp_path, kera
     """Early stopping counts patience across a resume: a run cut after epoch 4 (epoch 4 already
     worse than epoch 3) stops after epoch 5 as the straight run does. A fresh EarlyStopping
     took epoch 5 as its first best and ran on past it (found by a breaker pass)."""
-    from seqkit.train import train
+    from seqkit.training.train import train
 
     r = lambda n: small(data={"limit": 120}, model={"cell": "gru", "units": 16}, training={  # noqa: E731
         "epochs": n, "learning_rate": 0.05, "steps_per_epoch": 3, "early_stopping": {"patience": 2}})
@@ -167,7 +167,7 @@ def test_keras_fit_reads_pass_k_in_epoch_k(tf, keras):
 
 def test_bad_data_leaves_no_run_directory(tmp_path, keras):
     from seqkit.errors import DataError
-    from seqkit.train import train
+    from seqkit.training.train import train
 
     bad = tmp_path / "bad.txt"
     bad.write_bytes(b"ok\n\xff\xfe\n")
@@ -180,7 +180,7 @@ def test_bad_data_leaves_no_run_directory(tmp_path, keras):
 def test_failure_in_first_epoch_removes_run_directory(tmp_path, keras, monkeypatch):
     import keras as k
 
-    from seqkit.train import train
+    from seqkit.training.train import train
 
     def boom(self, *a, **kw):
         raise KeyboardInterrupt
@@ -196,7 +196,7 @@ def test_failure_in_first_epoch_removes_run_directory(tmp_path, keras, monkeypat
 def test_gradient_clipping_by_global_norm(tf, keras):
     """Textbook item 9: g <- g * tau / ||g|| when ||g|| > tau, unchanged otherwise (SGD, lr 1)."""
     from seqkit.recipe import TrainingConfig
-    from seqkit.train import make_optimizer
+    from seqkit.training.train import make_optimizer
 
     for grads, expected in (([3.0, 4.0], [0.6, 0.8]), ([0.3, 0.4], [0.3, 0.4])):
         a, b = tf.Variable(0.0), tf.Variable(0.0)
@@ -206,7 +206,7 @@ def test_gradient_clipping_by_global_norm(tf, keras):
 
 
 def test_early_stopping_watches_exact_validation_cross_entropy(tmp_path, keras):
-    from seqkit.train import train
+    from seqkit.training.train import train
 
     r = small(data={"limit": 80}, training={"epochs": 6, "early_stopping": {"patience": 1, "min_delta": 10.0}})
     m = train(r, str(tmp_path / "r"), verbose=0)

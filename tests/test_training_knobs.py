@@ -16,7 +16,7 @@ Q = np.array([0.8, 0.1, 0.1])
 
 def test_label_smoothing_loss_and_gradient_by_hand(tf):
     """-sum q log p = 0.8 * 2.40760596 + 0.1 * 1.40760596 + 0.1 * 0.40760596; gradient p - q."""
-    from seqkit.losses import smoothed_sparse_softmax_cross_entropy
+    from seqkit.training.losses import smoothed_sparse_softmax_cross_entropy
 
     z = tf.constant([[1.0, 2.0, 3.0]])
     with tf.GradientTape() as tape:
@@ -33,7 +33,7 @@ def test_label_smoothing_loss_and_gradient_by_hand(tf):
 
 def test_smoothed_loss_masks_padding_and_the_metric_stays_plain(tf):
     """The loss averages the smoothed values of real targets; the shared metric gets plain CE."""
-    from seqkit.losses import MaskedCrossEntropy, MaskedSparseCrossEntropy, share_cross_entropy
+    from seqkit.training.losses import MaskedCrossEntropy, MaskedSparseCrossEntropy, share_cross_entropy
 
     loss, metric = MaskedSparseCrossEntropy(offset=1, label_smoothing=0.3), MaskedCrossEntropy(offset=1)
     share_cross_entropy(loss, [metric])
@@ -48,7 +48,7 @@ def test_smoothed_loss_masks_padding_and_the_metric_stays_plain(tf):
 def test_class_weights_scale_the_loss_by_the_hand_factor(tf):
     """Equal logits: every example's CE is log 3, so weights (2, 0.5, 1) on one example of each
     class make the loss (2 + 0.5 + 1) / 3 = 7/6 of the unweighted one; padding counts nowhere."""
-    from seqkit.losses import MaskedSparseCrossEntropy
+    from seqkit.training.losses import MaskedSparseCrossEntropy
 
     y = tf.constant([1, 2, 3, 0])
     z = tf.zeros([4, 3])
@@ -78,7 +78,7 @@ def test_adamw_decoupled_decay_one_step_by_hand(keras):
     """w <- w - lr * wd * w, then Adam's first step lr * g / |g| (Loshchilov & Hutter 2019):
     [1, -2] -> [0.99, -1.98] -> [0.89, -2.08] with lr 0.1, wd 0.1, g = [0.5, 0.5]."""
     from seqkit.recipe import Recipe
-    from seqkit.train import make_optimizer
+    from seqkit.training.train import make_optimizer
 
     t = Recipe.from_dict(make_recipe(training={"optimizer": "adamw", "learning_rate": 0.1,
                                                "weight_decay": 0.1, "clipnorm": None})).training

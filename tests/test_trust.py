@@ -81,7 +81,7 @@ def test_load_run_and_load_recipe_import_nothing(evil_run):
     from seqkit.errors import RecipeError, RunDirError
     from seqkit.recipe import load_recipe
     from seqkit.registry import CELLS
-    from seqkit.train import load_run
+    from seqkit.training.train import load_run
 
     assert "evil_lstm" not in CELLS
     with pytest.raises(RunDirError) as info:
@@ -95,7 +95,7 @@ def test_load_run_and_load_recipe_import_nothing(evil_run):
 
 def test_without_plugins_json_the_recipe_names_are_checked_too(evil_run, tmp_path):
     from seqkit.errors import RunDirError
-    from seqkit.train import load_run
+    from seqkit.training.train import load_run
 
     run = tmp_path / "copy"
     shutil.copytree(evil_run / "run", run)

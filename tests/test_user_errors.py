@@ -43,7 +43,7 @@ def user_error(res, *names):
 def runs(tmp_path_factory, keras):
     """Two tiny trained runs of one recipe that differ in model.units (and so in weight shapes)."""
     from seqkit.recipe import recipe_from_dict
-    from seqkit.train import train
+    from seqkit.training.train import train
 
     d = tmp_path_factory.mktemp("user-errors")
     train(recipe_from_dict(make_recipe(**TINY)), str(d / "a"), verbose=0)
@@ -76,7 +76,7 @@ def test_plugin_cell_out_of_memory_while_building_names_it(runs):
     from seqkit.errors import SeqkitError
     from seqkit.guards import build_model
     from seqkit.recipe import recipe_from_dict
-    from seqkit.train import prepare
+    from seqkit.training.train import prepare
 
     @seqkit.register_cell("test_hungry_cell")
     class Hungry(LSTMPlugin):
@@ -93,7 +93,7 @@ def test_plugin_cell_out_of_memory_while_building_names_it(runs):
 def test_estimate_matches_the_built_model_for_builtin_cells(keras):
     from seqkit.guards import estimate_parameters
     from seqkit.recipe import recipe_from_dict
-    from seqkit.train import count_parameters, prepare
+    from seqkit.training.train import count_parameters, prepare
 
     for model in ({"cell": "lstm", "layers": 2}, {"cell": "gru"}, {"cell": "simple_rnn"}):
         prep = prepare(recipe_from_dict(make_recipe(**{**TINY, "model": {**TINY["model"], **model}})))

@@ -3,7 +3,7 @@
 Classes are ordered by falling frequency in the training split (ties by first
 appearance), so class 0 is the most frequent. There is no padding entry: heads
 feed targets ``id + 1`` with ``0`` meaning "no target" (see
-:mod:`seqkit.losses`). Saved in the run directory as ``labels.json``.
+:mod:`seqkit.training.losses`). Saved in the run directory as ``labels.json``.
 """
 
 from __future__ import annotations

@@ -189,7 +189,7 @@ def export_portable_keras(run_dir: str, out: str, *, overwrite: bool = False,
     import keras
     import numpy as np
 
-    from seqkit.train import load_model
+    from seqkit.training.train import load_model
 
     path = os.path.join(out, MODEL_FILE)
     real_out, real_run = os.path.realpath(out), os.path.realpath(run_dir)

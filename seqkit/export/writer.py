@@ -284,7 +284,7 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
     from seqkit.export.unrolled import unrolled
     from seqkit.runtime.full_sequence import FullSequenceModel
     from seqkit.runtime.streaming import StreamingModel
-    from seqkit.train import load_run
+    from seqkit.training.train import load_run
     from seqkit.serving import text_unsupported
 
     if fmt not in FORMATS:

@@ -4,7 +4,7 @@
 -> one vector per sequence (:class:`~seqkit.layers.pooling.SequencePooling`:
 the final valid state -- forward final + backward final when bidirectional --
 or a masked mean/max) -> ``logits [B, C]``. Cross-entropy with hard targets
-``[B]`` (fed as ``class + 1``; see :mod:`seqkit.losses`).
+``[B]`` (fed as ``class + 1``; see :mod:`seqkit.training.losses`).
 
 Figures: accuracy and macro-F1 (plus a confusion matrix with
 ``head.confusion_matrix: true``); baseline: the majority class of training.
@@ -55,14 +55,14 @@ class AcceptorHead(SequenceHead):
 
     # ---------------------------------------------------------------- class weights
     def fit(self, train):
-        from seqkit.class_weights import resolve_class_weights
+        from seqkit.training.class_weights import resolve_class_weights
 
         super().fit(train)
         self.class_weights = resolve_class_weights(self.recipe.training.class_weight, self.labels.names,
                                                    [r.label for r in train])
 
     def save_assets(self, run_dir):
-        from seqkit.class_weights import CLASS_WEIGHTS
+        from seqkit.training.class_weights import CLASS_WEIGHTS
         from seqkit.rundir import atomic_write_json
 
         super().save_assets(run_dir)
@@ -71,7 +71,7 @@ class AcceptorHead(SequenceHead):
                               dict(zip(self.labels.names, self.class_weights)))
 
     def load_assets(self, run_dir):
-        from seqkit.class_weights import CLASS_WEIGHTS
+        from seqkit.training.class_weights import CLASS_WEIGHTS
         from seqkit.errors import RunDirError
         from seqkit.rundir import read_json
 
@@ -87,8 +87,8 @@ class AcceptorHead(SequenceHead):
 
     def loss(self):
         """Cross-entropy (``training.label_smoothing``), each example weighted by its class's
-        weight (``training.class_weight``, :mod:`seqkit.class_weights`)."""
-        from seqkit.losses import MaskedSparseCrossEntropy
+        weight (``training.class_weight``, :mod:`seqkit.training.class_weights`)."""
+        from seqkit.training.losses import MaskedSparseCrossEntropy
 
         return MaskedSparseCrossEntropy(offset=1, label_smoothing=self.recipe.training.label_smoothing,
                                         class_weights=getattr(self, "class_weights", None))

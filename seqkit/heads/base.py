@@ -141,14 +141,14 @@ class Head(abc.ABC):
 
     def loss(self):
         """The training loss (padding positions excluded)."""
-        from seqkit.losses import MaskedSparseCrossEntropy
+        from seqkit.training.losses import MaskedSparseCrossEntropy
 
         return MaskedSparseCrossEntropy(label_smoothing=self.recipe.training.label_smoothing)
 
     def metrics(self) -> list:
         """Metrics reported each epoch (padding positions excluded); the first
         ``cross_entropy`` one is what checkpoints and early stopping watch."""
-        from seqkit.losses import MaskedAccuracy, MaskedCrossEntropy
+        from seqkit.training.losses import MaskedAccuracy, MaskedCrossEntropy
 
         return [MaskedCrossEntropy(), MaskedAccuracy()]
 

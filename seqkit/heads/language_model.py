@@ -265,7 +265,7 @@ class LanguageModelHead(Head):
         return dynamic_score(model, data, lr if lr is not None else ev.dynamic_lr)
 
     def metrics(self):
-        from seqkit.losses import MaskedAccuracy, MaskedCrossEntropy, MaskedPerplexity
+        from seqkit.training.losses import MaskedAccuracy, MaskedCrossEntropy, MaskedPerplexity
 
         ce = MaskedCrossEntropy()
         return [ce, MaskedAccuracy(), MaskedPerplexity(of=ce)]

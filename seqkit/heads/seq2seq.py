@@ -327,7 +327,7 @@ class Seq2SeqHead(Head):
                 + (f"; BLEU {figures['bleu']:.2f}, chrF {figures['chrf']:.2f}" if "bleu" in figures else "")]
 
     def loss(self):
-        from seqkit.losses import MaskedSparseCrossEntropy
+        from seqkit.training.losses import MaskedSparseCrossEntropy
 
         return MaskedSparseCrossEntropy(label_smoothing=self.recipe.training.label_smoothing)
 

@@ -155,12 +155,12 @@ class SequenceHead(Head):
                                bidirectional=self.recipe.model.bidirectional)
 
     def loss(self):
-        from seqkit.losses import MaskedSparseCrossEntropy
+        from seqkit.training.losses import MaskedSparseCrossEntropy
 
         return MaskedSparseCrossEntropy(offset=1, label_smoothing=self.recipe.training.label_smoothing)
 
     def metrics(self):
-        from seqkit.losses import MaskedAccuracy, MaskedCrossEntropy
+        from seqkit.training.losses import MaskedAccuracy, MaskedCrossEntropy
 
         return [MaskedCrossEntropy(offset=1), MaskedAccuracy(offset=1)]
 

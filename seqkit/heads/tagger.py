@@ -3,7 +3,7 @@
 ``tokens [B, T] int32`` or ``frames [B, T, D] float32`` -> encoder ``[B, T, H]``
 (stacked and/or bidirectional allowed) -> ``logits [B, T, C]``; targets
 ``[B, T]`` fed as ``tag + 1`` with ``0`` at padding, so padding positions reach
-neither the loss nor the metrics (:mod:`seqkit.losses`).
+neither the loss nor the metrics (:mod:`seqkit.training.losses`).
 
 Figures: token accuracy, per-tag precision/recall/F1, macro-F1, entity-level
 F1 (``seqeval``) when the tags follow BIO/BIOES, a confusion matrix on request.
@@ -117,7 +117,7 @@ class TaggerHead(SequenceHead):
         means nothing there; checkpoints and early stopping watch the loss)."""
         if not self.crf:
             return super().metrics()
-        from seqkit.losses import MaskedAccuracy
+        from seqkit.training.losses import MaskedAccuracy
 
         return [MaskedAccuracy(offset=1)]
 

@@ -290,7 +290,7 @@ class CRFTaggerModel(keras.Model):
         return self.get_layer("crf")
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        from seqkit.losses import _global_sum
+        from seqkit.training.losses import _global_sum
 
         y = ops.cast(y, "int32")
         m = ops.not_equal(y, 0)

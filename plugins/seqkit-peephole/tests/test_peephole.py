@@ -112,7 +112,7 @@ def test_saved_model_reloads_in_safe_mode(tmp_path):
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     from seqkit.recipe import recipe_from_dict
-    from seqkit.train import train
+    from seqkit.training.train import train
 
     raw = {"name": "tiny-peephole", "seed": 3,
            "data": {"source": "pydoc_topics", "tokenizer": "char", "max_length": 160, "limit": 160,
@@ -143,14 +143,14 @@ def test_run_reloads_in_a_fresh_process_and_predicts_identically(tiny_run, tmp_p
     from pathlib import Path
 
     import seqkit
-    from seqkit.train import load_run
+    from seqkit.training.train import load_run
 
     _, model = load_run(tiny_run)
     x = np.array([[2, 10, 11, 12, 5, 0], [2, 7, 0, 0, 0, 0]], np.int32)
     np.save(tmp_path / "x.npy", x)
     script = textwrap.dedent("""
         import sys, numpy as np
-        from seqkit.train import load_run  # nothing imported by hand: the entry point does it
+        from seqkit.training.train import load_run  # nothing imported by hand: the entry point does it
         _, model = load_run(sys.argv[1])
         np.save(sys.argv[2] + "/y.npy", np.asarray(model(np.load(sys.argv[2] + "/x.npy"), training=False)))
     """)

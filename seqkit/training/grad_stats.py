@@ -4,7 +4,7 @@ Each training step's global norm ``||g||_2 = sqrt(sum_v ||g_v||^2)`` over all
 trainable variables is taken *before* clipping (Pascanu, Mikolov & Bengio 2013,
 alg. 1 clips ``g <- g * tau / ||g||`` when ``||g|| > tau``, ``tau`` =
 ``training.clipnorm``), inside the optimizer
-(:class:`seqkit.optimizers._SummedGradientClipping`), so it is the gradient of the
+(:class:`seqkit.training.optimizers._SummedGradientClipping`), so it is the gradient of the
 whole batch (under ``tf.distribute``: of the all-reduced sum when clipping is on).
 Per epoch the history gains ``grad_norm_mean``, ``grad_norm_max`` and
 ``clip_fraction`` (the fraction of steps where ``||g|| > tau``; 0 without
@@ -62,9 +62,9 @@ def attach(optimizer) -> GradientStats:
     Must be called before the first ``fit`` traces the train step.
 
     Raises:
-        TypeError: ``optimizer`` is not one of :data:`seqkit.optimizers.OPTIMIZERS`.
+        TypeError: ``optimizer`` is not one of :data:`seqkit.training.optimizers.OPTIMIZERS`.
     """
-    from seqkit.optimizers import _SummedGradientClipping
+    from seqkit.training.optimizers import _SummedGradientClipping
 
     if not isinstance(optimizer, _SummedGradientClipping):
         raise TypeError(f"training.diagnostics needs a seqkit optimizer, not {type(optimizer).__name__}")

@@ -6,7 +6,7 @@ after King & Zeng 2001): every class then carries the same total weight, ``n / C
 A mapping ``{label: weight}`` gives those labels their weight and every other label 1.
 
 The weights multiply each example's cross-entropy in the training loss
-(:class:`seqkit.losses.MaskedSparseCrossEntropy`); the reported figures (cross-entropy,
+(:class:`seqkit.training.losses.MaskedSparseCrossEntropy`); the reported figures (cross-entropy,
 accuracy, macro-F1) and the value checkpoints and early stopping watch stay unweighted.
 """
 

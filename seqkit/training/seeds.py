@@ -103,14 +103,14 @@ def train_seeds(recipe, n: int, base: str | None = None, *, overwrite: bool = Fa
         The summary dict (also in ``BASE-seeds.json``; ``"path"`` names that file).
 
     Raises:
-        SeqkitError: ``n < 1``; and what :func:`seqkit.train.train` raises (a run that exists
+        SeqkitError: ``n < 1``; and what :func:`seqkit.training.train.train` raises (a run that exists
             without ``overwrite`` is refused before anything is trained).
     """
     from seqkit.errors import SeqkitError
     from seqkit.guards import check_writable
     from seqkit.rundir import atomic_write_json
     from seqkit.run_lifecycle import check_target
-    from seqkit.train import train
+    from seqkit.training.train import train
 
     if n < 1:
         raise SeqkitError(f"--seeds {n}: give a number of seeds >= 1.")

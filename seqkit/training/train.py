@@ -176,11 +176,11 @@ def make_optimizer(t, steps_per_epoch: int | None = None):
     ``lambda``: decoupled weight decay (Loshchilov & Hutter 2019, alg. 2, line 12), Keras's
     form ``theta <- theta - eta_t * lambda * theta`` applied to every trainable weight before
     the optimizer's own step (``null``: Keras's default, 0.004 for ``adamw``, none otherwise).
-    ``training.schedule``: :mod:`seqkit.schedules` (``steps_per_epoch`` sizes a ``cosine``
+    ``training.schedule``: :mod:`seqkit.training.schedules` (``steps_per_epoch`` sizes a ``cosine``
     without ``decay_steps``).
     """
-    from seqkit.optimizers import OPTIMIZERS
-    from seqkit.schedules import make_schedule
+    from seqkit.training.optimizers import OPTIMIZERS
+    from seqkit.training.schedules import make_schedule
 
     cls = OPTIMIZERS[t.optimizer]
     extra = {} if t.weight_decay is None else {"weight_decay": t.weight_decay}
@@ -216,7 +216,7 @@ def compile_model(prep: Prepared, model=None, *, steps_per_epoch: int | None = N
     from the training split when it is loaded; without data the optimizer, which then only
     serves evaluation, gets the constant ``training.learning_rate``).
     """
-    from seqkit.losses import share_cross_entropy
+    from seqkit.training.losses import share_cross_entropy
 
     from seqkit.guards import build_model
 
@@ -301,7 +301,7 @@ def _callback_class():
             if improved:
                 self.best = value
                 atomic_save_model(self.model, self.run.file(BEST))
-            from seqkit.schedules import current_learning_rate
+            from seqkit.training.schedules import current_learning_rate
 
             # the rate of the epoch's last update (a plateau callback after this one lowers it later)
             logs["learning_rate"] = current_learning_rate(
@@ -397,7 +397,7 @@ def train(recipe: Recipe, run_path: str, *, resume: bool = False, overwrite: boo
             recipe or data); or the run is not resumable.
         SeqkitError: bad data or recipe; interrupted.
     """
-    from seqkit.distribute import make_distribution
+    from seqkit.training.distribute import make_distribution
     from seqkit.run_lifecycle import RunLock
 
     t = recipe.training
@@ -484,7 +484,7 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
     # stopping's last epoch) only finishes: it trains no further epoch
     train_more = state.get("epoch", 0) < t.epochs
     if t.diagnostics:  # gradient norms into the epoch's logs, before ckpt writes history.json
-        from seqkit import grad_stats
+        from seqkit.training import grad_stats
 
         callbacks.insert(0, grad_stats.callback(grad_stats.attach(model.optimizer)))
     if t.early_stopping is not None and t.early_stopping.patience > 0:
@@ -498,7 +498,7 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
         if resume and state.get("status") != "finished" and stopper.replay():
             train_more = False
     if t.schedule.type == "plateau":  # after ckpt: history.json records the epoch's own rate
-        from seqkit.schedules import plateau_callback
+        from seqkit.training.schedules import plateau_callback
 
         done = [h.get(monitor) for h in history if h.get("epoch", 0) <= state.get("epoch", 0)]
         callbacks.append(plateau_callback(t, monitor, past=done))
@@ -653,7 +653,7 @@ def _build_from_local_batch(model, train_ds, strategy) -> None:
     always under ``MultiWorkerMirroredStrategy`` ("Attempt to convert a value
     (PerReplica...)"; keras-team/keras#20585). Building from this process's own
     first batch does the same work without the reduce (see also
-    :func:`seqkit.distribute._patch_keras_scalar_reduce`).
+    :func:`seqkit.training.distribute._patch_keras_scalar_reduce`).
     """
     x, y = next(iter(train_ds))
 
@@ -691,9 +691,9 @@ def load_model(path: str):
     import seqkit.layers.fused_gru  # noqa: F401
     import seqkit.layers.fused_lstm  # noqa: F401
     import seqkit.layers.pooling  # noqa: F401
-    import seqkit.losses  # noqa: F401
-    import seqkit.optimizers  # noqa: F401
-    import seqkit.schedules  # noqa: F401
+    import seqkit.training.losses  # noqa: F401
+    import seqkit.training.optimizers  # noqa: F401
+    import seqkit.training.schedules  # noqa: F401
 
     if not os.path.isfile(path):
         raise RunDirError(f"{path}: no such model file.")

@@ -24,7 +24,7 @@ class _SummedGradientClipping:
 
         ctx = tf.distribute.get_replica_context()
         self._seqkit_summed = bool(self.global_clipnorm and ctx is not None and ctx.num_replicas_in_sync > 1)
-        holder = getattr(self, "_seqkit_stats", None)  # training.diagnostics (seqkit.grad_stats)
+        holder = getattr(self, "_seqkit_stats", None)  # training.diagnostics (seqkit.training.grad_stats)
         if not self._seqkit_summed:
             if holder is not None:
                 holder.stats.record(grads, self.global_clipnorm)
