@@ -24,8 +24,8 @@ def main():
     import numpy as np
     import tensorflow as tf
 
-    from seqkit.decoding import beam_search
-    from seqkit.generate import _encode_prompt
+    from seqkit.inference.decoding import beam_search
+    from seqkit.inference.generate import _encode_prompt
     from seqkit.training.train import load_run
 
     prep, model = load_run(args.run_dir, with_data=True)

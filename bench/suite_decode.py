@@ -13,9 +13,9 @@ prefill step). Steps taken are read back from the outputs and reported.
 
 Contenders, per batch size B (1, 8, 32; ``--quick``: 1, 8):
 
-* ``greedy in-graph`` -- ``tf.function`` around :func:`seqkit.decoding.decode`
+* ``greedy in-graph`` -- ``tf.function`` around :func:`seqkit.inference.decoding.decode`
   (``tf.while_loop`` over steps; what the SavedModel ``generate`` signature runs);
-* ``beam 5 in-graph`` -- ``tf.function`` around :func:`seqkit.decoding.beam_search`
+* ``beam 5 in-graph`` -- ``tf.function`` around :func:`seqkit.inference.decoding.beam_search`
   with ``beam_width=5`` (``B * 5`` rows per step, ``top_k`` over ``5 * V``
   candidates, state gathers);
 * ``greedy Python loop`` -- one ``tf.function`` call per step (step + arg-max
@@ -46,7 +46,7 @@ def run(args):
 
     from bench.lm import LM_SHAPE, build_lm
     from seqkit.data.vocab import START_ID
-    from seqkit.decoding import beam_search, decode
+    from seqkit.inference.decoding import beam_search, decode
 
     if args.threads:
         tf.config.threading.set_intra_op_parallelism_threads(args.threads)

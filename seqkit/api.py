@@ -15,7 +15,7 @@ import os
 
 from seqkit.errors import SeqkitError
 from seqkit.recipe import Recipe
-from seqkit.run import Alignment, Run
+from seqkit.runs.run import Alignment, Run
 
 __all__ = ["Alignment", "Preprocessing", "Recipe", "Run", "build", "load", "train", "train_seeds"]
 
@@ -73,7 +73,7 @@ def train(recipe=None, run_dir=None, *, overwrite: bool = False, resume: bool = 
         SeqkitError: interrupted (Ctrl-C), and the other errors of :func:`seqkit.training.train.train`.
     """
     from seqkit.guards import check_writable
-    from seqkit.rundir import RECIPE, RunDir
+    from seqkit.runs.rundir import RECIPE, RunDir
 
     if resume:
         if run_dir is None:

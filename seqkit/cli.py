@@ -135,7 +135,7 @@ def train(recipe, overrides, run_dir, resume_dir, overwrite, seeds, as_json=Fals
     --set still applies, e.g. --set training.epochs=20 to train longer).
     """
     from seqkit.recipe import load_recipe
-    from seqkit.rundir import RECIPE
+    from seqkit.runs.rundir import RECIPE
 
     if seeds is not None:
         if resume_dir:
@@ -164,7 +164,7 @@ def train(recipe, overrides, run_dir, resume_dir, overwrite, seeds, as_json=Fals
         source = recipe or os.path.join(resume_dir, RECIPE)
         if not os.path.isfile(source):
             raise SeqkitError(f"{resume_dir}: not a run directory (no {RECIPE}).")
-        from seqkit.rundir import RunDir
+        from seqkit.runs.rundir import RunDir
 
         RunDir(resume_dir).check(need_model=False)  # names a missing plugin; imports nothing
         # the run's own recipe is data: its plugins: are not imported (a RECIPE the user names is)
@@ -189,7 +189,7 @@ def train(recipe, overrides, run_dir, resume_dir, overwrite, seeds, as_json=Fals
     with contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext():
         metrics = do_train(rec, path, resume=bool(resume_dir), overwrite=overwrite, verbose=0 if quiet else 1)
     if as_json:
-        from seqkit.rundir import strict_json
+        from seqkit.runs.rundir import strict_json
 
         click.echo(strict_json({"run_dir": path, "metrics": metrics}, indent=2))
         return
@@ -242,7 +242,7 @@ def _format_metrics(m: dict, head=None) -> str:
 def evaluate(run_dir, split, as_json, confusion_matrix, out, dynamic=False, dynamic_lr=None):
     """Evaluate a trained run on a held-out split (LM: cross-entropy, perplexity; acceptor:
     accuracy, macro-F1; tagger: token accuracy, per-tag P/R/F1, entity F1 for BIO/BIOES)."""
-    from seqkit.run import Run
+    from seqkit.runs.run import Run
 
     run = Run(run_dir)
     report = run.evaluate(split, confusion_matrix=confusion_matrix or bool(out), dynamic=dynamic,
@@ -255,7 +255,7 @@ def evaluate(run_dir, split, as_json, confusion_matrix, out, dynamic=False, dyna
         jpath = confusion_picture(res, out, f"{os.path.basename(os.path.normpath(run_dir))}: {split}")
         click.echo(f"{out}: confusion matrix ({jpath} holds the numbers)", err=as_json)
     if as_json:
-        from seqkit.rundir import strict_json
+        from seqkit.runs.rundir import strict_json
 
         click.echo(strict_json(report, indent=2))
         return
@@ -295,7 +295,7 @@ def evaluate(run_dir, split, as_json, confusion_matrix, out, dynamic=False, dyna
 def generate(run_dir, prompt, max_length, temperature, top_k, top_p, greedy, beam_width,
              length_penalty, n_best, min_length, num, seed, as_json=False):
     """Generate text from a trained language-model run (sampling, greedy or beam search)."""
-    from seqkit.run import Run, check_decoding_options
+    from seqkit.runs.run import Run, check_decoding_options
 
     check_decoding_options(greedy=greedy, beam_width=beam_width, length_penalty=length_penalty,
                            n_best=n_best, min_length=min_length)  # before the run is read
@@ -333,15 +333,15 @@ def predict(run_dir, input_path, input_format, out_format, probabilities, beam_w
             length_penalty):
     """Label sequences (acceptor), tag tokens (tagger) or transduce lines (seq2seq, e.g. words to
     pronunciations: `input<TAB>rank<TAB>score<TAB>output` per hypothesis) with a trained run."""
-    from seqkit.predict import format_result
+    from seqkit.inference.predict import format_result
 
     if beam_width is not None or n_best is not None:  # fail before loading the run
-        from seqkit.decoding import check_beam_args
+        from seqkit.inference.decoding import check_beam_args
 
         check_beam_args(beam_width if beam_width is not None else max(n_best or 1, 1), n_best or 1,
                         length_penalty or 0.0, 0, 1)
     name, text = _read_input(input_path)
-    from seqkit.run import Run
+    from seqkit.runs.run import Run
 
     run = Run(run_dir)
     if input_format == "auto" and input_path.endswith(".ts"):
@@ -349,7 +349,7 @@ def predict(run_dir, input_path, input_format, out_format, probabilities, beam_w
     results = run.predict(text, input_format=input_format, beam_width=beam_width, n_best=n_best,
                           length_penalty=length_penalty, name=name)
     if run.prepared.recipe.head.type == "seq2seq":
-        from seqkit.transduce_cli import format_pair
+        from seqkit.inference.transduce import format_pair
 
         for res in results:
             click.echo(format_pair(res, out_format))
@@ -367,8 +367,8 @@ def predict(run_dir, input_path, input_format, out_format, probabilities, beam_w
 @_common
 def attention(run_dir, text, out, beam_width):
     """Draw the attention weights of a seq2seq run for one input (source along x, output along y)."""
-    from seqkit.alignment_plot import draw
-    from seqkit.run import Run
+    from seqkit.diagnostics.alignment import draw
+    from seqkit.runs.run import Run
 
     source, target, w = Run(run_dir).attention(text, beam_width=beam_width, name="--input")
     src = next(line.strip() for line in text.splitlines() if line.strip())  # the line aligned
@@ -466,7 +466,7 @@ def validate(recipe, overrides, check_data, show, as_json=False):
     from seqkit.recipe import load_recipe
 
     if as_json:
-        from seqkit.rundir import strict_json
+        from seqkit.runs.rundir import strict_json
 
         try:
             rec = load_recipe(recipe, list(overrides))
@@ -544,7 +544,7 @@ def export(run_dir, fmt, out, quantize, io_type, calibration_examples, tolerance
            parity_examples, overwrite, full_sequence, batch, length, state):
     """Export a trained run (SavedModel / TFLite step model; seq2seq: encode + decode_step signatures),
     checked against Keras before writing."""
-    from seqkit.run import Run
+    from seqkit.runs.run import Run
 
     report = Run(run_dir).export(out, format=fmt, quantize=quantize, tolerance=tolerance,
                                  min_agreement=min_agreement, parity_examples=parity_examples,
@@ -735,7 +735,7 @@ def inspect(path, show_metadata, as_json=False):
     and the seqkit metadata embedded in it."""
     from seqkit.export import embedded_metadata
     from seqkit.export.tflite import interpreter, op_names
-    from seqkit.rundir import strict_json
+    from seqkit.runs.rundir import strict_json
     from seqkit.runtime.streaming import read_export_metadata
 
     model = os.path.join(path, "model.tflite") if os.path.isdir(path) else path

@@ -14,13 +14,13 @@ def diagnose(runs: list, out_dir: str, *, max_lag: int, examples: int, positions
     """Diagnose each run and draw them into ``out_dir/diagnose.png`` (+ ``diagnose.json``).
 
     Returns:
-        ``(png path, json path, results)`` (results: :func:`seqkit.diagnose.diagnose_run` per run).
+        ``(png path, json path, results)`` (results: :func:`seqkit.diagnostics.diagnose.diagnose_run` per run).
 
     Raises:
         SeqkitError: a run that cannot be diagnosed, an unwritable ``out_dir``, no matplotlib.
     """
-    from seqkit.diagnose import diagnose_run
-    from seqkit.diagnose_plot import draw_diagnose, pyplot
+    from seqkit.diagnostics.diagnose import diagnose_run
+    from seqkit.diagnostics.plots import draw_diagnose, pyplot
 
     pyplot()  # fail early, before the slow part, when matplotlib is missing
     try:
@@ -63,10 +63,10 @@ def plot_runs(runs: list, out: str) -> str:
     """Draw the training curves of ``runs`` (their ``history.json``) into ``out``; returns the JSON path.
 
     Raises:
-        RunDirError: a run without ``history.json``. SeqkitError: see :func:`seqkit.diagnose_plot.draw_curves`.
+        RunDirError: a run without ``history.json``. SeqkitError: see :func:`seqkit.diagnostics.plots.draw_curves`.
     """
-    from seqkit.diagnose_plot import draw_curves
-    from seqkit.rundir import HISTORY
+    from seqkit.diagnostics.plots import draw_curves
+    from seqkit.runs.rundir import HISTORY
 
     histories = {}
     for r in runs:
@@ -92,7 +92,7 @@ def confusion_picture(figures: dict, out: str, title: str) -> str:
     Raises:
         SeqkitError: the head reports no confusion matrix (only acceptor and tagger do).
     """
-    from seqkit.diagnose_plot import draw_confusion
+    from seqkit.diagnostics.plots import draw_confusion
 
     cm = figures.get("confusion_matrix")
     if not cm:

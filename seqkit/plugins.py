@@ -6,7 +6,7 @@ cell, head or data source that is not built in::
     [{"kind": "cell", "name": "peephole_lstm", "module": "seqkit_peephole",
       "package": "seqkit-peephole", "version": "0.1.0", "file": null}, ...]
 
-Loading the run (:meth:`seqkit.rundir.RunDir.check`, used by ``evaluate``,
+Loading the run (:meth:`seqkit.runs.rundir.RunDir.check`, used by ``evaluate``,
 ``generate``, ``predict``, ``export``, ``attention`` and ``train --resume``)
 checks that every recorded plugin, and every cell, head and data source the
 run's recipe names, is registered; when one is not, a
@@ -102,7 +102,7 @@ def provenance(recipe) -> list[dict]:
 
 def write_provenance(run_path: str, recipe) -> None:
     """Write ``plugins.json`` into a run directory when the recipe uses plugins (else nothing)."""
-    from seqkit.rundir import atomic_write_json
+    from seqkit.runs.rundir import atomic_write_json
 
     items = provenance(recipe)
     if items:

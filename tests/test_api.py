@@ -1,4 +1,4 @@
-"""The Python API (seqkit/api.py, seqkit/run.py): docs/python-api.md's examples run as written,
+"""The Python API (seqkit/api.py, seqkit/runs/run.py): docs/python-api.md's examples run as written,
 results equal the CLI's, wrong-head calls and bad recipes raise the CLI's messages, library calls
 print nothing, and ``import seqkit`` imports no TensorFlow.
 

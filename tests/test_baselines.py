@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from seqkit.baselines import NGramLM
+from seqkit.metrics.baselines import NGramLM
 from seqkit.data.vocab import END_ID, START_ID
 
 
@@ -50,7 +50,7 @@ def test_compressor_marginal_bits_are_the_size_difference():
     import bz2
     import lzma
 
-    from seqkit.baselines import COMPRESSORS, marginal_compressed_bits
+    from seqkit.metrics.baselines import COMPRESSORS, marginal_compressed_bits
 
     train = "def f(x):\n    return x + 1\n" * 50 + "class A:\n    pass\n" * 30
     test = "def g(y):\n    return y * 2\n" * 5
@@ -65,7 +65,7 @@ def test_compressor_marginal_bits_are_the_size_difference():
 
 
 def test_compression_perplexity_by_hand(monkeypatch):
-    import seqkit.baselines as b
+    import seqkit.metrics.baselines as b
 
     # the identity "compressor" spends 8 bits a byte: 2 ** 8 = 256 per character of "ab\n"
     monkeypatch.setattr(b, "COMPRESSORS", {"none": lambda data: data})

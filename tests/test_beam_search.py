@@ -16,7 +16,7 @@ def tiny_rnn(seed, V=6, H=4, scale=2.0):
 
 
 def rnn_step(tf, weights):
-    """``h' = tanh(E[token] + h W)``, ``logits = h' O``: the step contract of seqkit.decoding."""
+    """``h' = tanh(E[token] + h W)``, ``logits = h' O``: the step contract of seqkit.inference.decoding."""
     E, W, O = (tf.constant(w) for w in weights)
 
     def step(token, states):
@@ -57,7 +57,7 @@ def exhaustive(weights, first, max_length, alpha=0.0, min_length=0, stop=END_ID)
 
 
 def test_beam_width_1_equals_greedy(tf):
-    from seqkit.decoding import beam_search, decode
+    from seqkit.inference.decoding import beam_search, decode
 
     step = rnn_step(tf, tiny_rnn(17, V=6))
     prompt = tf.constant([[2, 4], [2, 5], [2, 1], [2, 0]])
@@ -75,7 +75,7 @@ def _pad(a, width):
 
 
 def test_decoding_a_batch_equals_decoding_each_item_alone(tf):
-    from seqkit.decoding import beam_search
+    from seqkit.inference.decoding import beam_search
 
     step = rnn_step(tf, tiny_rnn(5, V=8))
     prompt = np.array([[2, 4, 5], [2, 7, 7], [2, 6, 4]], "int32")
@@ -93,7 +93,7 @@ def test_decoding_a_batch_equals_decoding_each_item_alone(tf):
 @pytest.mark.parametrize("alpha,min_length", [(0.0, 0), (1.0, 0), (0.6, 1)])
 def test_beam_as_wide_as_the_vocabulary_finds_the_exhaustive_best(tf, alpha, min_length):
     """max_length 2: after one step all V prefixes fit in a beam of width V, so the search is exact."""
-    from seqkit.decoding import beam_search
+    from seqkit.inference.decoding import beam_search
 
     V = 5
     weights = tiny_rnn(7, V=V, scale=1.5)
@@ -109,7 +109,7 @@ def test_beam_as_wide_as_the_vocabulary_finds_the_exhaustive_best(tf, alpha, min
 
 def test_beam_holding_every_prefix_is_exact_at_length_3(tf):
     """With V = 4 and beam 16 = V^2 every length-2 prefix survives: top 5 equal exhaustive search's."""
-    from seqkit.decoding import beam_search
+    from seqkit.inference.decoding import beam_search
 
     weights = tiny_rnn(11, V=4, scale=1.2)
     best = exhaustive(weights, first=2, max_length=3, alpha=0.6)
@@ -142,7 +142,7 @@ def two_path_step(tf, p_short=0.55):
 def test_length_penalty_flips_the_order_of_lengths_3_and_6(tf):
     """log P: short = log .55 = -0.598, long = log .45 = -0.799. alpha 0: short first.
     alpha 1: lp(3) = 8/6, lp(6) = 11/6 -> -0.448 < -0.436: long first (GNMT eq. 14)."""
-    from seqkit.decoding import beam_search
+    from seqkit.inference.decoding import beam_search
 
     step = two_path_step(tf)
     kw = dict(beam_width=2, n_best=2, max_length=10)
@@ -161,7 +161,7 @@ def test_length_penalty_flips_the_order_of_lengths_3_and_6(tf):
 def test_early_stop_waits_for_a_longer_hypothesis_that_the_penalty_favours(tf):
     """n_best 1, alpha 1: when the short path finishes (-0.448) the long one is alive at log P
     -0.799, which could still reach -0.799 / lp(10) = -0.320 > -0.448, so the search goes on."""
-    from seqkit.decoding import beam_search
+    from seqkit.inference.decoding import beam_search
 
     res = beam_search(two_path_step(tf), [tf.zeros([1, 1])], tf.constant([[2]]), beam_width=2,
                       n_best=1, max_length=10, length_penalty=1.0)
@@ -169,7 +169,7 @@ def test_early_stop_waits_for_a_longer_hypothesis_that_the_penalty_favours(tf):
 
 
 def test_min_length_forbids_an_early_stop(tf):
-    from seqkit.decoding import beam_search
+    from seqkit.inference.decoding import beam_search
 
     step = two_path_step(tf, p_short=0.9)
     res = beam_search(step, [tf.zeros([1, 1])], tf.constant([[2]]), beam_width=2, max_length=10,
@@ -195,7 +195,7 @@ def attention_step(tf, weights):
 def test_batch_of_2_with_beam_3_equals_each_alone_with_memory_per_example(tf):
     """Each row's memory is repeated per beam, not mixed across the batch; a padded memory gives
     the same result as the unpadded one."""
-    from seqkit.decoding import beam_search
+    from seqkit.inference.decoding import beam_search
 
     rng = np.random.default_rng(9)
     step = attention_step(tf, tiny_rnn(3, V=7, scale=3.0))
@@ -214,7 +214,7 @@ def test_batch_of_2_with_beam_3_equals_each_alone_with_memory_per_example(tf):
 
 
 def test_greedy_decode_passes_extras_too(tf):
-    from seqkit.decoding import beam_search, decode
+    from seqkit.inference.decoding import beam_search, decode
 
     step = attention_step(tf, tiny_rnn(3, V=7, scale=3.0))
     mem = np.random.default_rng(1).normal(size=(2, 3, 4)).astype("float32")
@@ -231,7 +231,7 @@ def test_greedy_decode_passes_extras_too(tf):
     (dict(beam_width=2, min_length=20), "min length"),
 ])
 def test_bad_beam_arguments_are_clear_errors(tf, kw, needle):
-    from seqkit.decoding import beam_search
+    from seqkit.inference.decoding import beam_search
     from seqkit.errors import SeqkitError
 
     with pytest.raises(SeqkitError, match=needle):
@@ -241,7 +241,7 @@ def test_bad_beam_arguments_are_clear_errors(tf, kw, needle):
 def test_top_p_keeps_the_nucleus_by_hand(tf):
     """P = (.5, .3, .15, .05). Mass ranked above each token: (0, .5, .8, .95).
     p = .5 keeps {0}; p = .6 keeps {0, 1}; p = .85 keeps {0, 1, 2}, renormalised by .95."""
-    from seqkit.decoding import filter_logits
+    from seqkit.inference.decoding import filter_logits
 
     z = tf.math.log(tf.constant([[0.15, 0.5, 0.05, 0.3]]))  # shuffled order
     kept = lambda p: np.isfinite(filter_logits(z, top_p=p).numpy()[0])  # noqa: E731
@@ -257,13 +257,13 @@ def test_top_p_keeps_the_nucleus_by_hand(tf):
 
 
 def kept_t(tf, z, temperature, p):
-    from seqkit.decoding import filter_logits
+    from seqkit.inference.decoding import filter_logits
 
     return np.isfinite(filter_logits(z, temperature=temperature, top_p=p).numpy()[0])
 
 
 def test_top_p_sampling_draws_only_from_the_nucleus_with_renormalised_frequencies(tf):
-    from seqkit.decoding import decode
+    from seqkit.inference.decoding import decode
 
     z = tf.math.log(tf.constant([[0.5, 0.3, 0.15, 0.05]]))
 
@@ -280,7 +280,7 @@ def test_top_p_sampling_draws_only_from_the_nucleus_with_renormalised_frequencie
 
 
 def test_top_p_out_of_range_is_a_clear_error(tf):
-    from seqkit.decoding import filter_logits
+    from seqkit.inference.decoding import filter_logits
     from seqkit.errors import SeqkitError
 
     with pytest.raises(SeqkitError, match="top_p must be in"):

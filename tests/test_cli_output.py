@@ -125,7 +125,7 @@ def test_validate_json_resolved_recipe_or_errors(lm):
 
 def test_export_parity_progress_on_a_terminal_only_and_inspect_json(lm, tmp_path, monkeypatch, capfd):
     from seqkit import progress
-    from seqkit.run import Run
+    from seqkit.runs.run import Run
 
     _, _, run, _ = lm
     term = FakeTerminal()

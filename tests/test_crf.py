@@ -167,7 +167,7 @@ def crf_run(tmp_path_factory, keras):
 
 def test_crf_tagger_trains_reloads_and_predicts_viterbi(crf_run, tf):
     from seqkit.layers.crf import CRF, CRFTaggerModel, crf_viterbi
-    from seqkit.predict import predict
+    from seqkit.inference.predict import predict
     from seqkit.training.train import load_run
 
     run, metrics = crf_run
@@ -306,7 +306,7 @@ def test_cli_stream_of_a_crf_step_export_prints_viterbi_paths_with_a_note(crf_ru
     from click.testing import CliRunner
 
     from seqkit.cli import main
-    from seqkit.predict import predict, read_records
+    from seqkit.inference.predict import predict, read_records
     from seqkit.training.train import load_run
 
     run, _ = crf_run

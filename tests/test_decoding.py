@@ -17,7 +17,7 @@ def counting_step(tf, V=8, stop_after=5):
 
 
 def test_filter_logits_temperature_and_top_k(tf):
-    from seqkit.decoding import filter_logits
+    from seqkit.inference.decoding import filter_logits
 
     z = tf.constant([[1.0, 3.0, 2.0, -1.0]])
     np.testing.assert_allclose(filter_logits(z, temperature=2.0).numpy(), [[0.5, 1.5, 1.0, -0.5]])
@@ -26,7 +26,7 @@ def test_filter_logits_temperature_and_top_k(tf):
 
 
 def test_greedy_stops_at_end_and_pads_finished_rows(tf):
-    from seqkit.decoding import decode
+    from seqkit.inference.decoding import decode
 
     step = counting_step(tf, V=12, stop_after=8)
     prompt = tf.constant([[2, 5], [2, 6]], tf.int32)  # last prompt tokens 5 and 6
@@ -36,7 +36,7 @@ def test_greedy_stops_at_end_and_pads_finished_rows(tf):
 
 
 def test_max_length_bounds_output(tf):
-    from seqkit.decoding import decode
+    from seqkit.inference.decoding import decode
 
     toks, lens = decode(counting_step(tf, V=40, stop_after=100), [tf.zeros([1, 1])],
                         tf.constant([[4]]), max_length=3, greedy=True)
@@ -45,7 +45,7 @@ def test_max_length_bounds_output(tf):
 
 def test_prompt_is_read_before_generation(tf):
     """States pass through every prompt token: 3 prompt tokens -> 2 prefill steps."""
-    from seqkit.decoding import decode
+    from seqkit.inference.decoding import decode
 
     def probe(token, states):
         # the state counts steps taken; END is the best token only once two steps were taken
@@ -57,7 +57,7 @@ def test_prompt_is_read_before_generation(tf):
 
 
 def test_sampling_is_seeded_and_top_k_1_equals_greedy(tf):
-    from seqkit.decoding import decode
+    from seqkit.inference.decoding import decode
 
     rng = np.random.default_rng(0)
     table = tf.constant(rng.normal(size=(12, 12)).astype("float32"))
@@ -78,7 +78,7 @@ def test_sampling_is_seeded_and_top_k_1_equals_greedy(tf):
 
 def test_sampling_frequencies_follow_temperature_softmax(tf):
     """Empirical first-token frequencies match softmax(z / T) (4000 draws, 3 sigma)."""
-    from seqkit.decoding import decode
+    from seqkit.inference.decoding import decode
 
     z = tf.constant([[0.0, 1.0, 2.0]])
 

@@ -23,7 +23,7 @@ def _scalar_rnn(keras, w, activation="tanh"):
 
 
 def test_tanh_rnn_jacobians_by_hand(keras):
-    from seqkit.diagnose import state_jacobian_norms
+    from seqkit.diagnostics.diagnose import state_jacobian_norms
 
     # h1 = tanh(1), h2 = tanh(0.5 h1 + 0.5), h3 = tanh(0.5 h2 - 1); dh_t/dh_{t-1} = 0.5 (1 - h_t^2)
     j = state_jacobian_norms(_scalar_rnn(keras, 0.5), np.array([[[1.0], [0.5], [-1.0]]]))
@@ -34,7 +34,7 @@ def test_tanh_rnn_jacobians_by_hand(keras):
 
 
 def test_linear_rnn_gives_powers_of_w(keras):
-    from seqkit.diagnose import average_by_lag, horizon, state_jacobian_norms
+    from seqkit.diagnostics.diagnose import average_by_lag, horizon, state_jacobian_norms
 
     x = np.random.default_rng(0).normal(size=(3, 6, 1))
     j = state_jacobian_norms(_scalar_rnn(keras, -0.3, activation="linear"), x)
@@ -58,7 +58,7 @@ def _lstm_cell(keras, units=3, dim=2, forget_bias=0.0):
 def test_forget_bias_20_saturates_every_forget_unit(keras):
     from seqkit.cells.base import CellSpec
     from seqkit.cells.lstm import LSTMPlugin
-    from seqkit.diagnose import cell_gate_statistics
+    from seqkit.diagnostics.diagnose import cell_gate_statistics
 
     cell = _lstm_cell(keras, forget_bias=20.0)
     x = np.random.default_rng(2).normal(size=(4, 7, 2)).astype("float32")
@@ -194,7 +194,7 @@ def test_confusion_matrix_png_for_a_tagger(tmp_path, keras):
     for row, counts in zip(data["normalized"], data["counts"]):
         assert abs(sum(row) - (1.0 if sum(counts) else 0.0)) < 1e-9
 
-    from seqkit.diagnose import gradient_flow  # the tagger's per-step loss path
+    from seqkit.diagnostics.diagnose import gradient_flow  # the tagger's per-step loss path
     from seqkit.training.train import load_run
 
     prep, model = load_run(str(run), with_data=True)
@@ -206,7 +206,7 @@ def test_confusion_matrix_png_for_a_tagger(tmp_path, keras):
 def test_plugin_heads_and_unnamed_bidirectional_layers_are_refused():
     from types import SimpleNamespace
 
-    from seqkit.diagnose import gradient_flow
+    from seqkit.diagnostics.diagnose import gradient_flow
     from seqkit.errors import SeqkitError
     from seqkit.heads.tagger import TaggerHead
 
@@ -229,7 +229,7 @@ def test_backward_direction_lag_k_is_w_to_the_k_and_ignores_padding(keras):
     unrolled path equals the Keras layer on a right-padded batch."""
     import tensorflow as tf
 
-    from seqkit.diagnose import unroll_bidirectional
+    from seqkit.diagnostics.diagnose import unroll_bidirectional
 
     w_f, w_b = 0.9, -0.5
     inp = keras.Input((None, 1))
@@ -295,7 +295,7 @@ def test_bidirectional_runs_are_diagnosed_per_direction(tmp_path, keras, head):
     import tensorflow as tf
 
     from seqkit.cli import main
-    from seqkit.diagnose import gradient_flow
+    from seqkit.diagnostics.diagnose import gradient_flow
     from seqkit.training.train import load_run
 
     run = _bidi_run(tmp_path, head)
@@ -338,7 +338,7 @@ def test_bidirectional_runs_are_diagnosed_per_direction(tmp_path, keras, head):
 def test_bidirectional_padded_row_equals_unpadded_and_mismatch_is_refused(tmp_path, keras, monkeypatch):
     import tensorflow as tf
 
-    from seqkit import diagnose
+    from seqkit.diagnostics import diagnose
     from seqkit.errors import SeqkitError
     from seqkit.training.train import load_run
 
@@ -374,7 +374,7 @@ def test_bidirectional_padded_row_equals_unpadded_and_mismatch_is_refused(tmp_pa
 def test_confusion_picture_at_44_tags_and_missing_matplotlib(tmp_path, monkeypatch):
     import sys
 
-    from seqkit.diagnose_plot import draw_confusion, normalize_rows
+    from seqkit.diagnostics.plots import draw_confusion, normalize_rows
     from seqkit.errors import SeqkitError
 
     tags = [f"TAG-{i}" for i in range(44)]
@@ -393,7 +393,7 @@ def test_acceptor_mean_pooling_flow_by_hand(tmp_path, keras):
     import yaml
 
     from seqkit.cli import main
-    from seqkit.diagnose import gradient_flow
+    from seqkit.diagnostics.diagnose import gradient_flow
     from seqkit.training.train import load_run
 
     lines = ["ab ab ab\tx", "ba ba\ty", "ab ba ab ba\tx", "ba\ty", "ab ab\tx", "ba ab ba\ty"] * 4
@@ -473,7 +473,7 @@ def test_seq2seq_encoder_flow_matches_the_model(tmp_path, keras):
     import tensorflow as tf
 
     from seqkit.cli import main
-    from seqkit.diagnose import gradient_flow
+    from seqkit.diagnostics.diagnose import gradient_flow
     from seqkit.training.train import load_run
 
     run = _s2s_run(tmp_path, False)

@@ -4,7 +4,7 @@ import pytest
 
 
 def test_edit_distance_textbook_cases():
-    from seqkit.edit_metrics import edit_distance
+    from seqkit.metrics.edit_distance import edit_distance
 
     assert edit_distance("kitten", "sitting") == 3  # k->s, e->i, +g
     assert edit_distance("", "abc") == 3 and edit_distance("abc", "") == 3
@@ -17,7 +17,7 @@ def test_g2p_rates_use_the_closest_of_several_references():
     """Word 1: 'tomato' has two pronunciations; the hypothesis is the second: right, 0 edits.
     Word 2: CAT vs K AH T: 1 substitution of 3. Word 3: empty hypothesis vs D AO G: 3 deletions.
     WER = 2/3; PER = (0 + 1 + 3) / (6 + 3 + 3) = 4/12."""
-    from seqkit.edit_metrics import g2p_error_rates
+    from seqkit.metrics.edit_distance import g2p_error_rates
 
     refs = [[["T", "AH", "M", "EY", "T", "OW"], ["T", "AH", "M", "AA", "T", "OW"]],
             [["K", "AE", "T"]],
@@ -30,7 +30,7 @@ def test_g2p_rates_use_the_closest_of_several_references():
 
 
 def test_g2p_rates_refuse_mismatched_or_empty_input():
-    from seqkit.edit_metrics import g2p_error_rates
+    from seqkit.metrics.edit_distance import g2p_error_rates
     from seqkit.errors import SeqkitError
 
     with pytest.raises(SeqkitError, match="one hypothesis per word"):

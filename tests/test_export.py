@@ -97,7 +97,7 @@ def test_runtime_step_equals_signature_runner_across_batch_changes(runs, tmp_pat
 
 
 def test_saved_model_generate_equals_python_decoding(runs, tmp_path, tf):
-    from seqkit.decoding import decode
+    from seqkit.inference.decoding import decode
     from seqkit.export.writer import export_run
     from seqkit.training.train import load_run
 
@@ -119,7 +119,7 @@ def test_saved_model_generate_equals_python_decoding(runs, tmp_path, tf):
 
 
 def test_runtime_generate_matches_keras_greedy(runs, tmp_path, tf):
-    from seqkit.decoding import decode
+    from seqkit.inference.decoding import decode
     from seqkit.export.writer import export_run
     from seqkit.runtime.streaming import StreamingModel
     from seqkit.training.train import load_run

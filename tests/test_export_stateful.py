@@ -96,7 +96,7 @@ def test_lm_state_inside_equals_explicit_state_reset_and_two_interpreters(lm, tm
 
 def test_int8_state_inside_batch_two_through_the_python_api(lm, tmp_path):
     from seqkit.errors import SeqkitError
-    from seqkit.run import Run
+    from seqkit.runs.run import Run
     from seqkit.runtime import StreamingModel
 
     run, _ = lm
@@ -179,7 +179,7 @@ def test_cli_tagger_and_acceptor_with_state_inside_stream_as_keras_predicts(sequ
     from click.testing import CliRunner
 
     from seqkit.cli import main
-    from seqkit.predict import predict, read_records
+    from seqkit.inference.predict import predict, read_records
     from seqkit.training.train import load_run
 
     r = CliRunner()

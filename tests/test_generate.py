@@ -22,7 +22,7 @@ def lm_run(tmp_path_factory, keras):
 
 
 def test_beam_width_1_generation_equals_greedy_generation(lm_run):
-    from seqkit.generate import generate_beam, generate_text
+    from seqkit.inference.generate import generate_beam, generate_text
     from seqkit.training.train import load_run
 
     prep, model = load_run(str(lm_run))
@@ -36,7 +36,7 @@ def test_beam_scores_are_length_penalised_log_probs_of_the_printed_text(lm_run):
     import tensorflow as tf
 
     from seqkit.data.vocab import END_ID, START_ID
-    from seqkit.generate import generate_beam
+    from seqkit.inference.generate import generate_beam
     from seqkit.training.train import load_run
 
     prep, model = load_run(str(lm_run))

@@ -158,7 +158,7 @@ def test_text_corpus_run_honours_vocab_file_and_trains(stream_run):
 
 
 def test_generation_goes_on_past_line_ends(stream_run):
-    from seqkit.run import Run
+    from seqkit.runs.run import Run
 
     run = Run(stream_run[0])
     out, = run.generate("ab", greedy=True, max_length=20)
@@ -175,7 +175,7 @@ def test_seqkit_stream_carries_state_across_lines(stream_run, tmp_path):
     from click.testing import CliRunner
 
     from seqkit.cli import main
-    from seqkit.run import Run
+    from seqkit.runs.run import Run
 
     out = str(tmp_path / "export")
     Run(stream_run[0]).export(out, parity_examples=4)

@@ -4,7 +4,7 @@ label vocabularies and the frame normaliser."""
 import numpy as np
 import pytest
 
-from seqkit import metrics as M
+from seqkit.metrics import classification as M
 
 
 def test_per_class_and_macro_f1_by_hand():

@@ -120,7 +120,7 @@ def test_nan_in_epoch_2_stops_with_an_error_naming_epoch_and_step(nan_in_epoch_2
 
 
 def test_nan_run_keeps_epoch_1_and_is_marked_failed(nan_in_epoch_2):
-    from seqkit.rundir import read_checkpoint_state
+    from seqkit.runs.rundir import read_checkpoint_state
 
     _, _, run, _ = nan_in_epoch_2
     state = strict_load((run / "state.json").read_text())
@@ -185,7 +185,7 @@ def test_huge_finite_learning_rate_stops_in_the_first_epoch(tmp_path, keras):
 def test_strict_json_writes_non_finite_as_null(tmp_path):
     import numpy as np
 
-    from seqkit.rundir import atomic_write_json, strict_json
+    from seqkit.runs.rundir import atomic_write_json, strict_json
 
     p = tmp_path / "x.json"
     atomic_write_json(str(p), {"a": float("nan"), "b": [float("inf"), -float("inf"), 1.5],

@@ -94,7 +94,7 @@ def test_most_frequent_syllable_per_character_baseline_by_hand(tmp_path):
     """Train: 行 xing2 x3, hang2 x2 -> xing2, also the commonest syllable overall. Test: 银行
     (baseline xing2 xing2: 银 is unseen, 2 edits) and 人行 (right). WER = 1/2 phrases wrong;
     PER = 2 edits / 4 reference syllables."""
-    from seqkit.baselines import MostFrequentTargetPerSymbol
+    from seqkit.metrics.baselines import MostFrequentTargetPerSymbol
     from seqkit.heads.seq2seq import Seq2SeqHead
 
     recs = {x.text: x for x in _load(_recipe(tmp_path, PHRASES))}
@@ -116,7 +116,7 @@ def test_tiny_model_reads_a_polyphone_from_context_the_baseline_cannot(tmp_path,
     """Trained on the eight phrases, the model transduces each back (n-best: scores falling),
     including 银行 and 行列 (行 = hang2), which the most-frequent-syllable baseline reads xing2."""
     import seqkit
-    from seqkit.baselines import MostFrequentTargetPerSymbol
+    from seqkit.metrics.baselines import MostFrequentTargetPerSymbol
 
     r = _recipe(tmp_path, PHRASES)
     raw = {"name": "tiny-pinyin", "seed": 3,

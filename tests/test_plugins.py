@@ -106,7 +106,7 @@ def test_reload_without_the_plugin_names_it_and_how_to_pass_it(guide_run):
 
 def test_missing_installed_plugin_names_the_package_and_the_install_command(tmp_path):
     from seqkit.errors import RunDirError
-    from seqkit.rundir import RunDir
+    from seqkit.runs.rundir import RunDir
 
     run = tmp_path / "run"
     run.mkdir()

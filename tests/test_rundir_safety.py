@@ -276,7 +276,7 @@ def test_a_successful_overwrite_replaces_the_run_and_tensorboard_writes_into_it(
 # ---------------------------------------------------------------- one writer per run directory
 
 def test_a_held_lock_refuses_train_and_resume_at_once(tmp_path, run_copy):
-    from seqkit.run_lifecycle import RunLock, lock_path
+    from seqkit.runs.lifecycle import RunLock, lock_path
 
     run = run_copy("tiny")
     rec = write_yaml(tmp_path / "r.yaml", make_recipe(**TINY))
@@ -293,11 +293,11 @@ def test_a_held_lock_refuses_train_and_resume_at_once(tmp_path, run_copy):
 
 
 def test_a_lock_left_by_a_killed_process_is_taken_over(tmp_path, keras):
-    from seqkit.run_lifecycle import lock_path
+    from seqkit.runs.lifecycle import lock_path
     from seqkit.training.train import train
 
     path = str(tmp_path / "tiny")
-    code = ("import os, sys; from seqkit.run_lifecycle import RunLock; RunLock(sys.argv[1]).acquire(); "
+    code = ("import os, sys; from seqkit.runs.lifecycle import RunLock; RunLock(sys.argv[1]).acquire(); "
             "os.kill(os.getpid(), 9)")
     subprocess.run([sys.executable, "-c", code, path], env={**os.environ, "PYTHONPATH": ROOT}, timeout=60)
     assert os.path.isfile(lock_path(path))  # left behind by the killed holder
@@ -382,7 +382,7 @@ def test_an_export_removes_partial_folders_of_dead_exports(tmp_path):
 def test_run_names_match_the_modules_that_write_them():
     from seqkit.heads.seq2seq import TARGET_VOCAB
     from seqkit.plugins import PLUGINS
-    from seqkit.rundir import RUN_NAMES, is_run_name, not_a_run_because
+    from seqkit.runs.rundir import RUN_NAMES, is_run_name, not_a_run_because
 
     assert {PLUGINS, TARGET_VOCAB} <= RUN_NAMES
     assert is_run_name("state.json.tmp") and is_run_name("model.tmp.keras") and not is_run_name("x.tmp")
@@ -390,7 +390,7 @@ def test_run_names_match_the_modules_that_write_them():
 
 
 def test_run_dir_errors_are_run_dir_errors(tmp_path):
-    from seqkit.run_lifecycle import check_target
+    from seqkit.runs.lifecycle import check_target
 
     (tmp_path / "f").write_text("x")
     with pytest.raises(RunDirError, match="is a file"):

@@ -136,7 +136,7 @@ def test_alignment_weights_are_zero_on_padding_and_sum_to_one(build):
 @pytest.mark.parametrize("name", ["bahdanau-lstm", "luong-bigru-to-2xlstm"])
 def test_beam_search_batch_of_2_with_beam_3_equals_each_alone(tf, build, name):
     """Memory, mask and keys are repeated per beam and never mixed across the batch."""
-    from seqkit.decoding import beam_search
+    from seqkit.inference.decoding import beam_search
     from seqkit.heads.seq2seq import Seq2SeqStepper
 
     _, model = build(name)
@@ -158,7 +158,7 @@ def test_beam_search_batch_of_2_with_beam_3_equals_each_alone(tf, build, name):
 
 
 def test_beam_width_1_equals_greedy_and_empty_source_decodes(tf, build):
-    from seqkit.decoding import beam_search, decode
+    from seqkit.inference.decoding import beam_search, decode
     from seqkit.heads.seq2seq import Seq2SeqStepper
 
     _, model = build("bahdanau-lstm")
@@ -207,7 +207,7 @@ def _reversal_data(rng, n, max_len=7, vocab=10):
 def test_attention_learns_to_reverse_far_better_than_no_attention(tf, keras):
     """8 epochs on 512 random strings (3-7 symbols), then greedy decoding of 200 unseen ones:
     measured exact match none 0.16, bahdanau 0.89, luong 0.43 (seeded, 2 CPU cores, ~15 s)."""
-    from seqkit.decoding import decode
+    from seqkit.inference.decoding import decode
     from seqkit.heads.seq2seq import Seq2SeqHead, Seq2SeqStepper
     from seqkit.recipe import recipe_from_dict
     from tests.conftest import make_recipe
@@ -235,7 +235,7 @@ def test_attention_learns_to_reverse_far_better_than_no_attention(tf, keras):
 
 
 def test_transduce_is_independent_of_batching_and_width_1_is_greedy(tf, build):
-    from seqkit.decoding import decode
+    from seqkit.inference.decoding import decode
     from seqkit.heads.seq2seq import Seq2SeqStepper, transduce
 
     _, model = build("luong-bigru-to-2xlstm")

@@ -87,7 +87,7 @@ def test_attention_writes_a_png_labelled_with_the_output(run, tmp_path):
 def test_alignment_rows_sum_to_one_over_the_source(run):
     import numpy as np
 
-    from seqkit.alignment_plot import alignment
+    from seqkit.diagnostics.alignment import alignment
     from seqkit.training.train import load_run
 
     prep, model = load_run(str(run))
@@ -98,7 +98,7 @@ def test_alignment_rows_sum_to_one_over_the_source(run):
 
 def test_text_metrics_equal_sacrebleu_on_the_decoded_outputs(run):
     pytest.importorskip("sacrebleu", reason="pip install 'seqkit[text]'")
-    from seqkit.text_metrics import bleu_chrf
+    from seqkit.metrics.text import bleu_chrf
     from seqkit.training.train import load_run
 
     prep, model = load_run(str(run), with_data=True)

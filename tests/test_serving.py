@@ -94,8 +94,8 @@ TRAIN = {"epochs": 1, "batch_size": 8, "early_stopping": None}
 
 
 def test_acceptor_labels_and_probabilities_equal_predict(data, tf):
-    from seqkit.predict import predict, read_records
-    from seqkit.serving import serving_model
+    from seqkit.inference.predict import predict, read_records
+    from seqkit.inference.serving import serving_model
 
     prep, model = _build({"name": "acc", "seed": 3, "data": {
         "source": "tsv_text_label", "path": str(data / "ab.tsv"), "tokenizer": "char", "lowercase": True,
@@ -117,8 +117,8 @@ def test_acceptor_labels_and_probabilities_equal_predict(data, tf):
 
 @pytest.mark.parametrize("crf", [False, True])
 def test_tagger_tags_equal_predict_with_split_pieces(data, tf, crf):
-    from seqkit.predict import predict, read_records
-    from seqkit.serving import serving_model
+    from seqkit.inference.predict import predict, read_records
+    from seqkit.inference.serving import serving_model
 
     prep, model = _build({"name": "pos", "seed": 1, "data": {
         "source": "word_tag", "path": str(data / "pos.txt"), "lowercase": True, "max_length": 3,
@@ -142,8 +142,8 @@ def test_language_model_generate_text_equals_greedy_generate(data, tf, tmp_path)
     import keras
 
     from seqkit.errors import SeqkitError
-    from seqkit.generate import generate_text
-    from seqkit.serving import add_text_endpoints, serving_model
+    from seqkit.inference.generate import generate_text
+    from seqkit.inference.serving import add_text_endpoints, serving_model
 
     prep, model = _build({"name": "lm", "seed": 2, "data": {
         "source": "text_lines", "path": str(data / "lm.txt"), "tokenizer": "whitespace", "lowercase": True,
@@ -167,7 +167,7 @@ def test_language_model_generate_text_equals_greedy_generate(data, tf, tmp_path)
 def test_seq2seq_beam_and_greedy_text_equal_transduce_and_the_saved_model_signatures(data, tf, tmp_path):
     import keras
 
-    from seqkit.serving import add_text_endpoints, serving_model
+    from seqkit.inference.serving import add_text_endpoints, serving_model
 
     prep, model = _build({"name": "g2p", "seed": 1, "data": {
         "source": "cmudict", "path": str(data / "g2p.dict"), "max_length": 6, "split": SPLIT},
@@ -202,7 +202,7 @@ def test_seq2seq_beam_and_greedy_text_equal_transduce_and_the_saved_model_signat
 def test_a_frames_run_is_refused_with_a_clear_error(tmp_path, keras):
     from seqkit.errors import SeqkitError
     from seqkit.recipe import recipe_from_dict
-    from seqkit.serving import serving_model
+    from seqkit.inference.serving import serving_model
     from seqkit.training.train import prepare
 
     head = "@problemName up\n@timeStamps false\n@univariate true\n@classLabel true up down\n@data\n"

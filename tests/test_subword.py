@@ -128,7 +128,7 @@ def test_language_model_run_export_and_stream(lm_text, tmp_path):
 
     import seqkit
     from seqkit.cli import main
-    from seqkit.rundir import RUN_NAMES, not_a_run_because
+    from seqkit.runs.rundir import RUN_NAMES, not_a_run_because
 
     run_dir = str(tmp_path / "run")
     run = seqkit.train(lm_recipe(lm_text, model_type="bpe"), run_dir)

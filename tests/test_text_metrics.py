@@ -11,7 +11,7 @@ def test_bleu_by_hand_and_perfect_scores():
     """hyp "the cat the cat on the mat" vs ref "the cat is on the mat": brevity penalty 1 (7 > 6);
     clipped n-gram precisions 5/7, 3/6, 1/5 and 0/4, the last smoothed to 1/(2*4) (sacrebleu's
     ``exp`` smoothing), so BLEU = 100 * (5/7 * 1/2 * 1/5 * 1/8) ** (1/4) = 30.739."""
-    from seqkit.text_metrics import bleu_chrf
+    from seqkit.metrics.text import bleu_chrf
 
     got = bleu_chrf([["the cat is on the mat"]], ["the cat the cat on the mat"])
     assert got["bleu"] == pytest.approx(100 * (5 / 7 * 1 / 2 * 1 / 5 * 1 / 8) ** 0.25, abs=1e-6)
@@ -21,7 +21,7 @@ def test_bleu_by_hand_and_perfect_scores():
 
 
 def test_a_repeated_reference_changes_nothing():
-    from seqkit.text_metrics import bleu_chrf
+    from seqkit.metrics.text import bleu_chrf
 
     refs = [["the cat is on the mat", "a cat sat on a mat"], ["there is a dog"]]
     hyps = ["the cat sat on the mat", "there is one dog"]
@@ -32,7 +32,7 @@ def test_a_repeated_reference_changes_nothing():
 
 def test_mismatched_counts_are_refused():
     from seqkit.errors import SeqkitError
-    from seqkit.text_metrics import bleu_chrf
+    from seqkit.metrics.text import bleu_chrf
 
     with pytest.raises(SeqkitError, match="2 reference entries for 1 hypotheses"):
         bleu_chrf([["a"], ["b"]], ["a"])

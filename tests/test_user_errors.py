@@ -149,7 +149,7 @@ def test_corrupt_state_json_on_resume_names_the_file(runs, tmp_path):
 
 def test_state_json_of_wrong_types_names_the_file(runs, tmp_path):
     from seqkit.errors import RunDirError
-    from seqkit.rundir import RunDir
+    from seqkit.runs.rundir import RunDir
 
     run = _copy(runs, tmp_path)
     (run / "state.json").write_text(json.dumps({"epoch": "1", "best": 2.0}))

@@ -53,7 +53,7 @@ class LabelVocabulary:
 
     def save(self, path: str) -> None:
         """Write as a JSON list (atomic)."""
-        from seqkit.rundir import atomic_write_json
+        from seqkit.runs.rundir import atomic_write_json
 
         atomic_write_json(path, self.names)
 

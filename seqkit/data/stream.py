@@ -19,7 +19,7 @@ token ids instead of independent lines:
   (PyTorch's ``get_batch``).
 
 * :func:`prompt_ids` / :func:`decode_lines`: generation from a stream-trained model
-  (:mod:`seqkit.generate`, ``seqkit stream``): a prompt's line breaks read as ``<s>``,
+  (:mod:`seqkit.inference.generate`, ``seqkit stream``): a prompt's line breaks read as ``<s>``,
   a generated ``</s>`` written as a line break.
 
 A corpus larger than memory gives the same columns and chunks without the arrays

@@ -37,7 +37,7 @@ import os
 
 from seqkit.errors import DataError, RunDirError
 
-from seqkit.rundir import SUBWORD_MODEL, TARGET_SUBWORD_MODEL  # noqa: F401  (the model files' names)
+from seqkit.runs.rundir import SUBWORD_MODEL, TARGET_SUBWORD_MODEL  # noqa: F401  (the model files' names)
 
 
 def _spm():
@@ -121,7 +121,7 @@ class SubwordModel:
     # ---------------------------------------------------------------- io
     def save(self, path: str) -> None:
         """Write the ``.model`` bytes (staged: a temporary file renamed into place)."""
-        tmp = path + ".tmp"  # the temporary name a run directory allows (seqkit.rundir.is_run_name)
+        tmp = path + ".tmp"  # the temporary name a run directory allows (seqkit.runs.rundir.is_run_name)
         try:
             with open(tmp, "wb") as f:
                 f.write(self.proto)

@@ -1,7 +1,7 @@
 """Raw strings -> token ids inside the TensorFlow graph, equal to the Python readers' ids.
 
 The Python side splits and looks up text with :func:`seqkit.data.vocab.tokenize` and
-:meth:`seqkit.data.vocab.Vocabulary.encode`; a served model (:mod:`seqkit.serving`) has to do
+:meth:`seqkit.data.vocab.Vocabulary.encode`; a served model (:mod:`seqkit.inference.serving`) has to do
 the same with ``tf.strings`` ops so that a SavedModel takes plain text. Every step copies a
 Python rule exactly:
 

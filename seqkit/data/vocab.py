@@ -91,7 +91,7 @@ class Vocabulary:
 
     def save(self, path: str) -> None:
         """Write as a JSON list (any character, newline and space included, survives)."""
-        from seqkit.rundir import atomic_write_json
+        from seqkit.runs.rundir import atomic_write_json
 
         atomic_write_json(path, self.tokens)
 

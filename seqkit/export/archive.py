@@ -25,7 +25,7 @@ With ``text`` (the SavedModel of ``seqkit export``, not the TFLite source), a ru
 text also has ``predict_text(text [B] string)`` (acceptor: ``label``, ``probability``,
 ``probabilities``; tagger: ``tokens``, ``tags``, ``lengths``, ``probabilities``) or
 ``generate_text(text [B] string) -> {text [B]}`` (language model, greedy): see
-:mod:`seqkit.serving`.
+:mod:`seqkit.inference.serving`.
 
 ``ExportArchive`` freezes Keras 3 variables correctly for the TFLite converter
 (a bare ``tf.Module`` leaves them as resource variables that TFLite reads as NaN).
@@ -109,7 +109,7 @@ def build_archive(prep, model, *, with_step: bool = True, text: bool = False):
     archive has ``predict`` only (and the text signatures) and ``stepper`` is None. With
     ``text``, a run that reads text also gets ``predict_text`` (acceptor, tagger) or
     ``generate_text`` (language model): raw strings in, tokenized in the graph
-    (:mod:`seqkit.serving`).
+    (:mod:`seqkit.inference.serving`).
 
     Raises:
         SeqkitError: ``with_step`` and the head cannot stream.
@@ -117,13 +117,13 @@ def build_archive(prep, model, *, with_step: bool = True, text: bool = False):
     import keras
     import tensorflow as tf
 
-    from seqkit.decoding import decode
+    from seqkit.inference.decoding import decode
 
     archive = keras.export.ExportArchive()
     archive.track(model)
     archive.add_endpoint("predict", predict_fn(prep, model), input_signature=[predict_input_spec(prep)])
     if text:
-        from seqkit.serving import add_text_endpoints
+        from seqkit.inference.serving import add_text_endpoints
 
         add_text_endpoints(archive, prep, model)
     if not with_step:

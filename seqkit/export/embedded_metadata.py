@@ -67,7 +67,7 @@ def embed(model: bytes, meta: dict, files: dict[str, bytes] | None = None) -> by
     from ai_edge_litert import schema_py_generated as schema
     from ai_edge_litert.tools import flatbuffer_utils
 
-    from seqkit.rundir import strict_json
+    from seqkit.runs.rundir import strict_json
 
     try:
         if bytes(model[4:8]) != b"TFL3":

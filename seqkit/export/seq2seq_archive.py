@@ -16,17 +16,17 @@ length, ``Hm`` = memory width (encoder units, doubled when bidirectional),
   <states>}``: one decoder step (:meth:`Seq2SeqDecoder.step`); feed ``<s>`` (id 2)
   first, then the previous output, and carry the states.
 - ``generate(source [B, S] int32, max_length [] int32) -> {tokens [B, L] int32,
-  lengths [B] int32}``: greedy decoding in-graph (:func:`seqkit.decoding.decode`;
+  lengths [B] int32}``: greedy decoding in-graph (:func:`seqkit.inference.decoding.decode`;
   the end marker is kept in ``tokens``, ``lengths`` counts the symbols before it).
 - ``beam_search(source, max_length) -> {tokens [B, N, L], lengths [B, N], scores [B, N]}``:
-  :func:`seqkit.decoding.beam_search` with the recipe's ``decoding.beam_width``,
+  :func:`seqkit.inference.decoding.beam_search` with the recipe's ``decoding.beam_width``,
   ``decoding.length_penalty`` (GNMT, Wu et al. 2016, eq. 14) and ``decoding.n_best``
   baked in (the beam width is a Python int: it shapes the graph).
 
 - ``predict_text(text [B] string) -> {output [B], hypotheses [B, N], scores [B, N]}`` and
   ``generate_text(text) -> {output [B]}``: the same beam search and greedy decoding from raw
   source strings, tokenized in the graph, outputs as target symbols joined by spaces
-  (:mod:`seqkit.serving`).
+  (:mod:`seqkit.inference.serving`).
 
 ``<states>`` are named ``dec_{layer}_{state}`` (LSTM: ``h``, ``c``; GRU and
 SimpleRNN: ``h``), layer by layer, then ``feed`` (``h~_{t-1}``, zeros at the
@@ -76,12 +76,12 @@ def build_seq2seq_archive(prep, model, *, source_length: int | None = None):
             text signatures).
 
     Raises:
-        SeqkitError: bad decoding settings in the recipe (:func:`seqkit.decoding.check_beam_args`).
+        SeqkitError: bad decoding settings in the recipe (:func:`seqkit.inference.decoding.check_beam_args`).
     """
     import keras
     import tensorflow as tf
 
-    from seqkit.decoding import beam_search, check_beam_args, decode
+    from seqkit.inference.decoding import beam_search, check_beam_args, decode
     from seqkit.heads.seq2seq import Seq2SeqStepper
 
     st = Seq2SeqStepper(model)
@@ -130,7 +130,7 @@ def build_seq2seq_archive(prep, model, *, source_length: int | None = None):
 
     archive.add_endpoint("generate", generate, input_signature=[i32("source", [None, None]), i32("max_length")])
     archive.add_endpoint("beam_search", beam, input_signature=[i32("source", [None, None]), i32("max_length")])
-    from seqkit.serving import add_text_endpoints
+    from seqkit.inference.serving import add_text_endpoints
 
     add_text_endpoints(archive, prep, model)
     return archive

@@ -62,9 +62,9 @@ class Seq2SeqParityCase:
 
     def wer(self, outputs: list) -> float:
         """Word error rate of greedy ``outputs`` (id lists, one per source) against the targets:
-        the fraction whose output differs from the target (:func:`seqkit.edit_metrics.g2p_error_rates`,
+        the fraction whose output differs from the target (:func:`seqkit.metrics.edit_distance.g2p_error_rates`,
         one reference each)."""
-        from seqkit.edit_metrics import g2p_error_rates
+        from seqkit.metrics.edit_distance import g2p_error_rates
 
         if not self.targets:
             return float("nan")

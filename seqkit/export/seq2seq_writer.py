@@ -24,7 +24,7 @@ import os
 import shutil
 
 from seqkit.errors import SeqkitError
-from seqkit.rundir import strict_json
+from seqkit.runs.rundir import strict_json
 
 ARTEFACT = "encoder_decoder"
 
@@ -107,7 +107,7 @@ def export_seq2seq(prep, model, out: str, *, fmt: str, quantize: str, tolerance:
             records to calibrate on (:func:`seqkit.export.calibration.seq2seq_samples`).
 
     The report's ``tflite_decoding`` also gives ``wer``: the
-    word error rate (:func:`seqkit.edit_metrics.g2p_error_rates`, a word wrong when its
+    word error rate (:func:`seqkit.metrics.edit_distance.g2p_error_rates`, a word wrong when its
     greedy output differs from its target) of Keras's and the export's greedy outputs on the
     held-out sources (``tflite`` ``task`` repeats it).
 

@@ -11,7 +11,7 @@ half-written model. Layout::
     OUT/saved_model/      signatures step, initial_state, predict, generate, sample, generate_text
                           (--format saved_model | all; acceptor/tagger: step, initial_state, predict,
                           predict_text; bidirectional: predict, predict_text; frames: no *_text;
-                          seqkit.serving describes the text signatures; seq2seq: see
+                          seqkit.inference.serving describes the text signatures; seq2seq: see
                           seqkit.export.seq2seq_writer)
     OUT/subword.model     the run's SentencePiece model (data.tokenizer sentencepiece; named by
                           metadata.json's subword_model)
@@ -38,7 +38,7 @@ import shutil
 
 from seqkit import log
 from seqkit.errors import SeqkitError
-from seqkit.rundir import strict_json
+from seqkit.runs.rundir import strict_json
 
 FORMATS = ("tflite", "saved_model", "all")
 STATES = ("explicit", "internal")
@@ -52,7 +52,7 @@ def staged_dir(out: str):
     replace ``out`` with it (an existing ``out`` is removed first: the caller checked
     ``--overwrite``). Whatever happens, no ``.partial`` directory is left behind, and those of
     exports whose process died (killed mid-export) are removed first."""
-    from seqkit.run_lifecycle import remove_stale_exports
+    from seqkit.runs.lifecycle import remove_stale_exports
 
     tmp = f"{out.rstrip(os.sep)}.partial-{os.getpid()}"
     remove_stale_exports(os.path.dirname(os.path.abspath(tmp)))
@@ -285,7 +285,7 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
     from seqkit.runtime.full_sequence import FullSequenceModel
     from seqkit.runtime.streaming import StreamingModel
     from seqkit.training.train import load_run
-    from seqkit.serving import text_unsupported
+    from seqkit.inference.serving import text_unsupported
 
     if fmt not in FORMATS:
         raise SeqkitError(f"--format {fmt}: expected one of {', '.join(FORMATS)}.")

@@ -18,7 +18,7 @@ from typing import Literal
 
 import numpy as np
 
-from seqkit import metrics as M
+from seqkit.metrics import classification as M
 from seqkit.heads.sequence_head import SequenceHead
 from seqkit.heads.sequence_inputs import SequenceHeadOptions
 from seqkit.layers.stack import apply_stack, make_plugin
@@ -63,7 +63,7 @@ class AcceptorHead(SequenceHead):
 
     def save_assets(self, run_dir):
         from seqkit.training.class_weights import CLASS_WEIGHTS
-        from seqkit.rundir import atomic_write_json
+        from seqkit.runs.rundir import atomic_write_json
 
         super().save_assets(run_dir)
         if getattr(self, "class_weights", None) is not None:
@@ -73,7 +73,7 @@ class AcceptorHead(SequenceHead):
     def load_assets(self, run_dir):
         from seqkit.training.class_weights import CLASS_WEIGHTS
         from seqkit.errors import RunDirError
-        from seqkit.rundir import read_json
+        from seqkit.runs.rundir import read_json
 
         super().load_assets(run_dir)
         self.class_weights = None

@@ -132,7 +132,7 @@ class LanguageModelHead(Head):
     def save_assets(self, run_dir):
         import os
 
-        from seqkit.rundir import VOCAB
+        from seqkit.runs.rundir import VOCAB
 
         self.vocab.save(os.path.join(run_dir, VOCAB))
         self.save_tokenizer(run_dir)
@@ -141,7 +141,7 @@ class LanguageModelHead(Head):
         import os
 
         from seqkit.data.vocab import Vocabulary
-        from seqkit.rundir import VOCAB
+        from seqkit.runs.rundir import VOCAB
 
         self.vocab = Vocabulary.load(os.path.join(run_dir, VOCAB))
         self.load_tokenizer(run_dir)
@@ -285,8 +285,8 @@ class LanguageModelHead(Head):
         """Per-token perplexity of interpolated absolute-discounting n-gram models (n = 1, 3, 5),
         trained on the train split with the same vocabulary, and of the compressors ``xz -9e``,
         ``bzip2 -9`` and ``zlib -9`` (marginal code length of each held-out split after the
-        training text; :func:`seqkit.baselines.compression_perplexities`), on valid and test."""
-        from seqkit.baselines import NGramLM, compression_perplexities
+        training text; :func:`seqkit.metrics.baselines.compression_perplexities`), on valid and test."""
+        from seqkit.metrics.baselines import NGramLM, compression_perplexities
 
         d = self.recipe.data
         if _lazy(prep.splits["train"]):

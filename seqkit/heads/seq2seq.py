@@ -27,8 +27,8 @@ Figures (:meth:`Seq2SeqHead.evaluate`): teacher-forced ``cross_entropy`` and
 ``accuracy`` per target symbol, plus word and symbol (phoneme) error rates of
 beam-search outputs (``decoding.beam_width``, ``decoding.length_penalty``),
 a word counting as right when it equals any of its references
-(:func:`seqkit.edit_metrics.g2p_error_rates`); with ``head.text_metrics: true`` also
-corpus BLEU and chrF of the outputs (:mod:`seqkit.text_metrics`). Baseline
+(:func:`seqkit.metrics.edit_distance.g2p_error_rates`); with ``head.text_metrics: true`` also
+corpus BLEU and chrF of the outputs (:mod:`seqkit.metrics.text`). Baseline
 (:meth:`Seq2SeqHead.baselines`): for aligned data (one target symbol per source symbol in every
 training pair, e.g. :mod:`seqkit.data.pinyin`) each source symbol's most frequent target symbol
 in training, scored the same way; none for unaligned data such as G2P.
@@ -201,7 +201,7 @@ class Seq2SeqHead(Head):
 
     def save_assets(self, run_dir):
         from seqkit.data.subword import TARGET_SUBWORD_MODEL
-        from seqkit.rundir import VOCAB
+        from seqkit.runs.rundir import VOCAB
 
         self.vocab.save(os.path.join(run_dir, VOCAB))
         self.target_vocab.save(os.path.join(run_dir, TARGET_VOCAB))
@@ -211,7 +211,7 @@ class Seq2SeqHead(Head):
 
     def load_assets(self, run_dir):
         from seqkit.data.subword import TARGET_SUBWORD_MODEL, TextTokenizer
-        from seqkit.rundir import VOCAB
+        from seqkit.runs.rundir import VOCAB
 
         self.vocab = Vocabulary.load(os.path.join(run_dir, VOCAB))
         self.target_vocab = Vocabulary.load(os.path.join(run_dir, TARGET_VOCAB))
@@ -249,7 +249,7 @@ class Seq2SeqHead(Head):
 
         Returns:
             Per text, ``n_best`` ``(target symbols, score)`` pairs, best first (score:
-            ``log P / lp``, see :func:`seqkit.decoding.beam_search`).
+            ``log P / lp``, see :func:`seqkit.inference.decoding.beam_search`).
         """
         dec = self.recipe.decoding
         ids, _, _ = self.encode_sources(texts)
@@ -279,19 +279,19 @@ class Seq2SeqHead(Head):
         return out
 
     def output_scores(self, refs: dict, hyps: list) -> dict:
-        """Figures of output sequences: ``wer``/``per`` (:func:`seqkit.edit_metrics.g2p_error_rates`)
-        and, with ``head.text_metrics``, ``bleu``/``chrf`` (:func:`seqkit.text_metrics.bleu_chrf`).
+        """Figures of output sequences: ``wer``/``per`` (:func:`seqkit.metrics.edit_distance.g2p_error_rates`)
+        and, with ``head.text_metrics``, ``bleu``/``chrf`` (:func:`seqkit.metrics.text.bleu_chrf`).
 
         Args:
             refs: ``{source text: [reference symbol lists]}`` (:func:`references`).
             hyps: one hypothesis symbol list per key of ``refs``, in its order.
         """
-        from seqkit.edit_metrics import g2p_error_rates
+        from seqkit.metrics.edit_distance import g2p_error_rates
 
         words = list(refs)
         out = g2p_error_rates([refs[w] for w in words], hyps)
         if self.options.text_metrics:
-            from seqkit.text_metrics import bleu_chrf
+            from seqkit.metrics.text import bleu_chrf
 
             join = "".join if self.target_subword else " ".join
             out.update(bleu_chrf([[join(r) for r in refs[w]] for w in words], [join(h) for h in hyps]))
@@ -300,10 +300,10 @@ class Seq2SeqHead(Head):
     def baselines(self, prep):
         """For aligned data -- every training pair has one target symbol per source symbol, as
         Chinese characters and their pinyin syllables -- the most frequent target symbol of each
-        source symbol in training (:class:`seqkit.baselines.MostFrequentTargetPerSymbol`), scored
+        source symbol in training (:class:`seqkit.metrics.baselines.MostFrequentTargetPerSymbol`), scored
         on valid and test like the model (``wer``, ``per``; ``bleu``, ``chrf`` with
         ``head.text_metrics``). Unaligned data (G2P): none."""
-        from seqkit.baselines import MostFrequentTargetPerSymbol
+        from seqkit.metrics.baselines import MostFrequentTargetPerSymbol
 
         pairs = [(self.source_tokens(r.text), list(r.target)) for r in prep.splits["train"]]
         if not pairs or any(len(s) != len(t) for s, t in pairs):
@@ -396,7 +396,7 @@ class Seq2SeqHead(Head):
         return keras.Model([src, dec_in], logits, name="seq2seq")
 
     def stepper(self, model) -> "Seq2SeqStepper":
-        """The encoder pass plus one-step decoder of ``model``, for :mod:`seqkit.decoding`."""
+        """The encoder pass plus one-step decoder of ``model``, for :mod:`seqkit.inference.decoding`."""
         return Seq2SeqStepper(model)
 
 
@@ -432,7 +432,7 @@ def bridge(enc_states, *, enc_names, enc_units, bidirectional, dec_names, dec_un
 
 
 class Seq2SeqStepper:
-    """Encoder pass plus one-step decoder for :mod:`seqkit.decoding` (shares the model's weights).
+    """Encoder pass plus one-step decoder for :mod:`seqkit.inference.decoding` (shares the model's weights).
 
     Args:
         model: the training model of :class:`Seq2SeqHead`.
@@ -483,7 +483,7 @@ def transduce(model, sources, *, beam_width: int = 1, n_best: int = 1, length_pe
         model: the training model of :class:`Seq2SeqHead`.
         sources: list of source id lists (may be empty lists; 0 = padding is not allowed inside).
         beam_width / n_best / length_penalty / max_length: see
-            :func:`seqkit.decoding.beam_search` (GNMT length penalty, Wu et al. 2016, eq. 14).
+            :func:`seqkit.inference.decoding.beam_search` (GNMT length penalty, Wu et al. 2016, eq. 14).
         batch_size: sources decoded together (results do not depend on it).
 
     Returns:
@@ -495,7 +495,7 @@ def transduce(model, sources, *, beam_width: int = 1, n_best: int = 1, length_pe
     import numpy as np
     import tensorflow as tf
 
-    from seqkit.decoding import beam_search, check_beam_args
+    from seqkit.inference.decoding import beam_search, check_beam_args
 
     check_beam_args(beam_width, n_best, length_penalty, 0, max_length)
     st = Seq2SeqStepper(model)

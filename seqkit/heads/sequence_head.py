@@ -14,7 +14,7 @@ from seqkit.data.labels import LabelVocabulary
 from seqkit.errors import DataError
 from seqkit.heads.base import Head
 from seqkit.heads.sequence_inputs import SequenceInputs, apply_too_long
-from seqkit.rundir import LABELS
+from seqkit.runs.rundir import LABELS
 
 
 class SequenceHead(Head):

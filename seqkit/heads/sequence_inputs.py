@@ -24,7 +24,7 @@ from seqkit import log
 from seqkit.data.normalize import FrameNormalizer
 from seqkit.data.vocab import Vocabulary
 from seqkit.errors import DataError, RunDirError
-from seqkit.rundir import INPUTS, NORMALIZER, VOCAB, atomic_write_json
+from seqkit.runs.rundir import INPUTS, NORMALIZER, VOCAB, atomic_write_json
 
 
 class SequenceHeadOptions(BaseModel):

@@ -24,7 +24,7 @@ from typing import Literal
 
 import numpy as np
 
-from seqkit import metrics as M
+from seqkit.metrics import classification as M
 from seqkit.errors import DataError
 from seqkit.heads.sequence_head import SequenceHead
 from seqkit.heads.sequence_inputs import SequenceHeadOptions, apply_too_long

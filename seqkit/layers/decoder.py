@@ -16,7 +16,7 @@ encoder memory ``h [B, S, Hm]`` with mask ``[B, S]``:
 
 Training runs the same step over the teacher-forced inputs in a
 ``tf.while_loop``; generation calls :meth:`Seq2SeqDecoder.step` through
-:mod:`seqkit.decoding`, so the two paths share every weight and formula.
+:mod:`seqkit.inference.decoding`, so the two paths share every weight and formula.
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ class Seq2SeqDecoder(keras.layers.Layer):
         return self.attention.project_memory(memory) if self.attention is not None else memory
 
     def step(self, token, states, extras):
-        """One decoding step for :mod:`seqkit.decoding`.
+        """One decoding step for :mod:`seqkit.inference.decoding`.
 
         Args:
             token: ``[B]`` int32 previous target token.

@@ -12,7 +12,7 @@ The loop a device runs (``seqkit export`` of a ``seq2seq`` run writes
    states, until ``</s>`` or ``max_length`` symbols.
 
 :meth:`Seq2SeqModel.beam_search` is the algorithm of
-:func:`seqkit.decoding.beam_search` (same candidate selection, tie order,
+:func:`seqkit.inference.decoding.beam_search` (same candidate selection, tie order,
 finished-hypothesis rule and GNMT length penalty ``lp(Y) = ((5 + |Y|) / 6)^a``,
 Wu et al. 2016, eq. 14) in numpy for one source, so its outputs equal
 :func:`seqkit.heads.seq2seq.transduce` up to float rounding, and width 1 equals
@@ -196,9 +196,9 @@ class Seq2SeqModel:
             (``-inf`` for a hypothesis that could not be formed).
 
         Raises:
-            SeqkitError: bad beam arguments (:func:`seqkit.decoding.check_beam_args`), or a bad source.
+            SeqkitError: bad beam arguments (:func:`seqkit.inference.decoding.check_beam_args`), or a bad source.
         """
-        from seqkit.decoding import check_beam_args
+        from seqkit.inference.decoding import check_beam_args
 
         dec = self.metadata["decoding"]
         K = int(dec["beam_width"] if beam_width is None else beam_width)

@@ -108,8 +108,8 @@ def train_seeds(recipe, n: int, base: str | None = None, *, overwrite: bool = Fa
     """
     from seqkit.errors import SeqkitError
     from seqkit.guards import check_writable
-    from seqkit.rundir import atomic_write_json
-    from seqkit.run_lifecycle import check_target
+    from seqkit.runs.rundir import atomic_write_json
+    from seqkit.runs.lifecycle import check_target
     from seqkit.training.train import train
 
     if n < 1:

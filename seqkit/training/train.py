@@ -21,7 +21,7 @@ from seqkit.heads.language_model import chunk_long  # noqa: F401  (public since 
 from seqkit.errors import DataError, RunDirError, SeqkitError
 from seqkit.recipe import Recipe, load_recipe
 from seqkit.registry import DATA, HEADS
-from seqkit.rundir import (BEST, HISTORY, LAST, LOGS, METRICS, RECIPE, STATE, RunDir,
+from seqkit.runs.rundir import (BEST, HISTORY, LAST, LOGS, METRICS, RECIPE, STATE, RunDir,
                            atomic_save_model, atomic_write_json, atomic_write_text, read_json)
 
 # A bucketed dataset has no known length until its first pass; Keras then warns that the
@@ -374,7 +374,7 @@ def train(recipe: Recipe, run_path: str, *, resume: bool = False, overwrite: boo
     """Train a recipe into ``run_path`` (or continue the run there when ``resume``).
 
     The process that writes the run (the chief) holds the run directory's lock
-    (:class:`seqkit.run_lifecycle.RunLock`, ``PARENT/.NAME.lock``) throughout. A new run
+    (:class:`seqkit.runs.lifecycle.RunLock`, ``PARENT/.NAME.lock``) throughout. A new run
     trains in ``PARENT/.NAME.staging-PID`` and takes the name ``run_path`` when its first
     epoch is saved, replacing the previous run only then; if it fails before, the staging
     folder is removed and ``run_path`` is as it was. ``resume`` writes in place.
@@ -384,7 +384,7 @@ def train(recipe: Recipe, run_path: str, *, resume: bool = False, overwrite: boo
         run_path: the run directory.
         resume: continue from ``last.keras`` and ``state.json``.
         overwrite: replace an existing run directory (only a seqkit run: see
-            :func:`seqkit.run_lifecycle.check_target`).
+            :func:`seqkit.runs.lifecycle.check_target`).
         verbose: Keras ``fit`` verbosity (1 = progress bar).
 
     Returns:
@@ -398,7 +398,7 @@ def train(recipe: Recipe, run_path: str, *, resume: bool = False, overwrite: boo
         SeqkitError: bad data or recipe; interrupted.
     """
     from seqkit.training.distribute import make_distribution
-    from seqkit.run_lifecycle import RunLock
+    from seqkit.runs.lifecycle import RunLock
 
     t = recipe.training
     dist = make_distribution(t.distribute)  # before anything else touches TF's devices
@@ -413,7 +413,7 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
     """The body of :func:`train` (under the run directory's lock in the chief)."""
     import keras
 
-    from seqkit.run_lifecycle import Staging, check_target, remove_stale, split_run_path
+    from seqkit.runs.lifecycle import Staging, check_target, remove_stale, split_run_path
 
     t = recipe.training
     run, stage, replaces = RunDir(run_path), None, None

@@ -67,7 +67,7 @@ def generate_text(prep, model, prompt: str = "", *, num: int = 1, max_length: in
             ``[UNK]`` (counted in a warning).
         num: number of continuations (a batch of ``num`` rows).
         max_length: most new tokens.
-        greedy / temperature / top_k / top_p / seed: see :func:`seqkit.decoding.decode`.
+        greedy / temperature / top_k / top_p / seed: see :func:`seqkit.inference.decoding.decode`.
 
     A run trained with ``data.layout: stream`` does not stop at the end of a line: ``</s>`` is
     printed as a line break, read back as ``<s>`` (as in training), and generation goes on to
@@ -79,7 +79,7 @@ def generate_text(prep, model, prompt: str = "", *, num: int = 1, max_length: in
     """
     import tensorflow as tf
 
-    from seqkit.decoding import decode
+    from seqkit.inference.decoding import decode
 
     stepper = prep.head.stepper(model)
     if _is_stream(prep):  # past line ends, the prompt's lines priming the state
@@ -109,7 +109,7 @@ def generate_beam(prep, model, prompt: str = "", *, beam_width: int = 4, n_best:
         prep, model: from :func:`seqkit.training.train.load_run`.
         prompt: as :func:`generate_text`.
         beam_width / n_best / length_penalty / max_length / min_length: see
-            :func:`seqkit.decoding.beam_search` (GNMT length penalty, Wu et al. 2016, eq. 14).
+            :func:`seqkit.inference.decoding.beam_search` (GNMT length penalty, Wu et al. 2016, eq. 14).
 
     Returns:
         ``n_best`` ``(text, score)`` pairs, best first; ``score`` is
@@ -117,11 +117,11 @@ def generate_beam(prep, model, prompt: str = "", *, beam_width: int = 4, n_best:
 
     Raises:
         SeqkitError: ``n_best > beam_width`` and the other argument errors of
-            :func:`seqkit.decoding.beam_search`.
+            :func:`seqkit.inference.decoding.beam_search`.
     """
     import tensorflow as tf
 
-    from seqkit.decoding import beam_search, check_beam_args
+    from seqkit.inference.decoding import beam_search, check_beam_args
 
     check_beam_args(beam_width, n_best, length_penalty, min_length, max_length)
     stream = _is_stream(prep)  # the prompt's lines prime the state; the beam still ends at </s>
@@ -152,7 +152,7 @@ def _generate_stream(prep, model, stepper, prompt: str, *, num, max_length, gree
     """:func:`generate_text` for a stream-trained run (see there)."""
     import tensorflow as tf
 
-    from seqkit.decoding import decode
+    from seqkit.inference.decoding import decode
     from seqkit.heads.stream_lm import prime_states
 
     ids = _encode_stream_prompt(prep, prompt)

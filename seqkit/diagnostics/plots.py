@@ -1,7 +1,7 @@
 """Pictures of training and of a trained model, each with a JSON of the plotted numbers beside it.
 
 * :func:`draw_diagnose` -- ``seqkit diagnose``: gradient norm vs lag (log y, one line
-  per run/layer/state) and gate histograms (:mod:`seqkit.diagnose`);
+  per run/layer/state) and gate histograms (:mod:`seqkit.diagnostics.diagnose`);
 * :func:`draw_curves` -- ``seqkit plot``: training curves from ``history.json``;
 * :func:`draw_confusion` -- ``seqkit evaluate --confusion-matrix --out``: the
   row-normalised confusion matrix of an acceptor or tagger.
@@ -87,7 +87,7 @@ def draw_diagnose(results: list, path: str) -> str:
     """Gradient norm by lag and gate histograms of one or more runs.
 
     Args:
-        results: :func:`seqkit.diagnose.diagnose_run` outputs.
+        results: :func:`seqkit.diagnostics.diagnose.diagnose_run` outputs.
         path: the PNG to write; the JSON (``results`` as plotted) goes beside it.
 
     Returns:
@@ -225,7 +225,7 @@ def draw_confusion(cm: dict, path: str, title: str = "") -> str:
     """The row-normalised confusion matrix (rows true, columns predicted).
 
     Args:
-        cm: :func:`seqkit.metrics.confusion_matrix` output ``{"rows", "columns", "matrix"}``.
+        cm: :func:`seqkit.metrics.classification.confusion_matrix` output ``{"rows", "columns", "matrix"}``.
         path: the PNG; its JSON holds the labels, the counts and the normalised rows.
 
     Returns:

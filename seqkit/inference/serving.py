@@ -200,7 +200,7 @@ class TextFunctions:
         """``generate_text`` of a language model: ``{text [B]}``, prompt + greedy continuation."""
         import tensorflow as tf
 
-        from seqkit.decoding import decode
+        from seqkit.inference.decoding import decode
 
         text = tf.convert_to_tensor(text, tf.string)
         tokens, ids = self.encoder.encode(text)
@@ -257,7 +257,7 @@ class TextFunctions:
         """``predict_text`` of a seq2seq run: ``{output [B], hypotheses [B, N], scores [B, N]}``."""
         import tensorflow as tf
 
-        from seqkit.decoding import beam_search
+        from seqkit.inference.decoding import beam_search
 
         dec = self.prep.recipe.decoding
         st, states, extras, prompt, some = self._source(text)
@@ -271,7 +271,7 @@ class TextFunctions:
         """``generate_text`` of a seq2seq run: ``{output [B]}``, greedy."""
         import tensorflow as tf
 
-        from seqkit.decoding import decode
+        from seqkit.inference.decoding import decode
 
         st, states, extras, prompt, some = self._source(text)
         toks, lens = decode(st.step, states, prompt, max_length=self._decode_length(), greedy=True,
@@ -331,7 +331,7 @@ def _serving_class():
 
     class ServingModel(keras.Model):
         """``text [B] tf.string -> dict`` of the head's outputs (the module docstring of
-        :mod:`seqkit.serving`); ``predict`` also takes a list of Python strings, returns numpy
+        :mod:`seqkit.inference.serving`); ``predict`` also takes a list of Python strings, returns numpy
         arrays padded to the longest row of all batches (``""`` / 0), and prints no progress bar
         unless ``verbose=1`` (a library call prints nothing).
 

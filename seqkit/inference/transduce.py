@@ -6,14 +6,14 @@ Bad input, as issue 4 asks: an empty line is skipped and counted (warning); a
 line longer than the run's ``data.max_length`` source symbols is an error naming
 the line; symbols never seen in training are read as ``[UNK]`` and counted
 (warning); ``--n-best`` above ``--beam-width`` is refused before the run is loaded
-(:func:`seqkit.decoding.check_beam_args`).
+(:func:`seqkit.inference.decoding.check_beam_args`).
 """
 
 from __future__ import annotations
 
 from seqkit import log
 from seqkit.errors import SeqkitError
-from seqkit.rundir import strict_json
+from seqkit.runs.rundir import strict_json
 
 
 def read_sources(text: str, name: str, head) -> list[tuple[str, str]]:

@@ -50,9 +50,9 @@ def check_decoding_options(*, greedy: bool, beam_width: int | None, length_penal
 
     Raises:
         SeqkitError: ``greedy`` together with a beam-search option, or ``n_best`` above
-            ``beam_width`` and other bad beam values (:func:`seqkit.decoding.check_beam_args`).
+            ``beam_width`` and other bad beam values (:func:`seqkit.inference.decoding.check_beam_args`).
     """
-    from seqkit.decoding import check_beam_args
+    from seqkit.inference.decoding import check_beam_args
 
     beam_asked = beam_width is not None or length_penalty is not None or n_best is not None \
         or min_length is not None
@@ -78,7 +78,7 @@ class Run:
     """
 
     def __init__(self, path):
-        from seqkit.rundir import RunDir
+        from seqkit.runs.rundir import RunDir
 
         self.path = os.fspath(path)
         RunDir(self.path).check()
@@ -113,7 +113,7 @@ class Run:
         if self._prep is not None:
             return self._prep.recipe
         from seqkit.recipe import load_recipe
-        from seqkit.rundir import RECIPE
+        from seqkit.runs.rundir import RECIPE
 
         return load_recipe(os.path.join(self.path, RECIPE), load_plugins=False)
 
@@ -148,7 +148,7 @@ class Run:
         Raises:
             RunDirError: the file is not JSON.
         """
-        from seqkit.rundir import METRICS, read_json
+        from seqkit.runs.rundir import METRICS, read_json
 
         saved = read_json(os.path.join(self.path, METRICS), default={})
         return saved if isinstance(saved, dict) else {}
@@ -184,7 +184,7 @@ class Run:
                 ``metrics.json`` is damaged (RunDirError); ``dynamic`` on a run that is not a
                 stream-layout language model.
         """
-        from seqkit.rundir import METRICS, read_json
+        from seqkit.runs.rundir import METRICS, read_json
         from seqkit.training.train import evaluate_model
 
         if split not in ("test", "valid", "train"):
@@ -228,7 +228,7 @@ class Run:
             prompt: text tokenized like the training data (unknown tokens are read as ``[UNK]``
                 and counted in a logged warning). A run trained with ``data.layout: stream``:
                 the prompt's lines prime the state and sampling goes on past line ends (printed
-                as line breaks) to ``max_length`` tokens (:func:`seqkit.generate.generate_text`).
+                as line breaks) to ``max_length`` tokens (:func:`seqkit.inference.generate.generate_text`).
             max_length: most new tokens.
             temperature / top_k / top_p / num / seed: sampling (``top_k`` 0 and ``top_p`` 1 = all
                 tokens; ``num`` continuations; the same ``seed`` gives the same text).
@@ -256,7 +256,7 @@ class Run:
             if not ok:
                 raise SeqkitError(f"{name}={value!r}: out of range (1 <= max_length <= "
                                   f"{MAX_NEW_TOKENS:,}; num >= 1; temperature > 0; top_k >= 0; 0 < top_p <= 1).")
-        from seqkit.generate import generate_beam, generate_text
+        from seqkit.inference.generate import generate_beam, generate_text
 
         prep, model = self._load()
         if prep.recipe.head.type != "language_model":
@@ -319,7 +319,7 @@ class Run:
         if prep.recipe.head.type not in ("acceptor", "tagger") and not hasattr(prep.head, "predict_proba"):
             raise SeqkitError(f"{self.path}: predict needs an acceptor or tagger run; this run's head is "
                               f"'{prep.recipe.head.type}' (use `seqkit generate` for a language model).")
-        from seqkit.predict import predict, read_records
+        from seqkit.inference.predict import predict, read_records
 
         if input_format not in ("auto", "text", "conll", "ts"):
             raise SeqkitError(f"input_format {input_format!r}: expected auto, text, conll or ts.")
@@ -344,8 +344,8 @@ class Run:
             SeqkitError: not a seq2seq run; ``n_best > beam_width``; no source; a source longer
                 than the run's ``data.max_length``.
         """
-        from seqkit.decoding import check_beam_args
-        from seqkit.transduce_cli import predict_pairs, read_sources
+        from seqkit.inference.decoding import check_beam_args
+        from seqkit.inference.transduce import predict_pairs, read_sources
 
         text = _texts(sources, "transduce")
         prep, model = self._load()
@@ -375,8 +375,8 @@ class Run:
         """
         import numpy as np
 
-        from seqkit.alignment_plot import alignment
-        from seqkit.transduce_cli import check_run_is_seq2seq, read_sources
+        from seqkit.diagnostics.alignment import alignment
+        from seqkit.inference.transduce import check_run_is_seq2seq, read_sources
 
         prep, model = self._load()
         check_run_is_seq2seq(prep, self.path, "attention")
@@ -404,13 +404,13 @@ class Run:
             ``""``), ``lengths [B]``, ``probabilities [B, T, C]``. Language model: ``text [B]``,
             prompt + greedy continuation (``generate(prompt, greedy=True)``). seq2seq:
             ``output [B]`` (symbols joined by spaces), ``hypotheses [B, N]``, ``scores [B, N]``
-            (``transduce``); with ``greedy``: ``output`` alone. See :mod:`seqkit.serving`.
+            (``transduce``); with ``greedy``: ``output`` alone. See :mod:`seqkit.inference.serving`.
 
         Raises:
             SeqkitError: the run reads frames, not text, or has a plugin head; ``greedy`` for a
                 head other than seq2seq; ``max_length`` for a head other than the language model.
         """
-        from seqkit.serving import serving_model, text_unsupported
+        from seqkit.inference.serving import serving_model, text_unsupported
 
         prep, model = self._load()
         why = text_unsupported(prep)
@@ -512,8 +512,8 @@ class Run:
         """
         from seqkit.guards import check_model_matches
         from seqkit.plugins import write_provenance
-        from seqkit.run_lifecycle import RunLock, Staging, check_target, remove_stale, split_run_path
-        from seqkit.rundir import (BEST, HISTORY, METRICS, RECIPE, STATE, atomic_save_model,
+        from seqkit.runs.lifecycle import RunLock, Staging, check_target, remove_stale, split_run_path
+        from seqkit.runs.rundir import (BEST, HISTORY, METRICS, RECIPE, STATE, atomic_save_model,
                                    atomic_write_json, atomic_write_text)
         from seqkit.training.train import compile_model, count_parameters, evaluate_model, load_model
 

@@ -6,7 +6,7 @@
   training takes it over). A second training into the same directory fails at
   once (:class:`RunLock`).
 - **What may be replaced.** Only a seqkit run (see
-  :func:`seqkit.rundir.not_a_run_because`) or an empty folder, and never the
+  :func:`seqkit.runs.rundir.not_a_run_because`) or an empty folder, and never the
   current folder, a home directory, or a folder holding the recipe, a data file,
   a plugin file or the current folder (:func:`check_target`).
 - **Staging.** A new run trains in ``PARENT/.NAME.staging-PID`` and takes the
@@ -31,7 +31,7 @@ import time
 
 from seqkit import log
 from seqkit.errors import RunDirError
-from seqkit.rundir import is_run_name, not_a_run_because
+from seqkit.runs.rundir import is_run_name, not_a_run_because
 
 STAGED = re.compile(r"^\.(?P<name>.+)\.(?P<kind>staging|old)-(?P<pid>\d+)$")
 EXPORT_PARTIAL = re.compile(r"^(?P<name>.+)\.partial-(?P<pid>\d+)$")
@@ -286,7 +286,7 @@ class Staging:
         Callbacks that hold paths inside the staging folder (TensorBoard's log dir,
         BackupAndRestore's folder) are pointed at the same paths in the run directory
         (TensorBoard's writers are closed first; it opens new ones there); ``run``
-        (a :class:`~seqkit.rundir.RunDir`) gets the new path.
+        (a :class:`~seqkit.runs.rundir.RunDir`) gets the new path.
 
         Raises:
             RunDirError: the target changed meanwhile into something that is not a seqkit

@@ -21,7 +21,7 @@ from seqkit import log
 from seqkit.data.records import Record
 from seqkit.data.vocab import tokenize
 from seqkit.errors import SeqkitError
-from seqkit.rundir import strict_json
+from seqkit.runs.rundir import strict_json
 
 
 def read_records(text: str, name: str, fmt: str, prep) -> list[Record]:
