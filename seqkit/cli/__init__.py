@@ -250,7 +250,7 @@ def evaluate(run_dir, split, as_json, confusion_matrix, out, dynamic=False, dyna
     res = {k: v for k, v in report.items() if k not in ("split", "baselines")}
     baselines, prep = report["baselines"], run.prepared
     if out:
-        from seqkit.diagnose_cli import confusion_picture
+        from seqkit.cli.diagnose import confusion_picture
 
         jpath = confusion_picture(res, out, f"{os.path.basename(os.path.normpath(run_dir))}: {split}")
         click.echo(f"{out}: confusion matrix ({jpath} holds the numbers)", err=as_json)
@@ -391,7 +391,7 @@ def attention(run_dir, text, out, beam_width):
 def diagnose(runs, out_dir, max_lag, examples, positions, split):
     """Gradient flow through time (norm of dL_t/ds_{t-k} by lag k, the horizon where it falls
     below 1e-3 of k = 0) and gate statistics of trained runs, drawn into one PNG + JSON."""
-    from seqkit.diagnose_cli import diagnose as run_diagnose, summary_lines
+    from seqkit.cli.diagnose import diagnose as run_diagnose, summary_lines
 
     png, jpath, results = run_diagnose(list(runs), out_dir, max_lag=max_lag, examples=examples,
                                        positions=positions, split=split)
@@ -407,7 +407,7 @@ def diagnose(runs, out_dir, max_lag, examples, positions, split):
 def plot(runs, out):
     """Draw training curves (train/valid loss and metrics per epoch, learning rate if logged)
     from the runs' history.json, several runs overlaid."""
-    from seqkit.diagnose_cli import plot_runs
+    from seqkit.cli.diagnose import plot_runs
 
     jpath = plot_runs(list(runs), out)
     click.echo(f"wrote {out} and {jpath}")
