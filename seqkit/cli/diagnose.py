@@ -1,16 +1,19 @@
-"""The work behind ``seqkit diagnose``, ``seqkit plot`` and ``seqkit evaluate --out``
-(kept out of :mod:`seqkit.cli`, which only declares the options and prints)."""
+"""``seqkit diagnose`` and ``seqkit plot``, and the pictures of ``seqkit evaluate --out``: the
+commands and the work behind them (the numbers come from :mod:`seqkit.diagnostics`)."""
 
 from __future__ import annotations
 
 import json
 import os
 
+import click
+
+from seqkit.cli.common import with_common_options
 from seqkit.errors import RunDirError, SeqkitError
 
 
-def diagnose(runs: list, out_dir: str, *, max_lag: int, examples: int, positions: int,
-             split: str) -> tuple[str, str, list]:
+def diagnose_runs(runs: list, out_dir: str, *, max_lag: int, examples: int, positions: int,
+                  split: str) -> tuple[str, str, list]:
     """Diagnose each run and draw them into ``out_dir/diagnose.png`` (+ ``diagnose.json``).
 
     Returns:
@@ -99,3 +102,38 @@ def confusion_picture(figures: dict, out: str, title: str) -> str:
         raise SeqkitError("--out draws the confusion matrix, which only acceptor and tagger runs "
                           "report; this run's head has none. Drop --out.")
     return draw_confusion(cm, out, title)
+
+
+@click.command()
+@click.argument("runs", nargs=-1, required=True, type=click.Path(file_okay=False))
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Folder for diagnose.png and diagnose.json.")
+@click.option("--max-lag", type=click.IntRange(min=1), default=50, show_default=True,
+              help="Largest lag K of the gradient norm dL_t/ds_{t-k}.")
+@click.option("--examples", type=click.IntRange(min=1), default=32, show_default=True,
+              help="Held-out sequences read per run.")
+@click.option("--positions", type=click.IntRange(min=1), default=8, show_default=True,
+              help="Loss steps t per sequence (language model, tagger).")
+@click.option("--split", type=click.Choice(["test", "valid", "train"]), default="test", show_default=True)
+@with_common_options
+def diagnose(runs, out_dir, max_lag, examples, positions, split):
+    """Gradient flow through time (norm of dL_t/ds_{t-k} by lag k, the horizon where it falls
+    below 1e-3 of k = 0) and gate statistics of trained runs, drawn into one PNG + JSON."""
+
+    png, jpath, results = diagnose_runs(list(runs), out_dir, max_lag=max_lag, examples=examples,
+                                       positions=positions, split=split)
+    for line in summary_lines(results):
+        click.echo(line)
+    click.echo(f"wrote {png} and {jpath}")
+
+
+@click.command()
+@click.argument("runs", nargs=-1, required=True, type=click.Path(file_okay=False))
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="PNG to write (+ a .json beside it).")
+@with_common_options
+def plot(runs, out):
+    """Draw training curves (train/valid loss and metrics per epoch, learning rate if logged)
+    from the runs' history.json, several runs overlaid."""
+
+    jpath = plot_runs(list(runs), out)
+    click.echo(f"wrote {out} and {jpath}")

@@ -1,4 +1,5 @@
-"""``seqkit predict``: raw input -> records -> labels or tags, as text or JSON lines.
+"""What ``Run.predict`` and ``seqkit predict`` compute: raw input -> records -> labels or tags (printed
+as text or JSON lines by :mod:`seqkit.cli.decode`).
 
 Input formats (``--input-format``; ``auto`` picks ``ts`` for a frames run and
 ``text`` otherwise):
@@ -21,7 +22,6 @@ from seqkit import log
 from seqkit.data.records import Record
 from seqkit.data.vocab import tokenize
 from seqkit.errors import SeqkitError
-from seqkit.runs.rundir import strict_json
 
 
 def read_records(text: str, name: str, fmt: str, prep) -> list[Record]:
@@ -97,20 +97,3 @@ def predict(prep, model, records: list[Record]) -> list[dict]:
         out.append({"where": r.where, "label": names[i], "probability": round(float(p[i]), 6),
                     "probabilities": {n: round(float(v), 6) for n, v in zip(names, p)}})
     return out
-
-
-def format_result(res: dict, fmt: str, probabilities: bool) -> str:
-    """One output line: ``text`` (``label`` / ``word/TAG ...``; with ``probabilities``,
-    ``label<TAB>p`` / ``word/TAG/p``) or ``jsonl``."""
-    if fmt == "jsonl":
-        d = {k: v for k, v in res.items() if probabilities or k not in ("probability", "probabilities")}
-        if d.get("tokens") is None:
-            d.pop("tokens", None)
-        return strict_json(d, ensure_ascii=False)
-    if "label" in res:
-        return f"{res['label']}\t{res['probability']:.4f}" if probabilities else res["label"]
-    words = res["tokens"] or [str(i) for i in range(len(res["tags"]))]
-    more = f" ... ({res['untagged_steps']} more steps, not tagged)" if res.get("untagged_steps") else ""
-    if probabilities:
-        return " ".join(f"{w}/{t}/{p:.4f}" for w, t, p in zip(words, res["tags"], res["probability"])) + more
-    return " ".join(f"{w}/{t}" for w, t in zip(words, res["tags"])) + more

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from seqkit import log
 from seqkit.errors import SeqkitError
-from seqkit.runs.rundir import strict_json
 
 
 def read_sources(text: str, name: str, head) -> list[tuple[str, str]]:
@@ -62,16 +61,6 @@ def predict_pairs(prep, model, sources: list, *, beam_width: int, n_best: int,
 
     return [{"where": w, "input": s, "hypotheses": [hyp(out, score) for out, score in h]}
             for (w, s), h in zip(sources, hyps)]
-
-
-def format_pair(res: dict, fmt: str) -> str:
-    """``text``: one line per hypothesis, ``input<TAB>rank<TAB>score<TAB>symbols`` (rank from 1;
-    a sentencepiece target prints its decoded text);
-    ``jsonl``: the dict as one JSON line."""
-    if fmt == "jsonl":
-        return strict_json(res, ensure_ascii=False)
-    return "\n".join(f"{res['input']}\t{k}\t{h['score']:.4f}\t{h['text'] if 'text' in h else ' '.join(h['output'])}"
-                     for k, h in enumerate(res["hypotheses"], start=1))
 
 
 def check_run_is_seq2seq(prep, run_dir: str, command: str) -> None:

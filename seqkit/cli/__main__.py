@@ -1,0 +1,5 @@
+"""``python -m seqkit.cli``: the ``seqkit`` command."""
+
+from seqkit.cli import main
+
+main()

@@ -1,0 +1,109 @@
+"""What every ``seqkit`` command shares: ``--plugin``, ``--debug``, ``-v/--verbose``,
+``-q/--quiet``, and turning errors into one clear paragraph (:func:`with_common_options`).
+
+A user error (:class:`~seqkit.errors.SeqkitError`, or a failure :func:`seqkit.guards.user_error`
+recognises) prints ``error: ...`` to stderr and exits with status 2; an internal error exits with 1
+(``--debug`` shows the traceback). TensorFlow is imported (its start-up lines hidden) only for the
+commands that need it.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+
+import click
+
+from seqkit.errors import SeqkitError
+
+_NEEDS_TF = {"train", "evaluate", "generate", "validate", "predict", "export", "stream", "inspect",
+             "bench_step", "attention", "diagnose"}
+
+
+def _third_party() -> bool:
+    """True when an installed package declares seqkit plugins (their import may pull in TF)."""
+    import importlib.metadata
+
+    return any(importlib.metadata.entry_points(group=g) for g in ("seqkit.cells", "seqkit.heads", "seqkit.data"))
+
+
+def with_common_options(f):
+    """Add ``--plugin``, ``--debug``, ``-v/--verbose`` and ``-q/--quiet``, and turn errors into
+    clear messages. A command with a ``quiet`` parameter receives ``-q`` (``train``: no Keras
+    progress bar)."""
+    import inspect
+
+    takes_quiet = "quiet" in inspect.signature(f).parameters
+
+    @click.option("--plugin", "plugins", multiple=True, metavar="PATH_OR_MODULE",
+                  help="Import a plugin (.py file or module) that registers cells, heads or data sources. Repeatable.")
+    @click.option("--debug", is_flag=True, help="Show the full traceback on errors.")
+    @click.option("-v", "--verbose", is_flag=True, help="More detail on stderr (seqkit's DEBUG lines).")
+    @click.option("-q", "--quiet", is_flag=True, help="Only warnings and errors on stderr; no progress.")
+    @functools.wraps(f)
+    def wrapper(*args, plugins=(), debug=False, verbose=False, quiet=False, **kwargs):
+        if verbose and quiet:
+            raise click.UsageError("-v/--verbose and -q/--quiet exclude each other; give one.")
+        if takes_quiet:
+            kwargs["quiet"] = quiet
+        try:
+            from seqkit.registry import load_plugin
+
+            if not debug and (f.__name__ in _NEEDS_TF or (f.__name__ == "list_" and (plugins or _third_party()))):
+                from seqkit._quiet import import_tensorflow_quietly
+
+                import_tensorflow_quietly()
+            import logging
+
+            from seqkit.log import to_stderr
+            from seqkit.progress import shown
+
+            level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
+            # seqkit's log lines (a library call prints none) and progress go to stderr
+            with to_stderr(level), shown(not quiet):
+                for p in plugins:
+                    load_plugin(p)
+                return f(*args, **kwargs)
+        except SeqkitError as exc:
+            if debug:
+                raise
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(2)
+        except click.exceptions.Exit:
+            raise
+        except click.ClickException:
+            raise
+        except Exception as exc:  # an unexpected failure: say so plainly
+            if debug:
+                raise
+            from seqkit.guards import user_error
+
+            err = user_error(exc, f.__name__)  # a read-only folder, a failing plugin cell
+            if err is None:
+                _internal(exc)
+            click.echo(f"error: {err}", err=True)
+            sys.exit(2)
+
+    return wrapper
+
+
+def _internal(exc: BaseException):
+    click.echo(f"internal error: {type(exc).__name__}: {exc}\n(run again with --debug for "
+               f"the traceback, and please report it)", err=True)
+    sys.exit(1)
+
+
+def read_input(input_path: str) -> tuple[str, str]:
+    """``(name, text)`` of ``--input`` (``-`` = stdin)."""
+    if input_path == "-":
+        data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read()
+        if isinstance(data, str):
+            return "<stdin>", data
+        try:
+            return "<stdin>", data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise SeqkitError(f"<stdin>: not UTF-8 (byte {exc.start}: {exc.reason}); convert the "
+                              f"input first, e.g. `iconv -f GBK -t UTF-8`.") from exc
+    from seqkit.data.base import read_text
+
+    return input_path, read_text(input_path, key="--input")

@@ -1,0 +1,142 @@
+"""``seqkit generate``, ``seqkit predict`` and ``seqkit attention``: answers of a trained run
+(thin layers over :meth:`seqkit.Run.generate`, :meth:`~seqkit.Run.predict`,
+:meth:`~seqkit.Run.transduce` and :meth:`~seqkit.Run.attention`), and how their lines are printed."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from seqkit.cli.common import read_input, with_common_options
+from seqkit.runs.rundir import strict_json
+
+@click.command()
+@click.argument("run_dir", type=click.Path(file_okay=False))
+@click.option("--prompt", default="", help="Text to continue (tokenized like the training data; a run "
+              "trained with data.layout stream: its lines prime the state, and generation goes on past "
+              "line ends).")
+@click.option("--max-length", type=click.IntRange(min=1, max=1_000_000),
+              help="Most new tokens (at most 1,000,000) [default: recipe decoding.max_length].")
+@click.option("--temperature", type=click.FloatRange(min=0, min_open=True), help="Sampling temperature [default: recipe].")
+@click.option("--top-k", type=click.IntRange(min=0), help="Sample from the k most likely tokens only (0 = all).")
+@click.option("--top-p", type=click.FloatRange(min=0, max=1, min_open=True),
+              help="Nucleus sampling: sample from the most likely tokens holding this probability mass (1 = all).")
+@click.option("--greedy", is_flag=True, help="Arg-max decoding instead of sampling.")
+@click.option("--beam-width", type=int, help="Beam search with this many hypotheses [default: recipe "
+              "decoding.beam_width when decoding.strategy is beam].")
+@click.option("--length-penalty", type=float, help="GNMT length penalty alpha for beam search (0 = none; "
+              "0.6-0.7 favours longer outputs) [default: recipe].")
+@click.option("--n-best", type=int, help="Print the N best beam hypotheses with their scores (N <= beam width).")
+@click.option("--min-length", type=click.IntRange(min=0), help="Beam search: fewest new tokens before the end marker.")
+@click.option("--num", type=click.IntRange(min=1), default=1, show_default=True, help="How many sampled continuations.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Sampling seed.")
+@click.option("--json", "as_json", is_flag=True, help='Print {"prompt", "outputs": [{"text", "score"?}]} as JSON.')
+@with_common_options
+def generate(run_dir, prompt, max_length, temperature, top_k, top_p, greedy, beam_width,
+             length_penalty, n_best, min_length, num, seed, as_json=False):
+    """Generate text from a trained language-model run (sampling, greedy or beam search)."""
+    from seqkit.runs.run import Run, check_decoding_options
+
+    check_decoding_options(greedy=greedy, beam_width=beam_width, length_penalty=length_penalty,
+                           n_best=n_best, min_length=min_length)  # before the run is read
+
+    results = Run(run_dir).generate(prompt, max_length=max_length, temperature=temperature, top_k=top_k,
+                                    top_p=top_p, greedy=greedy, beam_width=beam_width,
+                                    length_penalty=length_penalty, n_best=n_best, min_length=min_length,
+                                    num=num, seed=seed)
+    if as_json:  # beam search: (text, score) pairs; sampling and greedy: texts
+        click.echo(json.dumps({"prompt": prompt, "outputs": [
+            {"text": r} if isinstance(r, str) else {"text": r[0], "score": float(r[1])} for r in results]},
+            indent=2, ensure_ascii=False))
+        return
+    for r in results:  # beam search: (text, score) pairs, the score shown when there are several
+        click.echo(r if isinstance(r, str) else r[0] if len(results) == 1 else f"{r[1]:.4f}\t{r[0]}")
+
+
+@click.command()
+@click.argument("run_dir", type=click.Path(file_okay=False))
+@click.option("--input", "input_path", default="-", show_default=True,
+              help="Input file, or - for stdin.")
+@click.option("--input-format", type=click.Choice(["auto", "text", "conll", "ts"]), default="auto",
+              show_default=True, help="text: one sequence per line; conll: a token per line, blank "
+              "lines between sequences; ts: UCR/UEA .ts file; auto: ts for a frames run, else text.")
+@click.option("--format", "out_format", type=click.Choice(["text", "jsonl"]), default="text",
+              show_default=True, help="Output: text lines or JSON lines.")
+@click.option("--probabilities", is_flag=True, help="Also print the probabilities.")
+@click.option("--beam-width", type=int, help="seq2seq runs: beam width [default: recipe decoding.beam_width].")
+@click.option("--n-best", type=int, help="seq2seq runs: print the N best outputs with their scores "
+              "(N <= beam width) [default: 1].")
+@click.option("--length-penalty", type=float, help="seq2seq runs: GNMT length penalty alpha "
+              "[default: recipe decoding.length_penalty].")
+@with_common_options
+def predict(run_dir, input_path, input_format, out_format, probabilities, beam_width, n_best,
+            length_penalty):
+    """Label sequences (acceptor), tag tokens (tagger) or transduce lines (seq2seq, e.g. words to
+    pronunciations: `input<TAB>rank<TAB>score<TAB>output` per hypothesis) with a trained run."""
+
+    if beam_width is not None or n_best is not None:  # fail before loading the run
+        from seqkit.inference.decoding import check_beam_args
+
+        check_beam_args(beam_width if beam_width is not None else max(n_best or 1, 1), n_best or 1,
+                        length_penalty or 0.0, 0, 1)
+    name, text = read_input(input_path)
+    from seqkit.runs.run import Run
+
+    run = Run(run_dir)
+    if input_format == "auto" and input_path.endswith(".ts"):
+        input_format = "ts"
+    results = run.predict(text, input_format=input_format, beam_width=beam_width, n_best=n_best,
+                          length_penalty=length_penalty, name=name)
+    if run.prepared.recipe.head.type == "seq2seq":
+
+        for res in results:
+            click.echo(format_pair(res, out_format))
+        return
+    for res in results:
+        click.echo(format_result(res, out_format, probabilities))
+
+
+@click.command()
+@click.argument("run_dir", type=click.Path(file_okay=False))
+@click.option("--input", "text", required=True, help="The source, e.g. a word.")
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="PNG file to write.")
+@click.option("--beam-width", type=click.IntRange(min=1), help="Beam width of the drawn output "
+              "[default: recipe decoding.beam_width].")
+@with_common_options
+def attention(run_dir, text, out, beam_width):
+    """Draw the attention weights of a seq2seq run for one input (source along x, output along y)."""
+    from seqkit.diagnostics.alignment import draw
+    from seqkit.runs.run import Run
+
+    source, target, w = Run(run_dir).attention(text, beam_width=beam_width, name="--input")
+    src = next(line.strip() for line in text.splitlines() if line.strip())  # the line aligned
+    draw(source, target, w, out, title=f"{src} -> {' '.join(target[:-1])}")
+    click.echo(f"{out}: {len(target)} x {len(source)} attention weights ({' '.join(target[:-1])})")
+
+
+def format_result(res: dict, fmt: str, probabilities: bool) -> str:
+    """One output line: ``text`` (``label`` / ``word/TAG ...``; with ``probabilities``,
+    ``label<TAB>p`` / ``word/TAG/p``) or ``jsonl``."""
+    if fmt == "jsonl":
+        d = {k: v for k, v in res.items() if probabilities or k not in ("probability", "probabilities")}
+        if d.get("tokens") is None:
+            d.pop("tokens", None)
+        return strict_json(d, ensure_ascii=False)
+    if "label" in res:
+        return f"{res['label']}\t{res['probability']:.4f}" if probabilities else res["label"]
+    words = res["tokens"] or [str(i) for i in range(len(res["tags"]))]
+    more = f" ... ({res['untagged_steps']} more steps, not tagged)" if res.get("untagged_steps") else ""
+    if probabilities:
+        return " ".join(f"{w}/{t}/{p:.4f}" for w, t, p in zip(words, res["tags"], res["probability"])) + more
+    return " ".join(f"{w}/{t}" for w, t in zip(words, res["tags"])) + more
+
+
+def format_pair(res: dict, fmt: str) -> str:
+    """``text``: one line per hypothesis, ``input<TAB>rank<TAB>score<TAB>symbols`` (rank from 1;
+    a sentencepiece target prints its decoded text);
+    ``jsonl``: the dict as one JSON line."""
+    if fmt == "jsonl":
+        return strict_json(res, ensure_ascii=False)
+    return "\n".join(f"{res['input']}\t{k}\t{h['score']:.4f}\t{h['text'] if 'text' in h else ' '.join(h['output'])}"
+                     for k, h in enumerate(res["hypotheses"], start=1))

@@ -1,0 +1,77 @@
+"""``seqkit evaluate``: a run's figures on a held-out split, as text or JSON (a thin layer over
+:meth:`seqkit.Run.evaluate`); ``--out`` draws the confusion matrix (:mod:`seqkit.cli.diagnose`)."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from seqkit.cli.common import with_common_options
+
+def _format_baseline(name: str, figs) -> list[str]:
+    """``baseline NAME: split figures`` lines (LM baselines are perplexities per split)."""
+    if not isinstance(figs, dict):
+        return [f"baseline {name}: {figs}"]
+    if all(isinstance(v, (int, float)) for v in figs.values()):
+        return [f"baseline {name} perplexity: " + ", ".join(f"{s} {v}" for s, v in figs.items())]
+    return [f"baseline {name}: {s} " + ", ".join(f"{k} {v:.4f}" for k, v in f.items())
+            for s, f in figs.items()]
+
+
+def _format_metrics(m: dict, head=None) -> str:
+    lines = []
+    for split in ("valid", "test"):
+        if split in m:
+            figs = head.format_metrics(m[split]) if head is not None else [
+                ", ".join(f"{k} {v:.4f}" for k, v in m[split].items() if isinstance(v, (int, float)))]
+            lines.append(f"{split}: {figs[0]}")
+            lines += figs[1:] if split == "test" else []
+    for name, figs in (m.get("baselines") or {}).items():
+        lines += _format_baseline(name, figs)
+    if "train_seconds" in m:
+        lines.append(f"trained {m.get('epochs')} epochs in {m['train_seconds']} s")
+    return "\n".join(lines)
+
+
+@click.command()
+@click.argument("run_dir", type=click.Path(file_okay=False))
+@click.option("--split", type=click.Choice(["test", "valid", "train"]), default="test", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the metrics as JSON.")
+@click.option("--confusion-matrix", is_flag=True, help="Also report the confusion matrix (acceptor, tagger).")
+@click.option("--out", type=click.Path(dir_okay=False),
+              help="Also draw the row-normalised confusion matrix into this PNG (+ a .json beside it).")
+@click.option("--dynamic", is_flag=True, help="Language model, data.layout stream: also report dynamic "
+              "evaluation (an SGD step on each chunk after scoring it; the run's files are not changed).")
+@click.option("--dynamic-lr", type=click.FloatRange(min=0, min_open=True),
+              help="SGD step size of --dynamic [default: recipe evaluation.dynamic_lr].")
+@with_common_options
+def evaluate(run_dir, split, as_json, confusion_matrix, out, dynamic=False, dynamic_lr=None):
+    """Evaluate a trained run on a held-out split (LM: cross-entropy, perplexity; acceptor:
+    accuracy, macro-F1; tagger: token accuracy, per-tag P/R/F1, entity F1 for BIO/BIOES)."""
+    from seqkit.runs.run import Run
+
+    run = Run(run_dir)
+    report = run.evaluate(split, confusion_matrix=confusion_matrix or bool(out), dynamic=dynamic,
+                          dynamic_lr=dynamic_lr)  # {"split", **res, "baselines"}
+    res = {k: v for k, v in report.items() if k not in ("split", "baselines")}
+    baselines, prep = report["baselines"], run.prepared
+    if out:
+        from seqkit.cli.diagnose import confusion_picture
+
+        jpath = confusion_picture(res, out, f"{os.path.basename(os.path.normpath(run_dir))}: {split}")
+        click.echo(f"{out}: confusion matrix ({jpath} holds the numbers)", err=as_json)
+    if as_json:
+        from seqkit.runs.rundir import strict_json
+
+        click.echo(strict_json(report, indent=2))
+        return
+    for label, figures in (res.items() if "dynamic" in res else [(None, res)]):
+        figs = prep.head.format_metrics(figures)
+        tag = f" {label}" if label else ""
+        click.echo(f"{split}{tag} ({len(prep.splits[split])} examples): {figs[0]}")
+        for line in figs[1:]:
+            click.echo(line)
+    for name, per_split in baselines.items():
+        if isinstance(per_split, dict) and split in per_split:
+            click.echo("\n".join(_format_baseline(name, {split: per_split[split]})))

@@ -1,0 +1,195 @@
+"""``seqkit train``, ``seqkit validate`` and ``seqkit list``: from a recipe to a run directory
+(thin layers over :func:`seqkit.train`, :func:`seqkit.train_seeds`, :mod:`seqkit.recipe` and
+:mod:`seqkit.registry`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import click
+
+from seqkit.cli.common import with_common_options
+from seqkit.cli.evaluate import _format_metrics
+from seqkit.errors import SeqkitError
+
+def _default_run_dir(recipe) -> str:
+    return os.path.join("runs", recipe.name)
+
+
+@click.command()
+@click.argument("recipe", required=False, type=click.Path(dir_okay=False))
+@click.option("--set", "overrides", multiple=True, metavar="KEY.PATH=VALUE",
+              help="Override a recipe key, e.g. --set training.epochs=1 --set model.cell=gru.")
+@click.option("--run-dir", type=click.Path(file_okay=False), help="Where to write the run [default: runs/NAME].")
+@click.option("--resume", "resume_dir", type=click.Path(file_okay=False),
+              help="Continue an interrupted run from its last finished epoch.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing run directory.")
+@click.option("--seeds", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Train N runs with seeds SEED, SEED+1, ... into RUN_DIR-seed<S> and write "
+                   "RUN_DIR-seeds.json: mean, sample sd, min and max of every test figure.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the final metrics and the run directory as JSON (Keras's progress bar goes to stderr).")
+@with_common_options
+def train(recipe, overrides, run_dir, resume_dir, overwrite, seeds, as_json=False, quiet=False):
+    """Train the model a RECIPE describes; write the run directory.
+
+    With --resume RUN_DIR the run's own recipe is used (RECIPE may be left out;
+    --set still applies, e.g. --set training.epochs=20 to train longer).
+    """
+    from seqkit.recipe import load_recipe
+    from seqkit.runs.rundir import RECIPE
+
+    if seeds is not None:
+        if resume_dir:
+            raise SeqkitError("--seeds trains new runs; resume one seed's run with "
+                              "`seqkit train --resume RUN_DIR-seed<S>` (then run --seeds again with "
+                              "--overwrite, or summarise by hand).")
+        if not recipe:
+            raise click.UsageError("give a RECIPE file with --seeds.")
+        from seqkit.training.seeds import format_summary, train_seeds
+
+        rec = load_recipe(recipe, list(overrides))
+        summary = train_seeds(rec, seeds, run_dir or _default_run_dir(rec), overwrite=overwrite,
+                              verbose=0 if quiet else 1)
+        if as_json:
+            click.echo(json.dumps(summary, indent=2, ensure_ascii=False))
+            return
+        for line in format_summary(summary, "test") or format_summary(summary, "valid"):
+            click.echo(line)
+        click.echo(f"runs: {', '.join(summary['runs'])}")
+        click.echo(f"summary: {summary['path']}")
+        return
+
+    if resume_dir:
+        if run_dir and os.path.abspath(run_dir) != os.path.abspath(resume_dir):
+            raise SeqkitError("--run-dir and --resume name different directories; use one.")
+        source = recipe or os.path.join(resume_dir, RECIPE)
+        if not os.path.isfile(source):
+            raise SeqkitError(f"{resume_dir}: not a run directory (no {RECIPE}).")
+        from seqkit.runs.rundir import RunDir
+
+        RunDir(resume_dir).check(need_model=False)  # names a missing plugin; imports nothing
+        # the run's own recipe is data: its plugins: are not imported (a RECIPE the user names is)
+        rec = load_recipe(source, list(overrides), load_plugins=None if recipe else False)
+        path = resume_dir
+        from seqkit.guards import check_writable
+
+        check_writable(path, "resume")
+    else:
+        if not recipe:
+            raise click.UsageError("give a RECIPE file (or --resume RUN_DIR).")
+        rec = load_recipe(recipe, list(overrides))
+        path = run_dir or _default_run_dir(rec)
+        from seqkit.guards import check_writable
+
+        check_writable(path, "train")  # a read-only folder fails before the data is read
+    from seqkit.training.train import train as do_train
+
+    import contextlib
+
+    # --json: stdout holds the JSON only; Keras writes its progress bar to stdout, so send it to stderr
+    with contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext():
+        metrics = do_train(rec, path, resume=bool(resume_dir), overwrite=overwrite, verbose=0 if quiet else 1)
+    if as_json:
+        from seqkit.runs.rundir import strict_json
+
+        click.echo(strict_json({"run_dir": path, "metrics": metrics}, indent=2))
+        return
+    if "worker" in metrics:  # a non-chief worker of a multi-worker job
+        click.echo(f"{metrics['worker']}: trained {metrics['epochs']} epochs; the chief writes {path}")
+        return
+    from seqkit.registry import HEADS
+
+    click.echo(_format_metrics(metrics, HEADS.get(rec.head.type)(rec)))
+    click.echo(f"run directory: {path}")
+
+
+@click.command("list")
+@click.argument("kind", required=False, type=click.Choice(["cells", "heads", "data"]))
+@click.option("--json", "as_json", is_flag=True, help='Print {"cells": [{"name", "origin", "doc"}], '
+              '"heads": ..., "data": ..., "conflicts": [...], "broken": [...]} as JSON.')
+@with_common_options
+def list_(kind, as_json=False):
+    """List registered cells, heads and data sources, and where each comes from."""
+    from seqkit.registry import CELLS, DATA, HEADS
+
+    regs = {"cells": CELLS, "heads": HEADS, "data": DATA}
+    if as_json:
+        out = {"conflicts": [], "broken": []}
+        for name, reg in regs.items():
+            if kind and kind != name:
+                continue
+            out[name] = [{"name": e.name, "origin": e.origin,
+                          "doc": ((getattr(e.obj, "__doc__", "") or "").strip().splitlines() or [""])[0]}
+                         for e in reg.entries()]
+            out["conflicts"] += [{"kind": reg.kind, "name": c.name, "claimed_by": sorted(o for o, _ in c.claims)}
+                                 for c in reg.conflicts()]
+            out["broken"] += [{"kind": b.kind, "entry_point": b.entry_point, "origin": b.origin,
+                               "error": b.error} for b in reg.broken]
+        click.echo(json.dumps(out, indent=2, ensure_ascii=False))
+        return
+    for name, reg in regs.items():
+        if kind and kind != name:
+            continue
+        click.echo(f"{name}:")
+        for e in reg.entries():
+            doc = (getattr(e.obj, "__doc__", "") or "").strip().splitlines()
+            click.echo(f"  {e.name:<16} {e.origin:<22} {doc[0] if doc else ''}")
+        for c in reg.conflicts():
+            click.echo(f"  {c.name:<16} CONFLICT: claimed by " + " and ".join(sorted(o for o, _ in c.claims))
+                       + "; unusable until one is uninstalled")
+        for b in reg.broken:
+            click.echo(f"  BROKEN {b.entry_point} ({b.origin}): {b.error}")
+
+
+@click.command()
+@click.argument("recipe", type=click.Path(dir_okay=False))
+@click.option("--set", "overrides", multiple=True, metavar="KEY.PATH=VALUE", help="Override a recipe key.")
+@click.option("--data/--no-data", "check_data", default=True, show_default=True,
+              help="Also read the data and build the model (counts, vocabulary, parameters).")
+@click.option("--show", is_flag=True, help="Print the resolved recipe (defaults filled).")
+@click.option("--json", "as_json", is_flag=True, help='Print {"recipe", "ok": true, "resolved", "data", '
+              '"parameters"} as JSON, or {"recipe", "ok": false, "errors": [...]} (exit status 2).')
+@with_common_options
+def validate(recipe, overrides, check_data, show, as_json=False):
+    """Check a RECIPE without training: every key, the data, the model it builds."""
+    from seqkit.errors import RecipeError
+    from seqkit.recipe import load_recipe
+
+    if as_json:
+        from seqkit.runs.rundir import strict_json
+
+        try:
+            rec = load_recipe(recipe, list(overrides))
+        except RecipeError as exc:
+            click.echo(json.dumps({"recipe": recipe, "ok": False,
+                                   "errors": getattr(exc, "problems", None) or [str(exc)]}, indent=2))
+            raise
+        out = {"recipe": recipe, "ok": True, "resolved": rec.to_dict()}
+        if check_data:
+            from seqkit.guards import build_model
+            from seqkit.training.train import count_parameters, prepare
+
+            prep = prepare(rec)
+            out["data"] = {"source": str(prep.source), "examples": {k: len(v) for k, v in prep.splits.items()},
+                           "assets": prep.head.describe_assets()}
+            out["parameters"] = count_parameters(build_model(prep))
+        click.echo(strict_json(out, indent=2, ensure_ascii=False))
+        return
+    rec = load_recipe(recipe, list(overrides))
+    if show:
+        click.echo(rec.to_yaml().rstrip())
+    if check_data:
+        from seqkit.guards import build_model
+        from seqkit.training.train import count_parameters, prepare
+
+        prep = prepare(rec)
+        model = build_model(prep)
+        params = count_parameters(model)
+        click.echo(f"data: {prep.source}: " + ", ".join(f"{k} {len(v)}" for k, v in prep.splits.items())
+                   + f" examples; {prep.head.describe_assets()}")
+        click.echo(f"model: {params['total']:,} parameters (" +
+                   ", ".join(f"{k} {v:,}" for k, v in params.items() if k not in ("total", "trainable")) + ")")
+    click.echo(f"{recipe}: OK")
