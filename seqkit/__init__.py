@@ -19,6 +19,13 @@ Write a cell plugin::
 TensorFlow and Keras are imported lazily, so ``seqkit --help`` stays fast. Once Keras is
 imported (before or after seqkit), seqkit's Keras classes and those of installed plugins are
 registered, so ``keras.saving.load_model("run/model.keras")`` needs nothing but ``import seqkit``.
+
+Where things live (one concept per file; see each package's docstring): the Python API in
+:mod:`seqkit.api` and :mod:`seqkit.runs`; the command line in :mod:`seqkit.cli`; training in
+:mod:`seqkit.training`; decoding and answering in :mod:`seqkit.inference`; figures in
+:mod:`seqkit.metrics`; looking inside a model in :mod:`seqkit.diagnostics`; plugins' building
+blocks in :mod:`seqkit.cells`, :mod:`seqkit.heads`, :mod:`seqkit.layers`, :mod:`seqkit.data`;
+shipping in :mod:`seqkit.export` and :mod:`seqkit.runtime`.
 """
 
 from __future__ import annotations
