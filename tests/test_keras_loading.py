@@ -203,6 +203,43 @@ def test_import_seqkit_imports_neither_keras_nor_tensorflow():
 PORTABLE = ("lm_lstm", "tagger", "acceptor_tokens")  # LSTM, bidirectional SimpleRNN, bi GRU + final
 
 
+#: Where seqkit's Keras classes lived before the regrouping into subpackages (issue 14 part 6).
+OLD_MODULES = {"seqkit.training.losses": "seqkit.losses", "seqkit.training.optimizers": "seqkit.optimizers",
+               "seqkit.training.schedules": "seqkit.schedules"}
+
+
+def test_keras_files_that_name_the_old_module_paths_still_load(cases, tmp_path):
+    """A .keras written before the layout change names e.g. ``"module": "seqkit.losses"``; Keras
+    finds the classes by their registered names (``seqkit>Adam``), so such a file loads and
+    predicts as before. The files here are rewritten to the old paths (checked below)."""
+    import zipfile
+
+    _, manifest = cases
+    old = []
+    for c in manifest:
+        if c["case"] not in ("lm_lstm/last.keras", "seq2seq/model.keras"):
+            continue
+        dst = tmp_path / c["case"].replace("/", "-")
+        with zipfile.ZipFile(c["path"]) as src, zipfile.ZipFile(dst, "w") as out:
+            for item in src.infolist():
+                data = src.read(item.filename)
+                if item.filename == "config.json":
+                    text = data.decode("utf-8")
+                    for new, was in OLD_MODULES.items():
+                        text = text.replace(f'"module": "{new}"', f'"module": "{was}"')
+                    assert '"module": "seqkit.losses"' in text and '"module": "seqkit.optimizers"' in text
+                    assert "seqkit.training" not in text
+                    data = text.encode("utf-8")
+                out.writestr(item, data)
+        old.append({**c, "path": str(dst)})
+    assert len(old) == 2
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(old), encoding="utf-8")
+    res = _run(LOAD_ALL.format(imports="import seqkit\nimport keras"), path, "all", "1")
+    assert res.returncode == 0, res.stderr[-4000:]
+    assert json.loads(res.stdout.strip().splitlines()[-1]) == ["lm_lstm/last.keras", "seq2seq/model.keras"]
+
+
 @pytest.fixture(scope="module")
 def portable(cases, tmp_path_factory):
     from seqkit.export.portable import export_portable_keras
