@@ -16,6 +16,7 @@ import click
 
 from seqkit.errors import SeqkitError
 
+
 _NEEDS_TF = {"train", "evaluate", "generate", "validate", "predict", "export", "stream", "inspect",
              "bench_step", "attention", "diagnose"}
 

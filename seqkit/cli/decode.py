@@ -11,6 +11,7 @@ import click
 from seqkit.cli.common import read_input, with_common_options
 from seqkit.runs.rundir import strict_json
 
+
 @click.command()
 @click.argument("run_dir", type=click.Path(file_okay=False))
 @click.option("--prompt", default="", help="Text to continue (tokenized like the training data; a run "

@@ -9,7 +9,8 @@ import click
 
 from seqkit.cli.common import with_common_options
 
-def _format_baseline(name: str, figs) -> list[str]:
+
+def format_baseline(name: str, figs) -> list[str]:
     """``baseline NAME: split figures`` lines (LM baselines are perplexities per split)."""
     if not isinstance(figs, dict):
         return [f"baseline {name}: {figs}"]
@@ -19,7 +20,7 @@ def _format_baseline(name: str, figs) -> list[str]:
             for s, f in figs.items()]
 
 
-def _format_metrics(m: dict, head=None) -> str:
+def format_metrics(m: dict, head=None) -> str:
     lines = []
     for split in ("valid", "test"):
         if split in m:
@@ -28,7 +29,7 @@ def _format_metrics(m: dict, head=None) -> str:
             lines.append(f"{split}: {figs[0]}")
             lines += figs[1:] if split == "test" else []
     for name, figs in (m.get("baselines") or {}).items():
-        lines += _format_baseline(name, figs)
+        lines += format_baseline(name, figs)
     if "train_seconds" in m:
         lines.append(f"trained {m.get('epochs')} epochs in {m['train_seconds']} s")
     return "\n".join(lines)
@@ -74,4 +75,4 @@ def evaluate(run_dir, split, as_json, confusion_matrix, out, dynamic=False, dyna
             click.echo(line)
     for name, per_split in baselines.items():
         if isinstance(per_split, dict) and split in per_split:
-            click.echo("\n".join(_format_baseline(name, {split: per_split[split]})))
+            click.echo("\n".join(format_baseline(name, {split: per_split[split]})))

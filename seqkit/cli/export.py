@@ -12,6 +12,7 @@ import click
 from seqkit.cli.common import read_input, with_common_options
 from seqkit.errors import SeqkitError
 
+
 @click.command()
 @click.argument("run_dir", type=click.Path(file_okay=False))
 @click.option("--format", "fmt", type=click.Choice(["tflite", "saved_model", "all", "keras"]),

@@ -11,8 +11,9 @@ import sys
 import click
 
 from seqkit.cli.common import with_common_options
-from seqkit.cli.evaluate import _format_metrics
+from seqkit.cli.evaluate import format_metrics
 from seqkit.errors import SeqkitError
+
 
 def _default_run_dir(recipe) -> str:
     return os.path.join("runs", recipe.name)
@@ -102,7 +103,7 @@ def train(recipe, overrides, run_dir, resume_dir, overwrite, seeds, as_json=Fals
         return
     from seqkit.registry import HEADS
 
-    click.echo(_format_metrics(metrics, HEADS.get(rec.head.type)(rec)))
+    click.echo(format_metrics(metrics, HEADS.get(rec.head.type)(rec)))
     click.echo(f"run directory: {path}")
 
 
