@@ -301,6 +301,7 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
     tolerance = DEFAULT_TOLERANCE[quantize] if tolerance is None else tolerance
     min_agreement = DEFAULT_AGREEMENT[quantize] if min_agreement is None else min_agreement
     prep, model = load_run(run_dir, with_data=True)
+    refuse_char_embedding(prep, run_dir)
     calib = calibration_for(prep, quantize, calibration_examples)
     if state == "internal":
         from seqkit.export.stateful import check_stateful_request
@@ -452,6 +453,21 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
         with open(os.path.join(tmp, "parity.json"), "w", encoding="utf-8") as f:
             f.write(strict_json(report, indent=2))
     return report
+
+
+def refuse_char_embedding(prep, run_dir: str) -> None:
+    """Refuse a run with ``model.char_embedding`` (its export is not written yet).
+
+    Raises:
+        SeqkitError: naming the key and what still works.
+    """
+    if getattr(getattr(prep.head, "inputs", None), "chars", None) is None:
+        return
+    raise SeqkitError(f"{run_dir}: this run reads words with their characters "
+                      f"(model.char_embedding); seqkit cannot export such a run yet (the exported "
+                      f"signatures and runtimes take word ids alone). Use it from Python "
+                      f"(seqkit.load(RUN).predict) or `seqkit predict`, or train without "
+                      f"model.char_embedding to export.")
 
 
 def check_quantize(quantize: str, io_type: str, fmt: str, calibration_examples: int) -> None:
