@@ -225,10 +225,60 @@ def test_run_saves_reloads_and_predicts_unseen_words(char_run, tf):
     assert out[0]["tokens"] == ["the", "zebra", "runs"]
 
 
-def test_export_refused_naming_the_key(char_run, tmp_path):
-    from seqkit.errors import SeqkitError
+def _stream_tags(export_dir, lines):
+    """``seqkit stream``'s answers for text lines, as tag lists (the runtime packs the characters)."""
+    from seqkit.runtime.sequence_stream import (full_sequence_answers, read_stream_input,
+                                                stream_answers)
+    from seqkit.runtime.streaming import read_export_metadata
+
+    meta = read_export_metadata(export_dir)
+    inputs = read_stream_input("\n".join(lines), "<in>", meta, export_dir)
+    if meta.get("full_sequence"):
+        from seqkit.runtime.full_sequence import FullSequenceModel
+
+        answers = full_sequence_answers(FullSequenceModel(export_dir), inputs)
+    else:
+        from seqkit.runtime.streaming import StreamingModel
+
+        answers = stream_answers(StreamingModel(export_dir), inputs)
+    tags = [[] for _ in lines]
+    for a in answers:
+        tags[a.index].append(a.name)
+    return tags, meta
+
+
+LINES = ["the zebra runs", "a cat walked", "the dog eats"]
+
+
+def test_step_export_parity_and_stream(char_run, tmp_path):
+    """TFLite step model (token [B, 1 + W]): parity with Keras passes; the metadata carries the
+    character vocabulary and the stream runtime, packing characters itself, tags as Run.predict."""
     from seqkit.export.writer import export_run
 
-    with pytest.raises(SeqkitError, match="model.char_embedding"):
-        export_run(char_run[0], str(tmp_path / "exp"))
-    assert not os.path.exists(tmp_path / "exp")
+    path, run = char_run
+    out = str(tmp_path / "exp")
+    rep = export_run(path, out)
+    assert rep["tflite"]["max_abs_diff"] < 1e-4 and rep["tflite"]["argmax_agreement"] == 1.0
+    assert "WHILE" not in rep["tflite"]["ops"]  # the character loop is written out
+    tags, meta = _stream_tags(out, LINES)
+    with open(os.path.join(path, "char_vocab.json"), encoding="utf-8") as f:
+        assert meta["char_vocab"] == json.load(f) and meta["max_chars"] == 5
+    assert meta["input"]["shape"] == [None, 6] and os.path.isfile(os.path.join(out, "char_vocab.json"))
+    assert tags == [o["tags"] for o in run.predict(LINES)]
+
+
+@pytest.mark.slow
+def test_full_sequence_and_saved_model_exports(char_run, tmp_path):
+    """The pinned-shape TFLite predict (tokens [B, T, 1 + W]) and the SavedModel step/predict
+    pass parity; the full-sequence runtime answers as Run.predict."""
+    from seqkit.export.writer import export_run
+
+    path, run = char_run
+    out = str(tmp_path / "fs")
+    rep = export_run(path, out, full_sequence=True, batch=2, length=6)
+    assert rep["tflite"]["max_abs_diff"] < 1e-4
+    tags, meta = _stream_tags(out, LINES)
+    assert meta["full_sequence"]["input"]["shape"] == [2, 6, 6]
+    assert tags == [o["tags"] for o in run.predict(LINES)]
+    rep = export_run(path, str(tmp_path / "sm"), fmt="saved_model")
+    assert rep["saved_model"]["max_abs_diff"] < 1e-4 and rep["saved_model_predict"]["max_abs_diff"] < 1e-4

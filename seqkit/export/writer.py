@@ -19,6 +19,8 @@ half-written model. Layout::
                           quantization, recipe, versions (the same JSON is embedded in
                           model.tflite: seqkit.export.embedded_metadata)
     OUT/vocab.json        the vocabulary (id = position; token inputs)
+    OUT/char_vocab.json   the character vocabulary (model.char_embedding; also in metadata.json,
+                          with max_chars: a step is the word id, then its characters' ids)
     OUT/labels.json       the class / tag names (id = position; acceptor, tagger)
     OUT/parity.json       the parity report (max |logit diff|, arg-max agreement; a CRF
                           tagger: also Viterbi tag agreement with the Keras model)
@@ -157,6 +159,12 @@ def metadata_for(prep, stepper, quantize: str, full_sequence: dict | None = None
 
         meta["labels"] = list(head.labels.names)
         meta["token_mode"] = text_tokenizer(prep.recipe)
+        if head.inputs.chars is not None:  # model.char_embedding (seqkit.data.word_chars)
+            meta["char_vocab"] = list(head.inputs.chars.vocab.tokens)
+            meta["max_chars"] = head.inputs.chars.max_chars
+            meta["char_input"] = ("each step is [word id, then the ids in char_vocab of the word's "
+                                  "first max_chars characters as written (not lower-cased), 1 for an "
+                                  "unknown character, 0 padding]: int32 [1 + max_chars]")
         if head.inputs.kind == "frames":
             meta["normalizer"] = {"mean": head.inputs.normalizer.mean.tolist(),
                                   "std": head.inputs.normalizer.std.tolist(),
@@ -301,7 +309,6 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
     tolerance = DEFAULT_TOLERANCE[quantize] if tolerance is None else tolerance
     min_agreement = DEFAULT_AGREEMENT[quantize] if min_agreement is None else min_agreement
     prep, model = load_run(run_dir, with_data=True)
-    refuse_char_embedding(prep, run_dir)
     calib = calibration_for(prep, quantize, calibration_examples)
     if state == "internal":
         from seqkit.export.stateful import check_stateful_request
@@ -446,6 +453,8 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
             f.write(strict_json(meta, indent=1, ensure_ascii=False))
         if prep.vocab is not None:
             prep.vocab.save(os.path.join(tmp, "vocab.json"))
+        if meta.get("char_vocab"):
+            prep.head.inputs.chars.save(tmp)  # char_vocab.json
         write_subword_models(prep, meta, tmp)
         if "labels" in meta:
             with open(os.path.join(tmp, "labels.json"), "w", encoding="utf-8") as f:
@@ -453,21 +462,6 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
         with open(os.path.join(tmp, "parity.json"), "w", encoding="utf-8") as f:
             f.write(strict_json(report, indent=2))
     return report
-
-
-def refuse_char_embedding(prep, run_dir: str) -> None:
-    """Refuse a run with ``model.char_embedding`` (its export is not written yet).
-
-    Raises:
-        SeqkitError: naming the key and what still works.
-    """
-    if getattr(getattr(prep.head, "inputs", None), "chars", None) is None:
-        return
-    raise SeqkitError(f"{run_dir}: this run reads words with their characters "
-                      f"(model.char_embedding); seqkit cannot export such a run yet (the exported "
-                      f"signatures and runtimes take word ids alone). Use it from Python "
-                      f"(seqkit.load(RUN).predict) or `seqkit predict`, or train without "
-                      f"model.char_embedding to export.")
 
 
 def check_quantize(quantize: str, io_type: str, fmt: str, calibration_examples: int) -> None:

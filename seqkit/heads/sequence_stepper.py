@@ -111,11 +111,11 @@ class SequenceStepper:
     # ---------------------------------------------------------------- step
     def embed(self, x):
         """``token [B]`` -> ``[B, E]`` (a plain GATHER), packed ``token [B, 1 + W]`` -> ``[B, E + C]``
-        (the character-aware embedding layer itself) or raw ``frame [B, D]`` -> normalised ``[B, D]``."""
+        (:meth:`~seqkit.layers.char_word_embedding.CharWordEmbedding.step_call`) or raw ``frame [B, D]`` -> normalised ``[B, D]``."""
         import tensorflow as tf
 
-        if self.max_chars is not None:  # identity: the layer's Keras mask stays behind
-            return tf.identity(self.embedding(x, training=False))
+        if self.max_chars is not None:  # the character loop written out (no WHILE: any batch)
+            return self.embedding.step_call(x)
         if self.kind == "tokens":
             return tf.gather(self.embedding.embeddings, x)
         mean = tf.constant(self.normalizer.mean, tf.float32)

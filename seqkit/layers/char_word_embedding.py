@@ -81,6 +81,44 @@ class CharWordEmbedding(keras.layers.Layer):
         enc = ops.reshape(enc, (*lead, self.char_width))
         return ops.concatenate([self.word_embedding(words), ops.cast(enc, self.compute_dtype)], axis=-1)
 
+    def step_call(self, inputs):
+        """The same function with the character loop written out: ``W`` cell steps per direction
+        (``layer.cell``, a padded character keeps the state), no WHILE loop. The step export uses
+        it: a TFLite WHILE over a tensor list needs a static batch, which a step model has not.
+
+        Args:
+            inputs: ``[B, 1 + W] int32``.
+
+        Returns:
+            ``[B, E + C]`` float32, equal to :meth:`call` on the same rows.
+        """
+        inputs = ops.cast(inputs, "int32")
+        chars = inputs[:, 1:]
+        valid = ops.not_equal(chars, 0)
+        mask = ops.concatenate([ops.ones_like(valid[:, :1]), valid[:, 1:]], axis=1)
+        x = self.char_embedding(chars)  # [B, W, dim]
+        if self.bidirectional:
+            layers = [(self.char_rnn.forward_layer, range(self.max_chars)),
+                      (self.char_rnn.backward_layer, range(self.max_chars - 1, -1, -1))]
+        else:
+            layers = [(self.char_rnn, range(self.max_chars))]
+        finals = []
+        for layer, order in layers:
+            cell = layer.cell
+            sizes = cell.state_size if isinstance(cell.state_size, (list, tuple)) else [cell.state_size]
+            zeros = ops.zeros_like(x[:, 0, :1], dtype=x.dtype)  # [B, 1]
+            states = [ops.repeat(zeros, int(n), axis=1) for n in sizes]
+            out = states[0]
+            for t in order:
+                y, new = cell(x[:, t], states if len(states) > 1 else states[0], training=False)
+                new = list(new) if isinstance(new, (list, tuple)) else [new]
+                m = mask[:, t:t + 1]
+                states = [ops.where(m, a, b) for a, b in zip(new, states)]
+                out = ops.where(m, y, out)
+            finals.append(out)
+        enc = finals[0] if len(finals) == 1 else ops.concatenate(finals, axis=-1)
+        return ops.concatenate([self.word_embedding(inputs[:, 0]), enc], axis=-1)
+
     def compute_mask(self, inputs, mask=None):
         return ops.not_equal(inputs[..., 0], 0)
 
