@@ -211,6 +211,13 @@ def test_run_saves_reloads_and_predicts_unseen_words(char_run, tf):
     assert prep.head.inputs.chars.vocab.tokens == chars
     ev = prep.head.evaluate(model, prep.splits["test"])
     assert ev["accuracy"] == pytest.approx(run.metrics["test"]["accuracy"])
+    # the accuracy on the tokens the word vocabulary reads as [UNK], counted by hand
+    recs = token_records([["the", "zebra", "runs"], ["a", "yak", "walks"]],
+                         tags=[["D", "N", "V"], ["D", "N", "V"]])
+    ev = prep.head.evaluate(model, recs)
+    pred = [[prep.head.labels.names[k] for k in ids] for ids, _ in prep.head.decode(model, recs)]
+    assert ev["oov_tokens"] == 2
+    assert ev["oov_accuracy"] == (int(pred[0][1] == "N") + int(pred[1][1] == "N")) / 2
 
     out = run.predict(["the zebra runs", "a cat walked"])
     x = np.zeros((2, 3, 6), "int32")
