@@ -1,6 +1,8 @@
 """Tagger head: an aligned transducer, one tag per input step.
 
-``tokens [B, T] int32`` or ``frames [B, T, D] float32`` -> encoder ``[B, T, H]``
+``tokens [B, T] int32`` or ``frames [B, T, D] float32`` (``model.char_embedding``:
+``tokens [B, T, 1 + W]``, each word's id and characters, :mod:`seqkit.heads.sequence_inputs`)
+-> encoder ``[B, T, H]``
 (stacked and/or bidirectional allowed) -> ``logits [B, T, C]``; targets
 ``[B, T]`` fed as ``tag + 1`` with ``0`` at padding, so padding positions reach
 neither the loss nor the metrics (:mod:`seqkit.losses`).
