@@ -36,6 +36,7 @@ KERAS_MODULES = (
     "seqkit.layers.decoder",
     "seqkit.layers.pooling",
     "seqkit.layers.frame_mask",
+    "seqkit.layers.char_word_embedding",
     "seqkit.training.losses",
     "seqkit.training.optimizers",
     "seqkit.training.schedules",

@@ -74,6 +74,24 @@ class DataConfig(BaseModel):
     layout: Literal["line", "stream"] = "line"
 
 
+class CharEmbeddingConfig(BaseModel):
+    """``model.char_embedding``: character-aware word inputs for the acceptor and tagger
+    (:class:`seqkit.layers.char_word_embedding.CharWordEmbedding`; Lample et al. 2016, sec. 4.1).
+
+    Each word's first ``max_chars`` characters are embedded (``dim``) and read by a recurrent
+    encoder of ``units`` (cell plugin ``cell``; forward + backward final states with
+    ``bidirectional``); the result is concatenated with the word embedding, so a word unseen
+    in training still gets a representation of its spelling.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    dim: int = Field(16, gt=0)
+    units: int = Field(32, gt=0)
+    cell: str = "lstm"
+    bidirectional: bool = True
+    max_chars: int = Field(20, gt=0)
+
+
 class ModelConfig(BaseModel):
     """``model``: the embedding and the recurrent encoder stack."""
 
@@ -85,6 +103,8 @@ class ModelConfig(BaseModel):
     dropout: float = Field(0.0, ge=0.0, lt=1.0)
     recurrent_dropout: float = Field(0.0, ge=0.0, lt=1.0)
     bidirectional: bool = False
+    # acceptor / tagger: each word's characters through a small encoder, beside its embedding
+    char_embedding: Optional[CharEmbeddingConfig] = None
 
 
 class HeadConfig(BaseModel):
@@ -761,6 +781,7 @@ def recipe_from_dict(raw: dict, *, source: str = "<recipe>", lines: dict | None 
     if config is not None:
         _check_training_knobs(config, plugin_opts.get("head"), errors)
         _check_subword(config, plugins.get("data"), plugin_opts.get("data"), errors)
+        _check_char_embedding(config, plugins.get("data"), plugin_opts.get("data"), errors)
     check = getattr(plugins.get("data"), "check_recipe", None)
     if config is not None and "data" in plugin_opts and callable(check):
         for key, message in check(plugin_opts["data"], config) or ():  # e.g. table columns vs the head
@@ -797,6 +818,42 @@ def _check_training_knobs(config: RecipeModel, head_opts, errors: "_Errors") -> 
                                                     "sequence likelihood, which has no per-token targets "
                                                     "to smooth. Remove training.label_smoothing or set "
                                                     "head.crf: false.")
+
+
+def _check_char_embedding(config, source, options, errors) -> None:
+    """``model.char_embedding`` where it applies: an acceptor or tagger reading words (not
+    characters, not sentencepiece pieces), with a registered cell."""
+    from seqkit.registry import CELLS
+
+    ce = config.model.char_embedding
+    if ce is None:
+        return
+    key = ("model", "char_embedding")
+    if config.head.type not in ("acceptor", "tagger"):
+        errors.add(key, f"character-aware word inputs are for the acceptor and tagger heads (word "
+                        f"inputs); this recipe's head is {config.head.type}. Remove "
+                        f"model.char_embedding.")
+        return
+    try:
+        CELLS.get(ce.cell)
+    except RegistryError as exc:
+        errors.add(key + ("cell",), str(exc))
+    if config.data.tokenizer == "sentencepiece":
+        errors.add(key, "data.tokenizer sentencepiece gives subword pieces, not words; character-"
+                        "aware inputs read whole words. Use data.tokenizer: whitespace or remove "
+                        "model.char_embedding.")
+        return
+    if source is None:  # an unknown source: reported already
+        return
+    from seqkit.data.base import text_tokenizer
+
+    mode = text_tokenizer(types.SimpleNamespace(data=config.data, head=config.head,
+                                                data_options=options if options is not None else _empty()))
+    if mode == "char":
+        errors.add(key, f"the source '{config.data.source}' splits its text into characters "
+                        f"(data.tokenizer: char), so every input is already one character and a "
+                        f"character encoder per input adds nothing. Set data.tokenizer: whitespace "
+                        f"(word inputs) or remove model.char_embedding.")
 
 
 def _check_subword(config, source, options, errors) -> None:

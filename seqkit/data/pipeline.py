@@ -147,7 +147,8 @@ def make_array_dataset(inputs: list, targets: list, *, batch_size: int, shuffle:
     """A ``tf.data.Dataset`` of padded batches from already-encoded examples.
 
     Args:
-        inputs: per example either token ids ``[T] int32`` (padded with 0) or
+        inputs: per example either token ids ``[T] int32`` (padded with 0), packed word and
+            character ids ``[T, 1 + W] int32`` (padded with 0, :mod:`seqkit.data.word_chars`) or
             frames ``[T, D] float32`` (padded with NaN, see :mod:`seqkit.layers.frame_mask`).
         targets: per example a class target ``int`` (shape ``[]``) or a tag target
             ``[T] int32``; padded with 0 ("no target").
@@ -161,11 +162,11 @@ def make_array_dataset(inputs: list, targets: list, *, batch_size: int, shuffle:
         steps_per_epoch: as :func:`make_dataset`.
 
     Returns:
-        Batches ``(inputs [B, T] int32 | [B, T, D] float32, targets [B] | [B, T] int32)``.
+        Batches ``(inputs [B, T] int32 | [B, T, 1 + W] int32 | [B, T, D] float32, targets [B] | [B, T] int32)``.
     """
     import tensorflow as tf
 
-    frames = np.ndim(inputs[0]) == 2
+    frames = np.ndim(inputs[0]) == 2 and np.asarray(inputs[0]).dtype.kind == "f"
     x = flat_column(inputs, "float32" if frames else "int32")
     per_step = np.ndim(targets[0]) == 1
     y = flat_column(targets, "int32") if per_step else tf.constant(np.asarray(targets, "int32"))

@@ -1,7 +1,9 @@
 """A SavedModel of a run with named signatures, built with ``keras.export.ExportArchive``.
 
 Acceptor / tagger exports have ``step`` and ``initial_state`` (forward encoders;
-step input ``token [B] int32`` or raw ``frame [B, D] float32``, logits ``[B, C]``,
+step input ``token [B] int32`` or raw ``frame [B, D] float32``, logits ``[B, C]``;
+``model.char_embedding``: ``token [B, 1 + W]`` and ``tokens [B, T, 1 + W]``, the word id
+then its character ids, :mod:`seqkit.data.word_chars`;
 see :mod:`seqkit.heads.sequence_stepper`) and ``predict(tokens [B, T] int32 |
 frames [B, T, D] float32) -> {logits [B, C] | [B, T, C]}`` where frames are raw
 (the run's normaliser is applied inside) and padding is id 0 / NaN frames; a CRF
@@ -50,10 +52,13 @@ def stepper_for(prep, model):
 
 
 def predict_input_spec(prep, batch: int | None = None, length: int | None = None):
-    """``tokens [B, T] int32`` or ``frames [B, T, D] float32`` (``None`` = any size)."""
+    """``tokens [B, T] int32`` (``model.char_embedding``: ``[B, T, 1 + W]``, word id then
+    character ids) or ``frames [B, T, D] float32`` (``None`` = any size)."""
     import tensorflow as tf
 
     inputs = getattr(prep.head, "inputs", None)
+    if inputs is not None and inputs.chars is not None:
+        return tf.TensorSpec([batch, length, 1 + inputs.chars.max_chars], tf.int32, name="tokens")
     if inputs is not None and inputs.kind == "frames":
         return tf.TensorSpec([batch, length, inputs.width], tf.float32, name="frames")
     return tf.TensorSpec([batch, length], tf.int32, name="tokens")
@@ -84,7 +89,8 @@ def predict_fn(prep, model, unroll: bool = False):
         return {"logits": z, "tags": crf.decode(z, mask, unroll=unroll)}
 
     if inputs is None or inputs.kind != "frames":
-        return lambda tokens: answer(model(tokens, training=False), tf.not_equal(tokens, 0))
+        words = (lambda t: t[..., 0]) if inputs is not None and inputs.chars is not None else (lambda t: t)
+        return lambda tokens: answer(model(tokens, training=False), tf.not_equal(words(tokens), 0))
     mean = tf.constant(inputs.normalizer.mean, tf.float32)
     std = tf.constant(inputs.normalizer.std, tf.float32)
     return lambda frames: answer(model((frames - mean) / std, training=False),

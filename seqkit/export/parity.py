@@ -108,7 +108,8 @@ def compare(reference: np.ndarray, other: np.ndarray, valid: np.ndarray) -> dict
 def sequence_inputs(prep, examples: list, length: int | None = None):
     """``(x, lengths [N] int)``: acceptor/tagger records as the export's raw inputs.
 
-    ``x`` is ``tokens [N, T] int32`` (0 padding) or *raw* (not normalised)
+    ``x`` is ``tokens [N, T] int32`` (0 padding; ``model.char_embedding``: ``[N, T, 1 + W]``) or
+    *raw* (not normalised)
     ``frames [N, T, D] float32`` (NaN padding). ``T`` is ``length`` when given
     (longer records are cut to it), else the longest record.
     """
@@ -119,8 +120,8 @@ def sequence_inputs(prep, examples: list, length: int | None = None):
         rows = [np.asarray(r.frames, np.float32) for r in examples]
     T = length or max(len(r) for r in rows)
     rows = [r[:T] for r in rows]
-    if inputs.kind == "tokens":
-        x = np.zeros((len(rows), T), np.int32)
+    if inputs.kind == "tokens":  # [N, T], or [N, T, 1 + W] word and character ids
+        x = np.zeros((len(rows), T, *rows[0].shape[1:]), np.int32)
     else:
         x = np.full((len(rows), T, inputs.width), np.nan, np.float32)
     for i, r in enumerate(rows):
@@ -150,7 +151,7 @@ class ParityCase:
             self.x, valid = self.x[:, :length], valid[:, :length]
             self.lengths = valid.sum(axis=1)
         keras_x = self.x
-        if self.x.ndim == 3:  # frames: the Keras model reads normalised frames (NaN stays NaN)
+        if self.x.dtype.kind == "f":  # frames: the Keras model reads normalised frames (NaN stays NaN)
             keras_x = prep.head.inputs.normalizer(self.x)
         self.reference = np.asarray(model(keras_x, training=False))
         self.per_sequence = self.reference.ndim == 2

@@ -19,6 +19,8 @@ half-written model. Layout::
                           quantization, recipe, versions (the same JSON is embedded in
                           model.tflite: seqkit.export.embedded_metadata)
     OUT/vocab.json        the vocabulary (id = position; token inputs)
+    OUT/char_vocab.json   the character vocabulary (model.char_embedding; also in metadata.json,
+                          with max_chars: a step is the word id, then its characters' ids)
     OUT/labels.json       the class / tag names (id = position; acceptor, tagger)
     OUT/parity.json       the parity report (max |logit diff|, arg-max agreement; a CRF
                           tagger: also Viterbi tag agreement with the Keras model)
@@ -157,6 +159,12 @@ def metadata_for(prep, stepper, quantize: str, full_sequence: dict | None = None
 
         meta["labels"] = list(head.labels.names)
         meta["token_mode"] = text_tokenizer(prep.recipe)
+        if head.inputs.chars is not None:  # model.char_embedding (seqkit.data.word_chars)
+            meta["char_vocab"] = list(head.inputs.chars.vocab.tokens)
+            meta["max_chars"] = head.inputs.chars.max_chars
+            meta["char_input"] = ("each step is [word id, then the ids in char_vocab of the word's "
+                                  "first max_chars characters as written (not lower-cased), 1 for an "
+                                  "unknown character, 0 padding]: int32 [1 + max_chars]")
         if head.inputs.kind == "frames":
             meta["normalizer"] = {"mean": head.inputs.normalizer.mean.tolist(),
                                   "std": head.inputs.normalizer.std.tolist(),
@@ -445,6 +453,8 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
             f.write(strict_json(meta, indent=1, ensure_ascii=False))
         if prep.vocab is not None:
             prep.vocab.save(os.path.join(tmp, "vocab.json"))
+        if meta.get("char_vocab"):
+            prep.head.inputs.chars.save(tmp)  # char_vocab.json
         write_subword_models(prep, meta, tmp)
         if "labels" in meta:
             with open(os.path.join(tmp, "labels.json"), "w", encoding="utf-8") as f:

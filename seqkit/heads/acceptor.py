@@ -1,6 +1,8 @@
 """Acceptor head: read a whole sequence, answer once.
 
-``tokens [B, T] int32`` or ``frames [B, T, D] float32`` -> encoder ``[B, T, H]``
+``tokens [B, T] int32`` or ``frames [B, T, D] float32`` (``model.char_embedding``:
+``tokens [B, T, 1 + W]``, each word's id and characters, :mod:`seqkit.heads.sequence_inputs`)
+-> encoder ``[B, T, H]``
 -> one vector per sequence (:class:`~seqkit.layers.pooling.SequencePooling`:
 the final valid state -- forward final + backward final when bidirectional --
 or a masked mean/max) -> ``logits [B, C]``. Cross-entropy with hard targets

@@ -29,7 +29,7 @@ class SequenceHead(Head):
 
     def __init__(self, recipe, vocab=None):
         super().__init__(recipe, None)
-        self.inputs = SequenceInputs(recipe.data)
+        self.inputs = SequenceInputs(recipe.data, recipe.model.char_embedding)
         self.labels: LabelVocabulary | None = None
         self.unseen: dict = {}
 

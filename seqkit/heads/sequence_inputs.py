@@ -7,8 +7,13 @@
   :class:`~seqkit.data.normalize.FrameNormalizer` fitted on the training split;
   padding frames are NaN and masked by :class:`~seqkit.layers.frame_mask.FrameMask`.
 
+With ``model.char_embedding`` (tokens only), each step is a word *and its characters*,
+packed as ``[B, T, 1 + W] int32`` (column 0 the word id, then ``W = max_chars`` character
+ids; :mod:`seqkit.data.word_chars`), embedded by
+:class:`~seqkit.layers.char_word_embedding.CharWordEmbedding`.
+
 The kind, the frame width and the longest training sequence are saved in
-``inputs.json``; the vocabulary or normaliser beside it.
+``inputs.json``; the vocabulary or normaliser beside it (and ``char_vocab.json``).
 """
 
 from __future__ import annotations
@@ -46,10 +51,14 @@ class SequenceInputs:
 
     Args:
         data_cfg: the recipe's ``data`` section (``lowercase``, ``min_count``, ``max_vocab``).
+        char_cfg: the recipe's ``model.char_embedding`` (None: word ids alone).
     """
 
-    def __init__(self, data_cfg):
+    def __init__(self, data_cfg, char_cfg=None):
         self.data_cfg = data_cfg
+        self.char_cfg = char_cfg
+        #: model.char_embedding: the words' characters (:class:`~seqkit.data.word_chars.WordChars`)
+        self.chars = None
         self.kind: str | None = None
         self.vocab: Vocabulary | None = None
         self.normalizer: FrameNormalizer | None = None
@@ -108,15 +117,27 @@ class SequenceInputs:
             d = self.data_cfg
             self.vocab = Vocabulary.build((self._toks(r.tokens) for r in train),
                                           min_count=d.min_count, max_size=d.max_vocab)
-        else:
+        if self.char_cfg is not None:
+            from seqkit.data.word_chars import WordChars
+
+            if self.kind != "tokens":
+                raise DataError("model.char_embedding: the data gives real-valued frames, which have "
+                                "no characters; character-aware inputs read words. Remove "
+                                "model.char_embedding.")
+            self.chars = WordChars.build((w for r in train for w in r.tokens), self.char_cfg.max_chars)
+        if self.kind == "frames":
             self.normalizer = FrameNormalizer.fit([r.frames for r in train])
             self.width = self.normalizer.width
 
     def save(self, run_dir: str) -> None:
-        atomic_write_json(os.path.join(run_dir, INPUTS),
-                          {"kind": self.kind, "width": self.width, "longest": self.longest})
+        meta = {"kind": self.kind, "width": self.width, "longest": self.longest}
+        if self.chars is not None:
+            meta["max_chars"] = self.chars.max_chars
+        atomic_write_json(os.path.join(run_dir, INPUTS), meta)
         if self.kind == "tokens":
             self.vocab.save(os.path.join(run_dir, VOCAB))
+            if self.chars is not None:
+                self.chars.save(run_dir)
             if self.subword is not None:
                 self.subword.save(run_dir)
         else:
@@ -134,6 +155,10 @@ class SequenceInputs:
                               f"directory is incomplete, train again.") from exc
         if self.kind == "tokens":
             self.vocab = Vocabulary.load(os.path.join(run_dir, VOCAB))
+            if self.char_cfg is not None:
+                from seqkit.data.word_chars import WordChars
+
+                self.chars = WordChars.load(run_dir, self.char_cfg.max_chars)
             if self.data_cfg.tokenizer == "sentencepiece":
                 from seqkit.data.subword import TextTokenizer
 
@@ -143,7 +168,9 @@ class SequenceInputs:
 
     def describe(self) -> str:
         if self.kind == "tokens":
-            return f"vocabulary {len(self.vocab)}" + (f" ({self.subword.describe()})" if self.subword else "")
+            return (f"vocabulary {len(self.vocab)}" + (f" ({self.subword.describe()})" if self.subword else "")
+                    + (f", {len(self.chars)} characters (up to {self.chars.max_chars} per word)"
+                       if self.chars is not None else ""))
         return f"{self.width} channels (standardised)"
 
     # ---------------------------------------------------------------- encode
@@ -155,7 +182,8 @@ class SequenceInputs:
         return [t.lower() for t in tokens] if self.data_cfg.lowercase else list(tokens)
 
     def encode(self, record) -> np.ndarray:
-        """``tokens -> [T] int32 ids`` or ``frames -> [T, D] float32`` standardised.
+        """``tokens -> [T] int32 ids`` (with ``model.char_embedding``: ``[T, 1 + W] int32``, the
+        word id then its character ids) or ``frames -> [T, D] float32`` standardised.
 
         Raises:
             DataError: a record of the other kind, or frames of another width.
@@ -163,7 +191,12 @@ class SequenceInputs:
         if self.kind == "tokens":
             if record.tokens is None:
                 raise DataError(f"{record.where}: this run reads tokens, the input has frames.")
-            return np.asarray(self.vocab.encode(self._toks(record.tokens)), "int32")
+            ids = np.asarray(self.vocab.encode(self._toks(record.tokens)), "int32")
+            if self.chars is not None:
+                from seqkit.data.word_chars import pack
+
+                return pack(ids, self.chars.encode(list(record.tokens)))
+            return ids
         if record.frames is None:
             raise DataError(f"{record.where}: this run reads {self.width}-channel frames, the input "
                             f"has tokens.")
@@ -182,12 +215,20 @@ class SequenceInputs:
 
     # ---------------------------------------------------------------- model
     def input_layer(self, model_cfg):
-        """``(keras.Input, x [B, T, E] with mask)`` for this kind of input."""
+        """``(keras.Input, x [B, T, E] with mask)`` for this kind of input (``model.char_embedding``:
+        input ``[B, T, 1 + W] int32``, ``x [B, T, E + C]``)."""
         import keras
 
         from seqkit.layers.frame_mask import FrameMask
 
-        if self.kind == "tokens":
+        if self.chars is not None:
+            from seqkit.layers.char_word_embedding import CharWordEmbedding
+
+            c = self.char_cfg
+            inp = keras.Input(shape=(None, 1 + c.max_chars), dtype="int32", name="tokens")
+            x = CharWordEmbedding(len(self.vocab), model_cfg.embedding_dim, len(self.chars), c.dim,
+                                  c.units, c.cell, c.bidirectional, c.max_chars, name="embedding")(inp)
+        elif self.kind == "tokens":
             inp = keras.Input(shape=(None,), dtype="int32", name="tokens")
             x = keras.layers.Embedding(len(self.vocab), model_cfg.embedding_dim, mask_zero=True,
                                        name="embedding")(inp)

@@ -1,7 +1,9 @@
 """One-step-at-a-time view of a trained acceptor or tagger (forward encoders only).
 
 ``(x_t, states) -> (logits [B, C] float32, new_states)`` where ``x_t`` is the
-current token id ``token [B] int32`` or the current *raw* frame
+current token id ``token [B] int32`` (with ``model.char_embedding``: the packed word id
+and character ids ``token [B, 1 + W] int32``, :mod:`seqkit.data.word_chars`) or the
+current *raw* frame
 ``frame [B, D] float32``: the run's per-channel normaliser
 (``(x - mean) / std``, fitted on the training split) is applied inside the
 step, so a runtime feeds frames exactly as it reads them.
@@ -57,6 +59,8 @@ class SequenceStepper:
             raise refuse_bidirectional()
         self.kind, self.pooling = kind, pooling
         self.embedding = model.get_layer("embedding") if kind == "tokens" else None
+        #: model.char_embedding: W, the characters packed after the word id (else None)
+        self.max_chars = getattr(self.embedding, "max_chars", None)
         self.normalizer = normalizer
         self.logits = model.get_layer("logits")
         self.cells = [layer.cell for layer in recurrent_layers(model)]
@@ -65,9 +69,12 @@ class SequenceStepper:
 
     # ---------------------------------------------------------------- layout
     def input_spec(self):
-        """``token [B] int32`` or ``frame [B, D] float32`` (raw, not normalised)."""
+        """``token [B] int32`` (packed with characters: ``[B, 1 + W]``) or ``frame [B, D] float32``
+        (raw, not normalised)."""
         import tensorflow as tf
 
+        if self.max_chars is not None:
+            return tf.TensorSpec([None, 1 + self.max_chars], tf.int32, name="token")
         if self.kind == "tokens":
             return tf.TensorSpec([None], tf.int32, name="token")
         return tf.TensorSpec([None, self.width], tf.float32, name="frame")
@@ -103,9 +110,12 @@ class SequenceStepper:
 
     # ---------------------------------------------------------------- step
     def embed(self, x):
-        """``token [B]`` -> ``[B, E]`` (a plain GATHER) or raw ``frame [B, D]`` -> normalised ``[B, D]``."""
+        """``token [B]`` -> ``[B, E]`` (a plain GATHER), packed ``token [B, 1 + W]`` -> ``[B, E + C]``
+        (:meth:`~seqkit.layers.char_word_embedding.CharWordEmbedding.step_call`) or raw ``frame [B, D]`` -> normalised ``[B, D]``."""
         import tensorflow as tf
 
+        if self.max_chars is not None:  # the character loop written out (no WHILE: any batch)
+            return self.embedding.step_call(x)
         if self.kind == "tokens":
             return tf.gather(self.embedding.embeddings, x)
         mean = tf.constant(self.normalizer.mean, tf.float32)

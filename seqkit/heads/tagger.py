@@ -1,6 +1,8 @@
 """Tagger head: an aligned transducer, one tag per input step.
 
-``tokens [B, T] int32`` or ``frames [B, T, D] float32`` -> encoder ``[B, T, H]``
+``tokens [B, T] int32`` or ``frames [B, T, D] float32`` (``model.char_embedding``:
+``tokens [B, T, 1 + W]``, each word's id and characters, :mod:`seqkit.heads.sequence_inputs`)
+-> encoder ``[B, T, H]``
 (stacked and/or bidirectional allowed) -> ``logits [B, T, C]``; targets
 ``[B, T]`` fed as ``tag + 1`` with ``0`` at padding, so padding positions reach
 neither the loss nor the metrics (:mod:`seqkit.training.losses`).
@@ -197,8 +199,19 @@ class TaggerHead(SequenceHead):
         return out
 
     def evaluate(self, model, records):
+        """:meth:`scores` of the decoded paths; token inputs add ``oov_tokens`` and ``oov_accuracy``:
+        the tokens the word vocabulary reads as ``[UNK]`` and the accuracy on them (none: no
+        ``oov_accuracy``) -- where character-aware inputs (``model.char_embedding``) help."""
         pred = [[self.labels.names[i] for i in ids] for ids, _ in self.decode(model, records)]
-        return self.scores([list(r.tags) for r in records], pred)
+        out = self.scores([list(r.tags) for r in records], pred)
+        if self.inputs.kind == "tokens" and self.inputs.subword is None:
+            index = self.inputs.vocab.index
+            hits = [t == p for r, ps in zip(records, pred)
+                    for w, t, p in zip(self.inputs._toks(r.tokens), r.tags, ps) if w not in index]
+            out["oov_tokens"] = len(hits)
+            if hits:
+                out["oov_accuracy"] = float(np.mean(hits))
+        return out
 
     def baselines(self, prep):
         """Most-frequent-tag-per-word, trained on the train split, scored on valid and test."""
@@ -220,6 +233,9 @@ class TaggerHead(SequenceHead):
                 + f" ({figures['tokens']} tokens, {figures['sequences']} sequences"
                 + (f", {figures['unseen_tag_tokens']} with tags unseen in training"
                    if figures.get("unseen_tag_tokens") else "") + ")")
+        if figures.get("oov_tokens"):
+            line += (f"; on the {figures['oov_tokens']} tokens read as [UNK]: accuracy "
+                     f"{figures['oov_accuracy']:.4f}")
         lines = [line, f"  {'tag':<8} {'P':>6} {'R':>6} {'F1':>6} {'support':>8}"]
         for tag, v in figures.get("per_tag", {}).items():
             lines.append(f"  {tag:<8} {v['precision']:6.3f} {v['recall']:6.3f} {v['f1']:6.3f} {v['support']:8d}")

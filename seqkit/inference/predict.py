@@ -62,7 +62,8 @@ def read_records(text: str, name: str, fmt: str, prep) -> list[Record]:
         raise SeqkitError(f"{name}: no input sequences (empty input).")
     unk, total = head.inputs.unknown_count(records)
     if unk:
-        log.warn(f"{unk} of {total} input tokens are not in the run's vocabulary and were read as [UNK].")
+        log.warn(f"{unk} of {total} input tokens are not in the run's vocabulary and were read as [UNK]"
+                 + (" (their characters are still read: model.char_embedding)." if head.inputs.chars else "."))
     return records
 
 

@@ -48,6 +48,10 @@ def text_unsupported(prep) -> str | None:
     if inputs is not None and inputs.kind != "tokens":
         return (f"it reads {inputs.width}-channel frames, not text (feed frames to the `predict` "
                 f"signature of `seqkit export --format saved_model` instead)")
+    if inputs is not None and inputs.chars is not None:
+        return ("it reads each word's characters too (model.char_embedding), which the text "
+                "signatures do not look up: use run.predict, `seqkit stream` (it packs the "
+                "characters itself) or the id signatures (tokens [B, T, 1 + max_chars])")
     d = prep.recipe.data
     if d.tokenizer == "sentencepiece" or getattr(prep.head, "target_subword", False):
         return ("its tokenizer is sentencepiece, whose pieces the graph cannot cut with tf.strings "

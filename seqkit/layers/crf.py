@@ -260,9 +260,10 @@ class CRF(keras.layers.Layer):
 
 
 def _input_mask(x):
-    """``[B, T]`` bool valid steps of the tagger's raw input: token id != 0, or a frame without NaN."""
+    """``[B, T]`` bool valid steps of the tagger's raw input: token id != 0 (packed word and
+    character ids ``[B, T, 1 + W]``: the word id, column 0), or a frame without NaN."""
     if "int" in str(x.dtype):
-        return ops.not_equal(x, 0)
+        return ops.not_equal(x[..., 0] if len(x.shape) == 3 else x, 0)
     return ops.logical_not(ops.any(ops.isnan(x), axis=-1))
 
 

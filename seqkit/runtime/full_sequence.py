@@ -55,7 +55,8 @@ class FullSequenceModel:
         """Logits per row: ``[C]`` (acceptor) or ``[T_i, C]`` (tagger).
 
         Args:
-            rows: ``[T_i]`` token ids or ``[T_i, D]`` raw frames, each ``T_i <= T``.
+            rows: ``[T_i]`` token ids, ``[T_i, 1 + W]`` word and character ids
+                (``model.char_embedding``) or ``[T_i, D]`` raw frames, each ``T_i <= T``.
 
         Raises:
             SeqkitError: a row longer than the pinned length.
@@ -92,7 +93,8 @@ class FullSequenceModel:
                 width = int(self.metadata["full_sequence"]["input"]["shape"][-1])
                 x = np.full((self.batch, self.length, width), np.nan, np.float32)
             else:
-                x = np.zeros((self.batch, self.length), np.int32)
+                shape = self.metadata["full_sequence"]["input"]["shape"]  # [B, T(, 1 + W)]
+                x = np.zeros((self.batch, self.length, *shape[2:]), np.int32)
             for j, r in enumerate(block):
                 x[j, : len(r)] = r
             res = self.runner(**{self.input_name: self._codec_in[self.input_name].encode(x)})

@@ -29,7 +29,7 @@ from seqkit.errors import SeqkitError
 @dataclass
 class StreamInput:
     """One sequence to stream: ``where`` (file:line), ``tokens`` (words, or None for frames)
-    and ``steps`` (``[T]`` ids or ``[T, D]`` raw frames)."""
+    and ``steps`` (``[T]`` ids, ``[T, 1 + W]`` word and character ids, or ``[T, D]`` raw frames)."""
 
     where: str
     tokens: list | None
@@ -89,11 +89,18 @@ def read_stream_input(text: str, name: str, metadata: dict, folder: str | None =
                 if miss and first is None:
                     first = f"{name}:{n} {miss[0]!r}"
                 unknown += len(miss)
-                out.append(StreamInput(f"{name}:{n}", words, np.asarray(ids, np.int32)))
+                steps = np.asarray(ids, np.int32)
+                if metadata.get("char_vocab"):  # model.char_embedding: the words' characters too
+                    from seqkit.data.word_chars import WordChars, pack
+
+                    steps = pack(steps, WordChars(Vocabulary(metadata["char_vocab"]),
+                                                  metadata["max_chars"]).encode(words))
+                out.append(StreamInput(f"{name}:{n}", words, steps))
         if unknown:
             total = sum(len(x.steps) for x in out)
             log.warn(f"{unknown} of {total} input tokens are not in the export's vocabulary and were "
-                     f"read as [UNK] (first: {first}).")
+                     f"read as [UNK] (first: {first})"
+                     + ("; their characters are still read." if metadata.get("char_vocab") else "."))
     if not out:
         raise SeqkitError(f"{name}: no input sequences (empty input).")
     return out
