@@ -275,8 +275,7 @@ def evaluate(run_dir, split, as_json, confusion_matrix, out, dynamic=False, dyna
         for line in figs[1:]:
             click.echo(line)
         if label == "dynamic":
-            click.echo(f"  (rule {figures['rule']}, lr {figures['learning_rate']:g}, decay "
-                       f"{figures['decay']:g}, chunk {figures['chunk']})")
+            click.echo(f"  update rule: {figures['rule']}")
     for name, per_split in baselines.items():
         if isinstance(per_split, dict) and split in per_split:
             click.echo("\n".join(_format_baseline(name, {split: per_split[split]})))
