@@ -235,8 +235,15 @@ class EvaluationConfig(BaseModel):
     """``evaluation``: dynamic evaluation (``seqkit evaluate --dynamic``, data.layout stream)."""
 
     model_config = ConfigDict(extra="forbid")
-    dynamic_lr: float = Field(0.1, gt=0.0)  # SGD step size on each scored chunk's mean loss
+    # update rule after each scored chunk (seqkit.heads.dynamic_eval): sgd, or Krause et al.'s
+    # rms (step divided by the training gradients' RMS, decay scaled by it)
+    dynamic_rule: Literal["sgd", "rms"] = "sgd"
+    dynamic_lr: float = Field(0.1, gt=0.0, allow_inf_nan=False)  # eta, on each chunk's mean loss
+    dynamic_decay: float = Field(0.0, ge=0.0, allow_inf_nan=False)  # lambda: pull to the trained weights
     dynamic_chunk: int = Field(20, gt=0)    # tokens per scored-then-adapted chunk
+    dynamic_epsilon: float = Field(1e-5, gt=0.0, allow_inf_nan=False)  # rms: added to sqrt(MS)
+    # rms: training chunks (training.batch_size columns x dynamic_chunk) for MS; null: all
+    dynamic_stat_chunks: Optional[int] = Field(None, gt=0)
 
 
 class RecipeModel(BaseModel):

@@ -159,6 +159,114 @@ def test_train_evaluate_and_dynamic(tmp_path, keras):
     assert both["dynamic"]["bits_per_token"] < both["static"]["bits_per_token"]  # it adapts to the repeats
     assert _hashes(run) == before  # --dynamic changed no file of the run
 
+    # Krause et al.'s RMS rule with decay: also adapts to the repeats, and changes no file either
+    res = cli.invoke(main, ["evaluate", run, "--json", "--dynamic-rule", "rms", "--dynamic-lr", "0.0001",
+                            "--dynamic-decay", "0.02"], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    rms = json.loads(res.output[res.output.index("{"):])
+    assert rms["dynamic"]["rule"] == "rms" and rms["dynamic"]["decay"] == 0.02
+    assert rms["dynamic"]["chunk"] == 10 and rms["dynamic"]["learning_rate"] == 0.0001
+    assert rms["dynamic"]["bits_per_token"] < rms["static"]["bits_per_token"]
+    assert _hashes(run) == before
+
+    # a bad value: the same SeqkitError from the Python API and the CLI (exit 2, no traceback)
+    from seqkit.errors import SeqkitError
+    from seqkit.runs.run import Run
+
+    for kwargs, flags in (({"dynamic_lr": 0.0}, ["--dynamic-lr", "0"]),
+                          ({"dynamic_rule": "adam"}, ["--dynamic-rule", "adam"]),
+                          ({"dynamic_decay": -1.0}, ["--dynamic-decay=-1"])):
+        with pytest.raises(SeqkitError) as exc:
+            Run(run).evaluate(**kwargs)
+        res = cli.invoke(main, ["evaluate", run, *flags])
+        assert res.exit_code == 2 and str(exc.value) in res.output and "Traceback" not in res.output
+        assert flags[0].split("=")[0] in str(exc.value) and next(iter(kwargs)) in str(exc.value)
+
+
+# ---------------------------------------------------------------- dynamic evaluation: the update rules
+
+def test_decay_rates_and_rms_update_by_hand(tf):
+    """Krause et al. 2018, Section 5: theta <- theta - eta g / (sqrt(MS) + eps) + lambda r (theta_g - theta),
+    r = RMS / mean(RMS) clipped at 1 / lambda (mean: over tensors of each tensor's mean, as their code)."""
+    from seqkit.heads.dynamic_eval import DynamicUpdate, decay_rates
+
+    ms = [np.array([[1.0, 4.0], [9.0, 16.0]]), np.array([0.25])]  # RMS 1, 2, 3, 4 (mean 2.5) and 0.5
+    # mean RMS (2.5 + 0.5) / 2 = 1.5; rates 2/3, 4/3, 2, 8/3 and 1/3; lambda 0.5 clips 8/3 to 2
+    rates = decay_rates(ms, 0.5)
+    np.testing.assert_allclose(rates[0], [[2 / 3, 4 / 3], [2.0, 2.0]])
+    np.testing.assert_allclose(rates[1], [1 / 3])
+    np.testing.assert_allclose(decay_rates(ms, 0.0)[0], [[2 / 3, 4 / 3], [2.0, 8 / 3]])
+
+    rng = np.random.default_rng(0)
+    theta_g = [rng.normal(size=(2, 2)), rng.normal(size=(1,))]
+    theta = [t + rng.normal(size=t.shape) for t in theta_g]
+    grads = [rng.normal(size=t.shape) for t in theta_g]
+    eta, lam, eps = 0.01, 0.3, 1e-3
+    weights = [tf.Variable(t, dtype=tf.float32) for t in theta]
+    DynamicUpdate(weights, lr=eta, rule="rms", decay=lam, epsilon=eps, stats=ms, anchor=theta_g)(
+        [tf.constant(g, tf.float32) for g in grads])
+    for w, t, t0, g, m in zip(weights, theta, theta_g, grads, ms):
+        r = np.minimum(np.sqrt(m) / 1.5, 1 / lam)
+        want = t - eta * g / (np.sqrt(m) + eps) + lam * r * (t0 - t)
+        np.testing.assert_allclose(w.numpy(), want, rtol=1e-5, atol=1e-6)
+
+    # no gradient: only the decay acts, theta moves lambda * r of the way to theta_g ...
+    weights = [tf.Variable(t, dtype=tf.float32) for t in theta]
+    DynamicUpdate(weights, lr=eta, rule="rms", decay=lam, stats=ms, anchor=theta_g)([None, None])
+    for w, t, t0, r in zip(weights, theta, theta_g, decay_rates(ms, lam)):
+        np.testing.assert_allclose(w.numpy() - t, lam * r * (t0 - t), rtol=1e-5, atol=1e-6)
+        assert np.all(np.abs(w.numpy() - t0) <= np.abs(t - t0) + 1e-6)  # towards theta_g, never past it
+    # ... with the sgd rule, lambda of the way for every weight
+    weights = [tf.Variable(t, dtype=tf.float32) for t in theta]
+    DynamicUpdate(weights, lr=eta, rule="sgd", decay=lam, anchor=theta_g)([tf.zeros(t.shape) for t in theta])
+    for w, t, t0 in zip(weights, theta, theta_g):
+        np.testing.assert_allclose(w.numpy(), t + lam * (t0 - t), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="gradient statistics"):
+        DynamicUpdate(weights, lr=eta, rule="rms")
+
+
+def test_gradient_stats_and_dynamic_score_by_hand(tf, keras):
+    """MS is the mean of squared chunk gradients (state carried); dynamic_score's total is chunk 1
+    scored with theta_g plus chunk 2 scored with the hand-updated weights."""
+    from seqkit.heads.dynamic_eval import dynamic_score, gradient_stats
+    from seqkit.heads.stream_lm import StreamRunner
+
+    prep, model = _stream_model("lstm")
+    runner = StreamRunner(model)
+    weights = model.trainable_variables
+    rng = np.random.default_rng(2)
+    text = rng.integers(4, len(prep.vocab), size=13).astype(np.int64)  # 2 chunks of 6 inputs, one column
+    data = StreamData(batchify(text, 1), 6)
+    chunks = list(data)
+    assert len(chunks) == 2
+
+    def chunk_grads(x, y, states):
+        with tf.GradientTape() as tape:
+            logits, new = runner.forward(tf.constant(x), states)
+            ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tf.constant(y), logits=logits)
+            loss = tf.reduce_mean(ce)
+        return [tf.convert_to_tensor(g).numpy() for g in tape.gradient(loss, weights)], float(tf.reduce_sum(ce)), new
+
+    g1, ce1, s1 = chunk_grads(*chunks[0], runner.zero_states(1))
+    g2, _, _ = chunk_grads(*chunks[1], s1)
+    ms = gradient_stats(model, data)
+    for m, a, b in zip(ms, g1, g2):
+        np.testing.assert_allclose(m, (a ** 2 + b ** 2) / 2, rtol=1e-4, atol=1e-12)
+
+    theta_g = [w.numpy().copy() for w in weights]
+    eta, lam, eps = 0.02, 0.1, 1e-4
+    got = dynamic_score(model, data, lr=eta, rule="rms", decay=lam, epsilon=eps, stats=ms)
+    for w, t in zip(weights, theta_g):
+        assert np.array_equal(w.numpy(), t)  # restored
+    # by hand: chunk 2 is scored after one step from theta_g (no decay term yet: theta = theta_g)
+    for w, t, g, m in zip(weights, theta_g, g1, ms):
+        w.assign(t - eta * g / (np.sqrt(m) + eps))
+    _, ce2, _ = chunk_grads(*chunks[1], s1)
+    for w, t in zip(weights, theta_g):
+        w.assign(t)
+    assert got["tokens"] == 12
+    assert got["cross_entropy"] == pytest.approx((ce1 + ce2) / 12, rel=1e-5)
+
 
 def test_resume_at_epoch_boundary_equals_straight_through(tmp_path, keras):
     """The carried state resets every epoch and the chunk order is fixed, so a run resumed

@@ -43,18 +43,27 @@ def format_metrics(m: dict, head=None) -> str:
 @click.option("--out", type=click.Path(dir_okay=False),
               help="Also draw the row-normalised confusion matrix into this PNG (+ a .json beside it).")
 @click.option("--dynamic", is_flag=True, help="Language model, data.layout stream: also report dynamic "
-              "evaluation (an SGD step on each chunk after scoring it; the run's files are not changed).")
-@click.option("--dynamic-lr", type=click.FloatRange(min=0, min_open=True),
-              help="SGD step size of --dynamic [default: recipe evaluation.dynamic_lr].")
+              "evaluation (an update on each chunk after scoring it; the run's files are not changed).")
+@click.option("--dynamic-rule", metavar="sgd|rms", help="Update rule of --dynamic: sgd, or rms (Krause et "
+              "al. 2018: step / RMS of training gradients, decay scaled by it) [default: recipe "
+              "evaluation.dynamic_rule].")
+@click.option("--dynamic-lr", type=float, help="Step size eta of --dynamic, > 0 [default: recipe "
+              "evaluation.dynamic_lr].")
+@click.option("--dynamic-decay", type=float, help="Decay lambda towards the trained weights per chunk, >= 0 "
+              "[default: recipe evaluation.dynamic_decay].")
+@click.option("--dynamic-chunk", type=int, help="Tokens per scored-then-adapted chunk, > 0 [default: "
+              "recipe evaluation.dynamic_chunk].")
 @with_common_options
-def evaluate(run_dir, split, as_json, confusion_matrix, out, dynamic=False, dynamic_lr=None):
+def evaluate(run_dir, split, as_json, confusion_matrix, out, dynamic=False, dynamic_lr=None,
+             dynamic_rule=None, dynamic_decay=None, dynamic_chunk=None):
     """Evaluate a trained run on a held-out split (LM: cross-entropy, perplexity; acceptor:
     accuracy, macro-F1; tagger: token accuracy, per-tag P/R/F1, entity F1 for BIO/BIOES)."""
     from seqkit.runs.run import Run
 
     run = Run(run_dir)
     report = run.evaluate(split, confusion_matrix=confusion_matrix or bool(out), dynamic=dynamic,
-                          dynamic_lr=dynamic_lr)  # {"split", **res, "baselines"}
+                          dynamic_lr=dynamic_lr, dynamic_rule=dynamic_rule, dynamic_decay=dynamic_decay,
+                          dynamic_chunk=dynamic_chunk)  # {"split", **res, "baselines"}
     res = {k: v for k, v in report.items() if k not in ("split", "baselines")}
     baselines, prep = report["baselines"], run.prepared
     if out:
@@ -73,6 +82,8 @@ def evaluate(run_dir, split, as_json, confusion_matrix, out, dynamic=False, dyna
         click.echo(f"{split}{tag} ({len(prep.splits[split])} examples): {figs[0]}")
         for line in figs[1:]:
             click.echo(line)
+        if label == "dynamic":
+            click.echo(f"  update rule: {figures['rule']}")
     for name, per_split in baselines.items():
         if isinstance(per_split, dict) and split in per_split:
             click.echo("\n".join(format_baseline(name, {split: per_split[split]})))

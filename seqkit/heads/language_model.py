@@ -253,16 +253,41 @@ class LanguageModelHead(Head):
 
         return score_stream(model, self.dataset(records, training=False))
 
-    def evaluate_dynamic(self, model, records, lr: float | None = None, chunk: int | None = None):
+    def evaluate_dynamic(self, model, records, lr: float | None = None, chunk: int | None = None, *,
+                         options=None, train_records=None):
         """Dynamic evaluation (Krause et al. 2018) over the continuous split: each chunk of
-        ``chunk`` tokens (default ``evaluation.dynamic_chunk``) is scored, then one SGD step of
-        ``lr`` (default ``evaluation.dynamic_lr``) is taken on it; the weights are restored after.
-        Returns the figures of :func:`seqkit.heads.stream_lm.dynamic_score`."""
-        from seqkit.heads.stream_lm import dynamic_score
+        ``chunk`` tokens is scored, then one update of the rule ``options.dynamic_rule`` is taken on
+        it (:mod:`seqkit.heads.dynamic_eval`); the weights are restored after.
 
-        ev = self.recipe.evaluation
-        data = self.stream_data(records, columns=1, bptt=chunk or ev.dynamic_chunk)
-        return dynamic_score(model, data, lr if lr is not None else ev.dynamic_lr)
+        Args:
+            model: the language model.
+            records: the split scored (one column).
+            lr, chunk: override ``options.dynamic_lr`` / ``options.dynamic_chunk``.
+            options: an :class:`~seqkit.recipe.EvaluationConfig` (default: the recipe's ``evaluation``).
+            train_records: the training split; the ``rms`` rule's gradient statistics are taken on
+                it, ``training.batch_size`` columns of ``chunk`` tokens.
+
+        Returns:
+            The figures of :func:`seqkit.heads.dynamic_eval.dynamic_score`.
+
+        Raises:
+            ValueError: the ``rms`` rule without ``train_records``; a bad value (dynamic_score).
+        """
+        from seqkit.heads.dynamic_eval import dynamic_score, gradient_stats
+
+        ev = options or self.recipe.evaluation
+        lr = lr if lr is not None else ev.dynamic_lr
+        chunk = chunk or ev.dynamic_chunk
+        stats = None
+        if ev.dynamic_rule == "rms":
+            if train_records is None:
+                raise ValueError("dynamic evaluation: the rms rule needs the training split "
+                                 "(its gradient statistics).")
+            train = self.stream_data(train_records, columns=self.recipe.training.batch_size, bptt=chunk)
+            stats = gradient_stats(model, train, ev.dynamic_stat_chunks)
+        data = self.stream_data(records, columns=1, bptt=chunk)
+        return dynamic_score(model, data, lr=lr, rule=ev.dynamic_rule, decay=ev.dynamic_decay,
+                             epsilon=ev.dynamic_epsilon, stats=stats)
 
     def metrics(self):
         from seqkit.training.losses import MaskedAccuracy, MaskedCrossEntropy, MaskedPerplexity

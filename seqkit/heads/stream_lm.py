@@ -146,53 +146,12 @@ def score_stream(model, data) -> dict:
 
 
 def dynamic_score(model, data, lr: float) -> dict:
-    """Dynamic evaluation (Krause et al. 2018, "Dynamic evaluation of neural sequence models"):
-    score each chunk with the current weights, then take one plain SGD step on that chunk's mean
-    cross-entropy (``w <- w - lr * grad``, no dropout), carrying the state to the next chunk.
+    """Dynamic evaluation with plain SGD: :func:`seqkit.heads.dynamic_eval.dynamic_score` with
+    ``rule="sgd"`` and no decay (each chunk scored, then ``w <- w - lr * grad`` on its mean
+    cross-entropy; the weights are restored after). Raises ValueError: ``lr`` is not positive."""
+    from seqkit.heads.dynamic_eval import dynamic_score as score
 
-    Args:
-        model: the language model; its weights are restored before returning (the
-            model file is never written).
-        data: :class:`~seqkit.data.stream.StreamData` (its ``bptt`` is the adaptation chunk).
-        lr: SGD step size (> 0).
-
-    Returns:
-        :func:`figures` of the scores given *before* each chunk's update.
-
-    Raises:
-        ValueError: ``lr`` is not positive.
-    """
-    import tensorflow as tf
-
-    if not lr > 0:
-        raise ValueError(f"dynamic evaluation: the learning rate must be positive, got {lr}.")
-    runner = StreamRunner(model)
-    weights = model.trainable_variables
-    saved = [w.numpy().copy() for w in weights]
-    rate = tf.constant(lr, tf.float32)
-
-    @tf.function(reduce_retracing=True)
-    def step(x, y, states):
-        with tf.GradientTape() as tape:
-            logits, new = runner.forward(x, states, training=False)
-            s, n, c, ce = _chunk_sums(logits, y)
-            loss = tf.reduce_mean(ce)
-        grads = tape.gradient(loss, weights)
-        for w, g in zip(weights, grads):
-            if g is not None:
-                w.assign_sub(rate * tf.convert_to_tensor(g))
-        return s, n, c, new
-
-    states = runner.zero_states(data.batch_size)
-    tot = np.zeros(3)
-    try:
-        for x, y in data:
-            s, n, c, states = step(tf.constant(x), tf.constant(y), states)
-            tot += [float(s), float(n), float(c)]
-    finally:
-        for w, v in zip(weights, saved):
-            w.assign(v)
-    return figures(*tot)
+    return score(model, data, lr=lr, rule="sgd")
 
 
 def fit_stream(model, train, *, validation_data=None, epochs: int, initial_epoch: int = 0,

@@ -160,18 +160,23 @@ class Run:
     # ------------------------------------------------------------ evaluate
 
     def evaluate(self, split: str = "test", *, confusion_matrix: bool = False, dynamic: bool = False,
-                 dynamic_lr: float | None = None) -> dict:
+                 dynamic_lr: float | None = None, dynamic_rule: str | None = None,
+                 dynamic_decay: float | None = None, dynamic_chunk: int | None = None) -> dict:
         """Exact metrics on a held-out split, the dict ``seqkit evaluate --json`` prints.
 
         Args:
             split: ``"test"``, ``"valid"`` or ``"train"`` (the recipe's split, re-made from the data).
             confusion_matrix: also report the confusion matrix (acceptor, tagger).
             dynamic: language model trained with ``data.layout: stream``: also score with dynamic
-                evaluation (Krause et al. 2018: one SGD step on each chunk after scoring it; the
-                run's files are not changed). The figures then come as ``{"static": {...},
-                "dynamic": {..., "learning_rate": lr}}``.
-            dynamic_lr: the SGD step size of ``dynamic`` (implies it) [default: the recipe's
-                ``evaluation.dynamic_lr``].
+                evaluation (Krause et al. 2018: one update on each chunk after scoring it,
+                :mod:`seqkit.heads.dynamic_eval`; the run's files are not changed). The figures
+                then come as ``{"static": {...}, "dynamic": {..., "rule", "learning_rate",
+                "decay", "chunk"}}``.
+            dynamic_lr, dynamic_rule, dynamic_decay, dynamic_chunk: the step size, the update rule
+                (``"sgd"`` or ``"rms"``), the decay towards the trained weights and the chunk
+                length of ``dynamic`` (any of them implies it) [default: the recipe's
+                ``evaluation.dynamic_*``]. The ``rms`` rule first takes gradient statistics on
+                the training split.
 
         Returns:
             ``{"split": split, <the head's figures>, "baselines": {...}}``; e.g. a language model's
@@ -182,13 +187,20 @@ class Run:
         Raises:
             SeqkitError: an unknown or empty split; the data source cannot be read (DataError);
                 ``metrics.json`` is damaged (RunDirError); ``dynamic`` on a run that is not a
-                stream-layout language model.
+                stream-layout language model; a ``dynamic_*`` value the recipe key would refuse.
         """
         from seqkit.runs.rundir import METRICS, read_json
         from seqkit.training.train import evaluate_model
 
         if split not in ("test", "valid", "train"):
             raise SeqkitError(f"split {split!r}: expected 'test', 'valid' or 'train'.")
+        given = {"dynamic_lr": dynamic_lr, "dynamic_rule": dynamic_rule, "dynamic_decay": dynamic_decay,
+                 "dynamic_chunk": dynamic_chunk}
+        ev = None
+        if dynamic or any(v is not None for v in given.values()):  # checked before anything loads
+            from seqkit.heads.dynamic_eval import resolve_options
+
+            ev = resolve_options(self.recipe.evaluation, **given)
         prep, model = self._load(with_data=True)
         if not prep.splits.get(split):
             raise SeqkitError(f"{self.path}: the recipe's {split} split is empty (data.split.{split} is 0).")
@@ -201,12 +213,15 @@ class Run:
         finally:
             if before is not None:
                 opts.confusion_matrix = before
-        if dynamic or dynamic_lr is not None:
+        if ev is not None:
             if not getattr(prep.head, "stream", False):
                 raise SeqkitError(f"{self.path}: --dynamic needs a language model trained with "
                                   f"data.layout: stream.")
-            res = {"static": res, "dynamic": prep.head.evaluate_dynamic(model, prep.splits[split], dynamic_lr)}
-            res["dynamic"]["learning_rate"] = dynamic_lr or prep.recipe.evaluation.dynamic_lr
+            dyn = prep.head.evaluate_dynamic(model, prep.splits[split], options=ev,
+                                             train_records=prep.splits.get("train"))
+            dyn.update({"rule": ev.dynamic_rule, "learning_rate": ev.dynamic_lr,
+                        "decay": ev.dynamic_decay, "chunk": ev.dynamic_chunk})
+            res = {"static": res, "dynamic": dyn}
         saved = read_json(os.path.join(self.path, METRICS), default={})  # not JSON: a RunDirError names it
         baselines = saved.get("baselines") if isinstance(saved, dict) else None
         baselines = baselines if isinstance(baselines, dict) else {}  # wrong types: shown without them
