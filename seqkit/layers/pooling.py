@@ -51,7 +51,10 @@ class SequencePooling(keras.layers.Layer):
             s = ops.sum(x * m[:, :, None], axis=1)
             return s / ops.maximum(ops.sum(m, axis=1, keepdims=True), 1.0)
         if self.mode == "max":
-            neg = ops.where(m[:, :, None] > 0, x, ops.full_like(x, -1e9))
+            # padding filled with the smallest value over all steps (not -1e9): the same max,
+            # and no huge constant in the range a full-integer export calibrates
+            low = ops.min(x, axis=1, keepdims=True)
+            neg = ops.where(m[:, :, None] > 0, x, low)
             return ops.max(neg, axis=1) * ops.minimum(ops.sum(m, axis=1, keepdims=True), 1.0)
         # final: the last valid step. Masks are right-padding (valid steps come first), so
         # m[t] - m[t + 1] is 1 at the last valid step and 0 elsewhere (all 0: no valid step);
