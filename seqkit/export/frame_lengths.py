@@ -11,8 +11,9 @@ So the ``--full-sequence`` ``predict`` of a full-integer frame export takes
 ``frames [B, T, D] float32`` (padding: any finite value; the runtime writes 0) **and**
 ``lengths [B] int32`` (valid frames per row, right padding); the mask is
 ``range(T) < lengths``, passed layer by layer to the recurrent stack and the pooling as the
-NaN mask is in the float model (:func:`masked_call`). ``metadata.json``'s ``full_sequence.lengths`` names the
-input; :class:`seqkit.runtime.full_sequence.FullSequenceModel` feeds it.
+NaN mask is in the float model (:func:`masked_call`). ``metadata.json``'s
+``full_sequence.lengths`` names the input; :class:`seqkit.runtime.full_sequence.FullSequenceModel`
+feeds it. Float exports keep NaN padding.
 """
 
 from __future__ import annotations
