@@ -246,3 +246,15 @@ def test_gate_above_what_the_model_reaches_refuses_and_writes_nothing(runs, tmp_
     assert "parity check failed for the TFLite encode + decode_step (int8) model: arg-max agreement" in r.output
     assert "< 0.99; nothing was written. Held-out wer" in r.output
     assert list(tmp_path.iterdir()) == []
+
+
+def test_unquantizable_ops_read_from_converter_messages():
+    from seqkit.export.tflite import unquantizable_ops
+
+    # TF 2.21's int16x8 wording (a forward acceptor's mean-pooling step divides by the count)
+    msg = ("error: Quantization to 16x8-bit not yet supported for op: 'DIV'.\n"
+           "error: Quantization to 16x8-bit not yet supported for op: 'NOT_EQUAL'.\n"
+           "error: 'tfl.while' op is neither a custom op nor a flex op")
+    assert unquantizable_ops(msg) == ["DIV", "NOT_EQUAL", "WHILE"]
+    assert unquantizable_ops("error: Quantization not yet supported for op: 'tfl.div'") == ["DIV"]
+    assert unquantizable_ops("something else") == []

@@ -160,7 +160,8 @@ def unquantizable_ops(message: str) -> list[str]:
     import re
 
     found = re.findall(r"'(?:tfl|tf)\.([A-Za-z0-9_]+)' op", message)
-    found += re.findall(r"[Qq]uantization (?:is )?not (?:yet )?supported for op:? '?([A-Za-z0-9_.]+)", message)
+    found += re.findall(r"[Qq]uantization (?:to 16x8-bit )?(?:is )?not (?:yet )?supported for op:? "
+                        r"'?([A-Za-z0-9_.]+)", message)
     return sorted({f.split(".")[-1].upper() for f in found})
 
 
