@@ -76,6 +76,15 @@ def test_masked_mean_and_max_pooling_by_hand(keras):
     assert SequencePooling("final")(x, mask=mask).numpy().tolist() == [[3.0, 4.0]]
     # an all-padding row gives zeros, not the padding's values
     assert SequencePooling("final")(x, mask=np.zeros((1, 3), bool)).numpy().tolist() == [[0.0, 0.0]]
+    # no mask: every step is valid (the last step is the final one); bidirectional final:
+    # forward half at the last valid step, backward half at step 0
+    assert SequencePooling("final")(x).numpy().tolist() == [[100.0, 100.0]]
+    assert SequencePooling("mean")(x).numpy().tolist() == [[float(np.float32(104.0) / np.float32(3.0)), 34.0]]
+    assert SequencePooling("final", bidirectional=True)(x, mask=mask).numpy().tolist() == [[3.0, -2.0]]
+    assert SequencePooling("final", bidirectional=True)(x, mask=np.zeros((1, 3), bool)).numpy().tolist() == [[0.0, 0.0]]
+    # max over valid steps when the padding holds smaller values than every valid one
+    neg = np.array([[[-5.0, -6.0], [-7.0, -1.0], [-100.0, -100.0]]], "float32")
+    assert SequencePooling("max")(neg, mask=mask).numpy().tolist() == [[-5.0, -1.0]]
 
 
 def test_acceptor_loss_is_cross_entropy_of_hard_targets(keras):

@@ -30,6 +30,11 @@ def test_item8_padding_positions_get_exactly_zero_weight(tf):
     assert w.numpy()[0, 3] == 0.0 and w.numpy()[0, 4] == 0.0
     _same_3dp(w.numpy()[0, :3], WEIGHTS)
     _same_3dp(ctx.numpy(), [CONTEXT])
+    # padding scores below every valid one (the row's minimum fills them for the max): same answer
+    ctx, w = attend(tf.constant([[2.0, 1.0, 0.1, -80.0, -9.0]]), memory,
+                    tf.constant([[True, True, True, False, False]]))
+    assert w.numpy()[0, 3] == 0.0 and w.numpy()[0, 4] == 0.0
+    _same_3dp(w.numpy()[0, :3], WEIGHTS)
 
 
 def _bahdanau_item8(keras):

@@ -48,6 +48,15 @@ def runs(tmp_path_factory, keras):
         "model": {"cell": "lstm", "units": 8, "layers": 1},
         "head": {"type": "acceptor", "pooling": "mean"},
         "training": {"epochs": 8, "batch_size": 4, "learning_rate": 0.02, "early_stopping": None}})
+    d = tmp_path_factory.mktemp("q_biacc")  # bidirectional: exported full-sequence, padded rows
+    (d / "train.ts").write_text(TS_HEAD + "".join(ts_case(i) for i in range(30)))
+    out["bi_acceptor"] = _train(d, {
+        "name": "biacc", "seed": 1,
+        "data": {"source": "ts", "train_path": str(d / "train.ts"), "max_length": 6,
+                 "split": {"valid": 0.0, "test": 0.3, "shuffle": True}},
+        "model": {"cell": "lstm", "units": 8, "layers": 1, "bidirectional": True},
+        "head": {"type": "acceptor", "pooling": "final"},
+        "training": {"epochs": 10, "batch_size": 4, "learning_rate": 0.02, "early_stopping": None}})
     d = tmp_path_factory.mktemp("q_s2s")
     (d / "tiny.dict").write_text("\n".join(f"{w} {p}" for w, p in WORDS.items()) + "\n", encoding="utf-8")
     out["seq2seq"] = str(d / "run")
@@ -150,6 +159,46 @@ def test_frame_acceptor_int8_integer_frames(runs, tmp_path):
     assert z.dtype == np.float32 and np.isfinite(z).all()
 
 
+def test_bidirectional_frame_acceptor_int8_padded_rows_read_through_lengths(runs, tmp_path):
+    """No int8 value is NaN, so a full-integer frame model cannot find NaN padding: its
+    ``predict`` takes ``lengths`` instead. Held-out rows of 3-6 frames in a [1, 6] pinned
+    model (most padded) give finite logits that agree with Keras's on every row, and the
+    runtime's answer for a row does not depend on what the padding frames hold."""
+    from seqkit.export.writer import export_run
+    from seqkit.runtime.full_sequence import FullSequenceModel
+    from seqkit.train import load_run
+
+    out = str(tmp_path / "b8")
+    r = export_run(runs["bi_acceptor"], out, quantize="int8", full_sequence=True, parity_examples=9,
+                   calibration_examples=16)
+    t = r["tflite"]
+    assert _no_flex(t["ops"]) and "WHILE" not in t["ops"]
+    assert "NOT_EQUAL" not in t["ops"] and "REDUCE_ANY" not in t["ops"]  # no NaN test left
+    assert t["argmax_agreement"] == 1.0 and t["task"]["export"] == t["task"]["keras"]
+    meta = json.load(open(os.path.join(out, "metadata.json")))
+    assert meta["full_sequence"]["lengths"] == {"name": "lengths", "dtype": "int32", "shape": [1]}
+    ins, _, _ = _io(out, "predict")
+    assert ins == {"frames": "float32", "lengths": "int32"}
+    prep, model = load_run(runs["bi_acceptor"], with_data=True)
+    rows = [np.asarray(rec.frames, np.float32) for rec in prep.splits["test"]]
+    assert min(len(x) for x in rows) < 6  # padded rows
+    rt = FullSequenceModel(out)
+    got = np.stack(rt.predict(rows))
+    assert np.isfinite(got).all()
+    ref = np.concatenate([np.asarray(model(prep.head.inputs.normalizer(x[None]), training=False)) for x in rows])
+    assert (got.argmax(-1) == ref.argmax(-1)).all()
+    # padding content is ignored: garbage in the padding frames gives the same logits
+    short = next(x for x in rows if len(x) < 6)
+    runner = rt.runner
+    base = np.zeros((1, 6, short.shape[1]), np.float32)
+    base[0, : len(short)] = short
+    junk = base.copy()
+    junk[0, len(short):] = 50.0
+    n = np.asarray([len(short)], np.int32)
+    a, b = runner(frames=base, lengths=n)["logits"], runner(frames=junk, lengths=n)["logits"]
+    np.testing.assert_array_equal(a, b)
+
+
 def test_seq2seq_int8_integer_io_unrolled_encoder_and_int16x8_refused(runs, tmp_path):
     from seqkit.errors import SeqkitError
     from seqkit.export.writer import export_run
@@ -197,3 +246,15 @@ def test_gate_above_what_the_model_reaches_refuses_and_writes_nothing(runs, tmp_
     assert "parity check failed for the TFLite encode + decode_step (int8) model: arg-max agreement" in r.output
     assert "< 0.99; nothing was written. Held-out wer" in r.output
     assert list(tmp_path.iterdir()) == []
+
+
+def test_unquantizable_ops_read_from_converter_messages():
+    from seqkit.export.tflite import unquantizable_ops
+
+    # TF 2.21's int16x8 wording (a forward acceptor's mean-pooling step divides by the count)
+    msg = ("error: Quantization to 16x8-bit not yet supported for op: 'DIV'.\n"
+           "error: Quantization to 16x8-bit not yet supported for op: 'NOT_EQUAL'.\n"
+           "error: 'tfl.while' op is neither a custom op nor a flex op")
+    assert unquantizable_ops(msg) == ["DIV", "NOT_EQUAL", "WHILE"]
+    assert unquantizable_ops("error: Quantization not yet supported for op: 'tfl.div'") == ["DIV"]
+    assert unquantizable_ops("something else") == []

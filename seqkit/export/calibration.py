@@ -17,7 +17,8 @@ parity check): ``n`` records picked with ``numpy.random.default_rng(seed)``
   before each group of ``B`` records, then ``("step", {input [B]})`` per
   position; the calibrating interpreter keeps the state variables between
   calls, so they take realistic values as they do on a device.
-- ``predict`` (``--full-sequence``): the records in blocks of the pinned ``[B, T]``.
+- ``predict`` (``--full-sequence``): the records in blocks of the pinned ``[B, T]`` (frames
+  of a full-integer export: 0 padding and ``lengths [B]``, :mod:`seqkit.export.frame_lengths`).
 - ``encode`` + ``decode_step`` (seq2seq): ``("encode", {"source": [1, S]})``
   per source, then ``("decode_step", {...})`` teacher-forced on the target
   (``<s>`` + target, all sources as rows), the memory and states from the
@@ -84,18 +85,28 @@ def stateful_samples(prep, records, batch: int, input_name: str) -> list[tuple]:
     return samples
 
 
-def full_sequence_samples(prep, records, batch: int, length: int, input_name: str) -> list[dict]:
-    """Pinned ``[batch, length(, D)]`` blocks for a ``--full-sequence`` ``predict`` model."""
+def full_sequence_samples(prep, records, batch: int, length: int, input_name: str,
+                          lengths: bool = False) -> list[dict]:
+    """Pinned ``[batch, length(, D)]`` blocks for a ``--full-sequence`` ``predict`` model; with
+    ``lengths`` (frames of a full-integer export, :mod:`seqkit.export.frame_lengths`) the padding
+    frames are 0 and each block also gives ``lengths [batch] int32``."""
+    from seqkit.export.frame_lengths import LENGTHS
+
     x = _inputs(prep, records, length)
+    n = (~np.isnan(x).any(axis=-1)).sum(axis=1).astype(np.int32) if lengths else None
     if x.shape[1] < length:
         pad = np.zeros if x.dtype.kind == "i" else (lambda s, d: np.full(s, np.nan, d))
         x = np.concatenate([x, pad((len(x), length - x.shape[1], *x.shape[2:]), x.dtype)], axis=1)
+    if lengths:
+        x = np.nan_to_num(x, nan=0.0)
     out = []
     for i in range(0, len(x), batch):
-        block = x[i:i + batch]
+        block, nb = x[i:i + batch], None if n is None else n[i:i + batch]
         if len(block) < batch:
             block = np.concatenate([block, x[: batch - len(block)]])
-        out.append({input_name: np.ascontiguousarray(block)})
+            nb = None if n is None else np.concatenate([nb, n[: batch - len(nb)]])
+        out.append({input_name: np.ascontiguousarray(block)} if n is None
+                   else {input_name: np.ascontiguousarray(block), LENGTHS: nb})
     return out
 
 

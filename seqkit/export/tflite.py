@@ -131,11 +131,13 @@ def convert_signature(saved_model_dir: str, quantize: str = "none",
                 raise SeqkitError(
                     f"--quantize {quantize}: the TF {tf.__version__} converter recorded no range "
                     f"for the tensor {empty[0]} of the {signature} model during calibration "
-                    f"(converter: 'Empty min/max for tensor {empty[0]}'; with int16x8 this "
-                    f"happens to integer tensors the calibration does not log: the int32 inputs "
-                    f"of a second signature (seq2seq decode_step, --state internal reset), a "
-                    f"pooling length count). Nothing was written. Export with --quantize int8, "
-                    f"or int16x8 of the explicit-state step model.") from exc
+                    f"(converter: 'Empty min/max for tensor {empty[0]}'). The int16x8 quantizer "
+                    f"asks a range of int32 tensors that feed ops such as a padding mask (tokens "
+                    f"!= 0, range(T) < lengths), a seq2seq decode_step's token or --state "
+                    f"internal reset's rows, while its calibration logs float tensors only (a "
+                    f"step model's token, read by the embedding lookup alone, converts). Nothing "
+                    f"was written. Export with --quantize int8, or int16x8 of an explicit-state "
+                    f"step model where the head streams.") from exc
             ops = unquantizable_ops(str(exc))
             raise SeqkitError(
                 f"--quantize {quantize}: the {signature} model does not convert to integer builtin "
@@ -158,7 +160,8 @@ def unquantizable_ops(message: str) -> list[str]:
     import re
 
     found = re.findall(r"'(?:tfl|tf)\.([A-Za-z0-9_]+)' op", message)
-    found += re.findall(r"[Qq]uantization (?:is )?not (?:yet )?supported for op:? '?([A-Za-z0-9_.]+)", message)
+    found += re.findall(r"[Qq]uantization (?:to 16x8-bit )?(?:is )?not (?:yet )?supported for op:? "
+                        r"'?([A-Za-z0-9_.]+)", message)
     return sorted({f.split(".")[-1].upper() for f in found})
 
 
@@ -181,11 +184,17 @@ def interpreter(model: bytes | str):
     it = Interpreter(**src)
     try:
         it.allocate_tensors()
-        if len(it.get_signature_list()) <= 1 and any(
+        sigs = it.get_signature_list()
+        if "reset" not in sigs and any(  # not a stateful model: a probe call changes nothing
                 np.dtype(d["dtype"]) in (np.int8, np.int16) for d in it.get_tensor_details()):
-            for d in it.get_input_details():  # zeros: valid ids (padding) and values
-                it.set_tensor(d["index"], np.zeros(d["shape"], d["dtype"]))
-            it.invoke()  # a quantized pure function: the XNNPACK delegate prepares (or not) here
+            if len(sigs) <= 1:
+                for d in it.get_input_details():  # zeros: valid ids (padding) and values
+                    it.set_tensor(d["index"], np.zeros(d["shape"], d["dtype"]))
+                it.invoke()  # a quantized pure function: the XNNPACK delegate prepares (or not) here
+            else:  # several signatures (seq2seq encode + decode_step): each prepares on first call
+                for key in sigs:
+                    r = it.get_signature_runner(key)
+                    r(**{k: np.zeros(d["shape"], d["dtype"]) for k, d in r.get_input_details().items()})
     except RuntimeError as exc:
         if "XNNPACK" not in str(exc) and "Delegate" not in str(exc):
             raise

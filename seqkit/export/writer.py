@@ -408,9 +408,17 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
                 build_archive(prep, model, with_step=can_step)[0].write_out(conv_dir, verbose=False)
             if full_sequence:
                 fs_dir = os.path.join(tmp, "full_sequence_saved_model")
+                # full-integer frames: a lengths input marks the padding (no int is NaN)
+                lengths_in = bool(calib) and fs["spec"].dtype == tf.float32
+                if lengths_in:
+                    from seqkit.export.frame_lengths import LENGTHS
+
+                    meta["full_sequence"]["lengths"] = {"name": LENGTHS, "dtype": "int32", "shape": [batch]}
                 with unrolled(model) if calib else contextlib.nullcontext():  # no WHILE to quantize
-                    build_full_sequence_archive(prep, model, batch, length).write_out(fs_dir, verbose=False)
-                rep = calib and full_sequence_samples(prep, calib, batch, length, fs["spec"].name)
+                    build_full_sequence_archive(prep, model, batch, length,
+                                                lengths=lengths_in).write_out(fs_dir, verbose=False)
+                rep = calib and full_sequence_samples(prep, calib, batch, length, fs["spec"].name,
+                                                      lengths=lengths_in)
                 data = convert_signature(fs_dir, quantize, "predict", representative=rep, io_type=io_type)
                 shutil.rmtree(fs_dir)
                 runner = FullSequenceModel(model_bytes=data, metadata=meta)

@@ -34,9 +34,12 @@ def masked_softmax(scores, mask):
     scores = ops.cast(scores, "float32")
     mask = ops.cast(mask, "bool")
     any_valid = ops.any(mask, axis=-1, keepdims=True)
-    # the max over valid positions only; 0 for empty rows (nothing to subtract)
-    big_neg = ops.full_like(scores, -3.0e38)
-    row_max = ops.max(ops.where(mask, scores, big_neg), axis=-1, keepdims=True)
+    # the max over valid positions only; 0 for empty rows (nothing to subtract). Invalid
+    # positions are filled with the row's smallest score, not a huge negative constant: the
+    # same max, and a tensor whose range stays the scores' own (a full-integer export
+    # calibrates one scale per tensor; -3e38 in it left no resolution for the real scores)
+    row_min = ops.min(scores, axis=-1, keepdims=True)
+    row_max = ops.max(ops.where(mask, scores, row_min), axis=-1, keepdims=True)
     row_max = ops.where(any_valid, row_max, ops.zeros_like(row_max))
     # invalid positions are set to 0 *before* exp so neither value nor gradient can overflow
     shifted = ops.where(mask, scores - ops.stop_gradient(row_max), ops.zeros_like(scores))

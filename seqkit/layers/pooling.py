@@ -43,23 +43,28 @@ class SequencePooling(keras.layers.Layer):
         return {**super().get_config(), "mode": self.mode, "bidirectional": self.bidirectional}
 
     def call(self, x, mask=None):
+        # float arithmetic on the float mask only (no int32 lengths, gathers or casts to int):
+        # the same numbers, and a graph whose every op the int16x8 TFLite quantizer handles
         b, t = ops.shape(x)[0], ops.shape(x)[1]
-        m = ops.ones((b, t), "float32") if mask is None else ops.cast(mask, "float32")
-        lengths = ops.cast(ops.sum(m, axis=1), "int32")  # [B]
-        any_valid = ops.cast(lengths > 0, x.dtype)[:, None]
+        m = ops.ones((b, t), x.dtype) if mask is None else ops.cast(mask, x.dtype)  # [B, T]
         if self.mode == "mean":
             s = ops.sum(x * m[:, :, None], axis=1)
-            return s / ops.maximum(ops.cast(lengths, x.dtype), 1.0)[:, None]
+            return s / ops.maximum(ops.sum(m, axis=1, keepdims=True), 1.0)
         if self.mode == "max":
-            neg = ops.where(m[:, :, None] > 0, x, ops.full_like(x, -1e9))
-            return ops.max(neg, axis=1) * any_valid
-        # final: the last valid step (masks are right-padding: valid steps come first)
-        last = ops.maximum(lengths - 1, 0)
-        fwd = ops.take_along_axis(x, last[:, None, None] * ops.ones_like(x[:, :1, :], "int32"), axis=1)[:, 0]
+            # padding filled with the smallest value over all steps (not -1e9): the same max,
+            # and no huge constant in the range a full-integer export calibrates
+            low = ops.min(x, axis=1, keepdims=True)
+            neg = ops.where(m[:, :, None] > 0, x, low)
+            return ops.max(neg, axis=1) * ops.minimum(ops.sum(m, axis=1, keepdims=True), 1.0)
+        # final: the last valid step. Masks are right-padding (valid steps come first), so
+        # m[t] - m[t + 1] is 1 at the last valid step and 0 elsewhere (all 0: no valid step);
+        # the sum of x times it is that step's output exactly (x is finite, x * 0 = 0)
+        last = m - ops.concatenate([m[:, 1:], ops.zeros_like(m[:, :1])], axis=1)
+        fwd = ops.sum(x * last[:, :, None], axis=1)
         if not self.bidirectional:
-            return fwd * any_valid
+            return fwd
         h = ops.shape(x)[-1] // 2
-        return ops.concatenate([fwd[:, :h], x[:, 0, h:]], axis=-1) * any_valid
+        return ops.concatenate([fwd[:, :h], x[:, 0, h:] * m[:, :1]], axis=-1)
 
     def compute_mask(self, inputs, mask=None):
         return None

@@ -3,7 +3,8 @@
 A full-sequence export (``seqkit export --full-sequence``; the only TFLite
 artefact of a bidirectional encoder) has one signature, ``predict``, whose
 input is pinned to ``[B, T]`` token ids (0 = padding) or ``[B, T, D]`` raw
-frames (NaN = padding; the normaliser is inside the model). This runner pads
+frames (NaN = padding; the normaliser is inside the model; a full-integer frame export
+takes ``lengths [B] int32`` instead, see :mod:`seqkit.export.frame_lengths`). This runner pads
 the rows to ``T`` and the row count to a multiple of ``B`` (with all-padding
 rows), runs each block, and returns the logits of the real rows (a CRF tagger's export
 also answers its Viterbi paths, decoded inside the model: :meth:`FullSequenceModel.predict_tags`).
@@ -44,6 +45,8 @@ class FullSequenceModel:
         self.batch, self.length = int(fs["batch"]), int(fs["length"])
         self.input_name = fs["input"]["name"]
         self.frames = fs["input"]["dtype"] == "float32"
+        # full-integer frame exports: padding marked by a lengths input, not NaN
+        self.lengths_name = (fs.get("lengths") or {}).get("name")
         self.interpreter = interpreter(model)
         self.runner = self.interpreter.get_signature_runner("predict")
         from seqkit.runtime.quantization import codecs
@@ -91,13 +94,18 @@ class FullSequenceModel:
             block = rows[i:i + self.batch]
             if self.frames:
                 width = int(self.metadata["full_sequence"]["input"]["shape"][-1])
-                x = np.full((self.batch, self.length, width), np.nan, np.float32)
+                x = np.full((self.batch, self.length, width), 0.0 if self.lengths_name else np.nan,
+                            np.float32)
             else:
                 shape = self.metadata["full_sequence"]["input"]["shape"]  # [B, T(, 1 + W)]
                 x = np.zeros((self.batch, self.length, *shape[2:]), np.int32)
             for j, r in enumerate(block):
                 x[j, : len(r)] = r
-            res = self.runner(**{self.input_name: self._codec_in[self.input_name].encode(x)})
+            feed = {self.input_name: self._codec_in[self.input_name].encode(x)}
+            if self.lengths_name:
+                feed[self.lengths_name] = np.asarray([len(r) for r in block] + [0] * (self.batch - len(block)),
+                                                     np.int32)
+            res = self.runner(**feed)
             res = {k: self._codec_out[k].decode(v) for k, v in res.items()}
             for j, r in enumerate(block):
                 out.append({k: v[j] if v.ndim == 2 and k == "logits" else v[j, : len(r)]
