@@ -166,7 +166,7 @@ def test_bidirectional_frame_acceptor_int8_padded_rows_read_through_lengths(runs
     runtime's answer for a row does not depend on what the padding frames hold."""
     from seqkit.export.writer import export_run
     from seqkit.runtime.full_sequence import FullSequenceModel
-    from seqkit.train import load_run
+    from seqkit.training.train import load_run
 
     out = str(tmp_path / "b8")
     r = export_run(runs["bi_acceptor"], out, quantize="int8", full_sequence=True, parity_examples=9,
