@@ -80,8 +80,9 @@ def _mean(v):
 
 
 def _map(v, fn):
-    """``fn`` applied to a number, or to a Stat's mean (sd carried through |fn'| for log2/1-x)."""
-    return fn(v.mean) if isinstance(v, Stat) else fn(v)
+    """``fn`` of a number; of a :class:`Stat`, a Stat of ``fn(mean)`` with the sd kept (``fn``
+    must be ``x -> c +- x``, e.g. phrase accuracy = 1 - WER, for the sd to carry over)."""
+    return Stat(fn(v.mean), v.sd, v.n) if isinstance(v, Stat) else fn(v)
 
 
 def _int(n) -> str:
@@ -512,7 +513,7 @@ def machine() -> dict:
             "cpu_flags": " ".join(f for f, on in flags.items() if on), "load_average_1min": load}
 
 
-def train_run(recipe_path: str, run_dir: str, seeds: int | None = None) -> None:
+def train_run(recipe_path: str, run_dir: str, seeds: int | None = None, verbose: int = 1) -> None:
     """Train ``recipe_path`` with its defaults into ``run_dir`` (``seqkit.train``), or with
     ``seeds`` seeds into ``run_dir-seed<S>`` (``seqkit.train_seeds``), and write
     ``provenance.json`` into each new run: commit, date, machine, wall seconds of the call."""
@@ -521,10 +522,10 @@ def train_run(recipe_path: str, run_dir: str, seeds: int | None = None) -> None:
     started, t0 = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), time.perf_counter()
     commit, info = git_describe(), machine()
     if seeds:
-        summary = seqkit.train_seeds(recipe_path, seeds, run_dir, verbose=1)
+        summary = seqkit.train_seeds(recipe_path, seeds, run_dir, verbose=verbose)
         dirs = summary["runs"]
     else:
-        seqkit.train(recipe_path, run_dir, verbose=1)
+        seqkit.train(recipe_path, run_dir, verbose=verbose)
         dirs = [run_dir]
     wall = time.perf_counter() - t0
     for d in dirs:
@@ -544,7 +545,7 @@ def shipped(recipes_dir: str = RECIPES) -> list[tuple[str, str]]:
 
 
 def collect(run_dirs: list[str] | None, *, seeds: int | None = None, do_train: bool = False,
-            recipes_dir: str = RECIPES, runs_dir: str = RUNS, log=print) -> list[RunFiles]:
+            recipes_dir: str = RECIPES, runs_dir: str = RUNS, log=print, verbose: int = 1) -> list[RunFiles]:
     """The runs the tables read: ``run_dirs`` as given, else ``runs/<name>`` (or, with ``seeds``,
     ``runs/<name>-seeds.json``) for each shipped recipe, training the missing ones when
     ``do_train`` and skipping them (with a note through ``log``) otherwise."""
@@ -559,7 +560,7 @@ def collect(run_dirs: list[str] | None, *, seeds: int | None = None, do_train: b
                 log(f"<!-- {name}: no {target}; skipped (add --train to train it) -->")
                 continue
             log(f"<!-- training {path} into {base} -->")
-            train_run(path, base, seeds)
+            train_run(path, base, seeds, verbose)
         out.append(read_seeds(target) if seeds else read_run(base))
     return out
 

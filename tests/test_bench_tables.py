@@ -205,3 +205,29 @@ def test_collect_skips_missing_runs_without_train_and_reads_present_ones(tmp_pat
     assert len(notes) == 1 and "lm-pydoc-chars: no " in notes[0] and "--train" in notes[0]
     with pytest.raises(FileNotFoundError, match="no metrics.json"):
         tables.read_run(str(runs_dir / "nothing"))
+
+
+def test_train_writes_a_real_run_whose_files_the_tables_read(tmp_path, tf, recipe_dict):
+    # a real tiny run through seqkit.train: the fabricated runs above use the same files and keys
+    recipes, runs_dir = tmp_path / "recipes", tmp_path / "runs"
+    recipes.mkdir()
+    raw = recipe_dict(name="tiny-lm", training={"epochs": 1}, model={"units": 16, "embedding_dim": 8})
+    (recipes / "tiny-lm.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    (run,) = tables.collect(None, do_train=True, recipes_dir=str(recipes), runs_dir=str(runs_dir),
+                            log=lambda _: None, verbose=0)
+    assert run.path == str(runs_dir / "tiny-lm")
+    assert run.provenance["commit"] and run.provenance["cpu_kind"] in ("avx512", "avx2", "other")
+    assert run.provenance["wall_seconds"] > 0 and best_epoch_is_one(run)
+    t = run.metrics["test"]
+    lm = [x for x in tables.all_tables([run]) if x.title.startswith("Language")][0]
+    model_row = [r for r in lm.rows if r.key == "LSTM 16"][0]
+    assert model_row.cells[1:] == [f"{run.metrics['valid']['perplexity']:.2f}", f"**{t['perplexity']:.3f}**",
+                                   f"**{t['bits_per_token']:.2f}**"]
+    assert math.isclose(t["perplexity"], math.exp(t["cross_entropy"]), rel_tol=1e-5)
+    assert [r.key for r in lm.rows] == ["unigram", "trigram", "5-gram", "LSTM 16", "zlib -9", "bzip2 -9", "xz -9e"]
+    line = tables.provenance_line([run], str(recipes))
+    assert f"code {run.provenance['commit']}" in line and "recipe as shipped" in line
+
+
+def best_epoch_is_one(run):
+    return tables.best_epoch(run) == 1 and run.metrics["epochs"] == 1
