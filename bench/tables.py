@@ -221,8 +221,9 @@ def recipe_drift(run: RunFiles, recipes_dir: str = RECIPES) -> list[str] | None:
     if not os.path.exists(shipped):
         return None
     want, have = _flat(_yaml(shipped)), _flat(run.recipe)
-    return [k for k, v in want.items() if k not in ("name", "seed", "plugins") and have.get(k, v if v is None else
-                                                                                       object()) != v]
+    missing = object()  # a key the run lacks agrees only with a shipped null
+    return [k for k, v in want.items()
+            if k not in ("name", "seed", "plugins") and have.get(k, None if v is None else missing) != v]
 
 
 def provenance_line(runs: list[RunFiles], recipes_dir: str = RECIPES) -> str:
