@@ -1,1 +1,1 @@
-"""seqkit benchmarks (measurements, not tests): ``python -m bench --suite train|stream|decode|data|scale``."""
+"""seqkit benchmarks (measurements, not tests): ``python -m bench --suite train|stream|decode|data|scale``; README's results tables from run directories: ``python -m bench.tables``."""
