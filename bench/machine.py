@@ -27,42 +27,10 @@ import os
 import statistics
 import time
 
-FLAGS = ("avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")
+from seqkit.runs.provenance import FLAGS, cpu_flags, cpu_kind  # noqa: F401 (one reading of the CPU for runs and bench)
+
 ISA_ENV = ("TF_ENABLE_ONEDNN_OPTS", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS",
            "ATEN_CPU_CAPABILITY")
-
-
-def cpu_flags(cpuinfo: str | None = None) -> dict[str, bool]:
-    """The vector extensions of :data:`FLAGS` the CPU reports.
-
-    Args:
-        cpuinfo: the text of ``/proc/cpuinfo`` (read from the file when None).
-
-    Returns:
-        ``{flag: bool}`` for every name in :data:`FLAGS` (all False where the
-        file is missing or has no ``flags`` line, e.g. not Linux/x86).
-    """
-    if cpuinfo is None:
-        try:
-            with open("/proc/cpuinfo", encoding="utf-8") as f:
-                cpuinfo = f.read()
-        except OSError:
-            cpuinfo = ""
-    have: set[str] = set()
-    for line in cpuinfo.splitlines():
-        if line.startswith("flags"):
-            have = set(line.split(":", 1)[1].split())
-            break
-    return {f: f in have for f in FLAGS}
-
-
-def cpu_kind(flags: dict[str, bool]) -> str:
-    """``"avx512"`` (avx512f), ``"avx2"`` (avx2 and fma, no avx512f) or ``"other"``."""
-    if flags.get("avx512f"):
-        return "avx512"
-    if flags.get("avx2") and flags.get("fma"):
-        return "avx2"
-    return "other"
 
 
 def onednn() -> dict:

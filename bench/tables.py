@@ -230,9 +230,13 @@ def provenance_line(runs: list[RunFiles], recipes_dir: str = RECIPES) -> str:
     """One markdown line per table: where its figures come from."""
     parts = []
     for r in runs:
-        p = r.provenance
-        code = (f"code {p['commit']}, {p.get('cpu_kind', '?')} CPU ({p.get('cpu', '?')})" if p.get("commit")
-                else "code and CPU not recorded in the run")
+        p, m = r.provenance, r.metrics.get("machine") or {}
+        if p.get("commit"):
+            code = f"code {p['commit']}, {p.get('cpu_kind', '?')} CPU ({p.get('cpu', '?')})"
+        elif m:  # seqkit.train records versions and CPU in metrics.json (not the commit)
+            code = f"seqkit {m.get('seqkit', '?')}, {m.get('cpu_kind', '?')} CPU ({m.get('cpu', '?')})"
+        else:
+            code = "code and CPU not recorded in the run"
         drift = recipe_drift(r, recipes_dir)
         rec = ("" if drift is None else "; recipe as shipped" if not drift
                else f"; **differs from the shipped recipe in** {', '.join(drift)}")

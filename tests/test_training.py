@@ -55,6 +55,16 @@ def test_run_directory_contents(trained):
     hist = json.load(open(os.path.join(run, "history.json")))
     assert [h["epoch"] for h in hist] == [1, 2, 3]
     assert state["best"] == min(h["val_cross_entropy"] for h in hist) and state["monitor"] == "val_cross_entropy"
+    # where the figures came from: the versions and the CPU this process runs on
+    import keras
+    import tensorflow as tf
+
+    from seqkit.runs.provenance import cpu_flags, cpu_kind
+
+    m = json.load(open(os.path.join(run, "metrics.json")))["machine"]
+    assert (m["tensorflow"], m["keras"]) == (tf.__version__, keras.__version__)
+    assert m["cpu_kind"] == cpu_kind(cpu_flags()) and m["cpus"] == os.cpu_count()
+    assert set(m["cpu_flags"]) == {f for f, have in cpu_flags().items() if have}
 
 
 def test_cut_off_model_file_says_so_and_names_the_way_back(trained, tmp_path):

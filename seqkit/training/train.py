@@ -21,6 +21,7 @@ from seqkit.heads.language_model import chunk_long  # noqa: F401  (public since 
 from seqkit.errors import DataError, RunDirError, SeqkitError
 from seqkit.recipe import Recipe, load_recipe
 from seqkit.registry import DATA, HEADS
+from seqkit.runs.provenance import machine
 from seqkit.runs.rundir import (BEST, HISTORY, LAST, LOGS, METRICS, RECIPE, STATE, RunDir,
                            atomic_save_model, atomic_write_json, atomic_write_text, read_json)
 
@@ -475,6 +476,7 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
                      f"replicas; replicas get unequal shares of each batch.")
 
     t0 = time.time()
+    machine_record = machine()  # versions and CPU, with the load as training starts
     ckpt = _callback_class()(out, monitor, state.get("best"), history, t0, advice=_nonfinite_advice(recipe))
     # epoch n's dropout masks depend on (seed, n) only, so a resumed run draws what the
     # uninterrupted one drew (the seed generators' state is not in last.keras)
@@ -566,7 +568,8 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
                "train_seconds": round(train_seconds, 1), "parameters": params,
                "vocabulary": len(prep.vocab) if prep.vocab is not None else None,
                "replicas": dist.replicas,
-               "examples": {k: len(v) for k, v in prep.splits.items()}}
+               "examples": {k: len(v) for k, v in prep.splits.items()},
+               "machine": machine_record}
     for split in ("valid", "test"):
         if prep.splits[split]:
             metrics[split] = evaluate_model(prep, best, split)
