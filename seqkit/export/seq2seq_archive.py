@@ -64,7 +64,7 @@ def widths(model) -> dict:
             "target_vocab": int(dec.vocab_size)}
 
 
-def build_seq2seq_archive(prep, model, *, source_length: int | None = None):
+def build_seq2seq_archive(prep, model, *, source_length: int | None = None, lookups: bool = False):
     """Return an ``ExportArchive`` tracking ``model`` with the signatures above.
 
     Args:
@@ -74,6 +74,10 @@ def build_seq2seq_archive(prep, model, *, source_length: int | None = None):
             four signatures); an int ``S_max`` for the TFLite conversion (``encode`` pinned
             to ``[1, S_max]``, ``decode_step`` alone besides it, memory ``[B, S_max, *]``; no
             text signatures).
+        lookups: the source's padding mask as a table lookup (``gather(keep, source)``,
+            :func:`seqkit.export.id_lookups.id_mask`) instead of ``source != 0``: the pinned
+            archive of a full-integer export, traced inside
+            :func:`seqkit.export.id_lookups.gathered_ids` (same values).
 
     Raises:
         SeqkitError: bad decoding settings in the recipe (:func:`seqkit.inference.decoding.check_beam_args`).
@@ -91,8 +95,15 @@ def build_seq2seq_archive(prep, model, *, source_length: int | None = None):
     pinned = source_length is not None
     S = source_length if pinned else None
 
+    source_vocab = next(lay.input_dim for lay in model._flatten_layers(recursive=True)
+                        if lay.name == "source_embedding")
+
     def start(source):
         states, (memory, mask, keys) = st.start(source)
+        if lookups:
+            from seqkit.export.id_lookups import id_mask
+
+            mask = id_mask(source, source_vocab)
         return states, [memory, mask, keys]
 
     def encode(source):
