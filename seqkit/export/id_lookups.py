@@ -58,8 +58,23 @@ def gathered_ids(model, mask_dtype="bool"):
     import keras
     import tensorflow as tf
 
-    layers = [lay for lay in model._flatten_layers(include_self=True, recursive=True)
-              if isinstance(lay, keras.layers.Embedding)]
+    every = list(model._flatten_layers(include_self=True, recursive=True))
+    layers = [lay for lay in every if isinstance(lay, keras.layers.Embedding)]
+    # a functional model records a mask_zero Embedding's mask as its own ``NotEqual(ids, 0)``
+    # node, which the next layer reads as ``mask``: those nodes are redirected too
+    masks = []
+    for net in every:
+        ops_ = getattr(net, "operations", None) or []
+        vocab = {}
+        for op in ops_:
+            if isinstance(op, keras.layers.Embedding) and op.mask_zero and op._inbound_nodes:
+                for node in op._inbound_nodes:
+                    vocab[id(node.arguments.keras_tensors[0])] = op.input_dim
+        for op in ops_:
+            if type(op).__name__ == "NotEqual" and len(op._inbound_nodes) == 1:
+                src = op._inbound_nodes[0].arguments.keras_tensors
+                if src and id(src[0]) in vocab:
+                    masks.append((op, vocab[id(src[0])]))
 
     def patch(layer):
         def call(inputs, *args, **kwargs):
@@ -73,11 +88,18 @@ def gathered_ids(model, mask_dtype="bool"):
         object.__setattr__(layer, "call", call)
         object.__setattr__(layer, "compute_mask", compute_mask)
 
+    def patch_mask(op, vocab_size):
+        object.__setattr__(op, "call", lambda x1, x2: id_mask(x1, vocab_size, mask_dtype))
+
     for lay in layers:
         patch(lay)
+    for op, v in masks:
+        patch_mask(op, v)
     try:
         yield model
     finally:
         for lay in layers:
             object.__delattr__(lay, "call")
             object.__delattr__(lay, "compute_mask")
+        for op, _ in masks:
+            object.__delattr__(op, "call")
