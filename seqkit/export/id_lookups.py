@@ -103,3 +103,48 @@ def gathered_ids(model, mask_dtype="bool"):
             object.__delattr__(lay, "compute_mask")
         for op, _ in masks:
             object.__delattr__(op, "call")
+
+
+#: how far below the row's smallest score a padding position's score is put by
+#: :func:`shifted_softmax`: its weight is at most ``exp(-MARGIN) = 2e-9`` of a valid one's
+MARGIN = 20.0
+
+
+def shifted_softmax(scores, mask):
+    """Masked softmax without ``where`` or division, for int16x8 attention.
+
+    ``softmax(m * e + (1 - m) * (min(e) - MARGIN))`` over each row: valid positions keep their
+    score, padding gets the row's smallest score less :data:`MARGIN` (a value inside the
+    scores' own range, unlike ``-inf``, so one int16 scale still resolves the real scores), and
+    the builtin ``SOFTMAX`` kernel normalises. Against
+    :func:`seqkit.layers.attention.masked_softmax` each padding weight is at most
+    ``exp(-MARGIN) ~ 2e-9`` instead of exactly 0 (far below an int16 step, 3e-5); a row with no
+    valid position is refused upstream (seq2seq exports skip empty sources).
+
+    Args:
+        scores: ``[B, S]`` float32 scores ``e``.
+        mask: ``[B, S]`` float32 1 / 0 (or bool).
+
+    Returns:
+        ``[B, S]`` float32 weights; each row sums to 1.
+    """
+    import tensorflow as tf
+
+    scores = tf.cast(scores, tf.float32)
+    m = tf.cast(mask, tf.float32)
+    low = tf.reduce_min(scores, axis=-1, keepdims=True) - MARGIN
+    return tf.nn.softmax(m * scores + (1.0 - m) * low, axis=-1)
+
+
+@contextlib.contextmanager
+def shifted_attention():
+    """For the block, :mod:`seqkit.layers.attention` weighs with :func:`shifted_softmax`
+    (int16x8 has no ``SELECT_V2`` / ``DIV`` kernel for its masked softmax); restored afterwards."""
+    from seqkit.layers import attention
+
+    original = attention.masked_softmax
+    attention.masked_softmax = shifted_softmax
+    try:
+        yield
+    finally:
+        attention.masked_softmax = original

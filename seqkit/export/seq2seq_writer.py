@@ -121,7 +121,7 @@ def export_seq2seq(prep, model, out: str, *, fmt: str, quantize: str, tolerance:
     from seqkit.export.writer import subword_files
     from seqkit.export.calibration import seq2seq_samples
     from seqkit.export.seq2seq_archive import build_seq2seq_archive, state_names
-    from seqkit.export.id_lookups import gathered_ids
+    from seqkit.export.id_lookups import gathered_ids, shifted_attention
     from seqkit.export.unrolled import unrolled
     from seqkit.export.seq2seq_parity import (SavedModelSeq2Seq, Seq2SeqParityCase, identical,
                                               saved_model_decodes)
@@ -163,10 +163,13 @@ def export_seq2seq(prep, model, out: str, *, fmt: str, quantize: str, tolerance:
         if fmt in ("tflite", "all"):
             pin_dir = os.path.join(tmp, "pinned_saved_model")
             # full integer: no WHILE to quantize, int32 ids read by GATHER alone (int16x8)
-            with unrolled(model) if calibration else contextlib.nullcontext(), \
-                    gathered_ids(model) if calibration else contextlib.nullcontext():
+            # (int16x8: float 1 / 0 masks applied by arithmetic, it has no SELECT_V2 / CAST / DIV)
+            i16 = quantize == "int16x8"
+            with unrolled(model, i16) if calibration else contextlib.nullcontext(), \
+                    gathered_ids(model, "float32") if i16 else contextlib.nullcontext(), \
+                    shifted_attention() if i16 else contextlib.nullcontext():
                 build_seq2seq_archive(prep, model, source_length=S,
-                                      lookups=bool(calibration)).write_out(pin_dir, verbose=False)
+                                      lookups=i16).write_out(pin_dir, verbose=False)
             rep = calibration and seq2seq_samples(prep, calibration, pin_dir, S)
             data = convert_signature(pin_dir, quantize, ["encode", "decode_step"], representative=rep,
                                      io_type=io_type)

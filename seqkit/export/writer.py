@@ -419,7 +419,7 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
                 # (int16x8: float 1 / 0 masks applied by arithmetic, it has no SELECT_V2 / CAST)
                 fmask = "float32" if quantize == "int16x8" else "bool"
                 with unrolled(model, fmask == "float32") if calib else contextlib.nullcontext(), \
-                        gathered_ids(model, fmask) if calib else contextlib.nullcontext():
+                        gathered_ids(model, fmask) if fmask == "float32" else contextlib.nullcontext():
                     build_full_sequence_archive(prep, model, batch, length, lengths=lengths_in,
                                                 mask_dtype=fmask).write_out(fs_dir, verbose=False)
                 rep = calib and full_sequence_samples(prep, calib, batch, length, fs["spec"].name,
