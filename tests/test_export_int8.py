@@ -174,6 +174,7 @@ def test_bidirectional_frame_acceptor_int8_padded_rows_read_through_lengths(runs
     t = r["tflite"]
     assert _no_flex(t["ops"]) and "WHILE" not in t["ops"]
     assert "NOT_EQUAL" not in t["ops"] and "REDUCE_ANY" not in t["ops"]  # no NaN test left
+    assert "SELECT_V2" not in t["ops"] and "LESS" not in t["ops"]  # the mask: a lookup, by arithmetic
     assert t["argmax_agreement"] == 1.0 and t["task"]["export"] == t["task"]["keras"]
     meta = json.load(open(os.path.join(out, "metadata.json")))
     assert meta["full_sequence"]["lengths"] == {"name": "lengths", "dtype": "int32", "shape": [1]}
@@ -209,6 +210,7 @@ def test_seq2seq_int8_integer_io_unrolled_encoder_and_int16x8(runs, tmp_path):
     r = export_run(runs["seq2seq"], out, quantize="int8", io_type="int", min_agreement=0.85, **FAST)
     t = r["tflite"]
     assert _no_flex(t["ops"]) and t["argmax_agreement"] >= 0.85 and "WHILE" not in t["ops"]
+    assert {"SELECT_V2", "NOT_EQUAL", "GREATER"}.isdisjoint(t["ops"])  # masks: lookups, arithmetic
     assert t["task"]["metric"] == "wer" and r["tflite_decoding"]["wer"]["export"] == t["task"]["export"]
     assert abs(t["task"]["export"] - t["task"]["keras"]) <= 0.34
     ins, outs, _ = _io(out, "decode_step")

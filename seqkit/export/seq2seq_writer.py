@@ -162,14 +162,14 @@ def export_seq2seq(prep, model, out: str, *, fmt: str, quantize: str, tolerance:
             report["saved_model_decoding"] = {k: identical(refs[k], got[k]) for k in ("greedy", "beam")}
         if fmt in ("tflite", "all"):
             pin_dir = os.path.join(tmp, "pinned_saved_model")
-            # full integer: no WHILE to quantize, int32 ids read by GATHER alone (int16x8)
-            # (int16x8: float 1 / 0 masks applied by arithmetic, it has no SELECT_V2 / CAST / DIV)
-            i16 = quantize == "int16x8"
-            with unrolled(model, i16) if calibration else contextlib.nullcontext(), \
-                    gathered_ids(model, "float32") if i16 else contextlib.nullcontext(), \
-                    shifted_attention() if i16 else contextlib.nullcontext():
+            # full integer: no WHILE to quantize, int32 ids read by GATHER alone, float 1 / 0
+            # masks applied by arithmetic (int16x8 has no SELECT_V2 / CAST / DIV kernel)
+            fi = bool(calibration)
+            with unrolled(model, True) if fi else contextlib.nullcontext(), \
+                    gathered_ids(model, "float32") if fi else contextlib.nullcontext(), \
+                    shifted_attention() if fi else contextlib.nullcontext():
                 build_seq2seq_archive(prep, model, source_length=S,
-                                      lookups=i16).write_out(pin_dir, verbose=False)
+                                      lookups=fi).write_out(pin_dir, verbose=False)
             rep = calibration and seq2seq_samples(prep, calibration, pin_dir, S)
             data = convert_signature(pin_dir, quantize, ["encode", "decode_step"], representative=rep,
                                      io_type=io_type)
