@@ -174,6 +174,7 @@ def test_bidirectional_frame_acceptor_int8_padded_rows_read_through_lengths(runs
     t = r["tflite"]
     assert _no_flex(t["ops"]) and "WHILE" not in t["ops"]
     assert "NOT_EQUAL" not in t["ops"] and "REDUCE_ANY" not in t["ops"]  # no NaN test left
+    assert "SELECT_V2" not in t["ops"] and "LESS" not in t["ops"]  # the mask: a lookup, by arithmetic
     assert t["argmax_agreement"] == 1.0 and t["task"]["export"] == t["task"]["keras"]
     meta = json.load(open(os.path.join(out, "metadata.json")))
     assert meta["full_sequence"]["lengths"] == {"name": "lengths", "dtype": "int32", "shape": [1]}
@@ -199,7 +200,7 @@ def test_bidirectional_frame_acceptor_int8_padded_rows_read_through_lengths(runs
     np.testing.assert_array_equal(a, b)
 
 
-def test_seq2seq_int8_integer_io_unrolled_encoder_and_int16x8_refused(runs, tmp_path):
+def test_seq2seq_int8_integer_io_unrolled_encoder_and_int16x8(runs, tmp_path):
     from seqkit.errors import SeqkitError
     from seqkit.export.writer import export_run
     from seqkit.runtime import Seq2SeqModel
@@ -209,6 +210,7 @@ def test_seq2seq_int8_integer_io_unrolled_encoder_and_int16x8_refused(runs, tmp_
     r = export_run(runs["seq2seq"], out, quantize="int8", io_type="int", min_agreement=0.85, **FAST)
     t = r["tflite"]
     assert _no_flex(t["ops"]) and t["argmax_agreement"] >= 0.85 and "WHILE" not in t["ops"]
+    assert {"SELECT_V2", "NOT_EQUAL", "GREATER"}.isdisjoint(t["ops"])  # masks: lookups, arithmetic
     assert t["task"]["metric"] == "wer" and r["tflite_decoding"]["wer"]["export"] == t["task"]["export"]
     assert abs(t["task"]["export"] - t["task"]["keras"]) <= 0.34
     ins, outs, _ = _io(out, "decode_step")
@@ -222,11 +224,80 @@ def test_seq2seq_int8_integer_io_unrolled_encoder_and_int16x8_refused(runs, tmp_
     rt = Seq2SeqModel(out)
     assert rt.greedy([4, 5, 5, 4]) == rt.beam_search([4, 5, 5, 4], beam_width=1)[0][0]
 
-    # TF 2.21's int16x8 calibration leaves decode_step's int32 token without a range: refused
-    with pytest.raises(SeqkitError, match=r"--quantize int16x8: the TF .* converter recorded no range "
-                       r"for the tensor decode_step_token:0 .*Nothing was written"):
-        export_run(runs["seq2seq"], str(tmp_path / "s16"), quantize="int16x8", **FAST)
-    assert sorted(os.listdir(tmp_path)) == ["s8"]
+    # int16x8: the token and the source are read by GATHER alone (TF 2.21's int16x8 quantizer
+    # wants a range for any other int32 op), the masks are float and applied by arithmetic, the
+    # attention normalises with SOFTMAX (no SELECT_V2 / CAST / DIV kernel in int16x8)
+    out16 = str(tmp_path / "s16")
+    r16 = export_run(runs["seq2seq"], out16, quantize="int16x8", min_agreement=0.85, **FAST)
+    t16 = r16["tflite"]
+    assert _no_flex(t16["ops"]) and "WHILE" not in t16["ops"] and t16["argmax_agreement"] >= 0.85
+    assert {"SELECT_V2", "CAST", "DIV", "NOT_EQUAL", "GREATER"}.isdisjoint(t16["ops"])
+    assert abs(t16["task"]["export"] - t16["task"]["keras"]) <= 0.34
+    assert "int16" in _io(out16, "decode_step")[2] and "int16" in _io(out16, "encode")[2]
+    rt16 = Seq2SeqModel(out16)
+    assert rt16.greedy([4, 5, 5, 4]) == rt16.beam_search([4, 5, 5, 4], beam_width=1)[0][0]
+
+
+def test_int16x8_full_sequence_tagger_and_bidirectional_acceptor(runs, tmp_path):
+    """int16x8 of pinned full-sequence models, padded rows: the token mask and the lengths mask
+    are float table lookups (the one int32 op left is GATHER) applied by arithmetic in the
+    unrolled layers; builtin int16 kernels only, and every held-out row agrees with Keras
+    (the parity check runs the export through ``FullSequenceModel``)."""
+    from seqkit.export.writer import export_run
+
+    cases = (("tagger", {"batch": 2, "length": 8, "parity_examples": 6}),
+             ("bi_acceptor", {"parity_examples": 9}))
+    for name, kw in cases:
+        out = str(tmp_path / name)
+        r = export_run(runs[name], out, quantize="int16x8", full_sequence=True, calibration_examples=16, **kw)
+        t = r["tflite"]
+        assert _no_flex(t["ops"]) and "WHILE" not in t["ops"], t["ops"]
+        assert {"SELECT_V2", "CAST", "NOT_EQUAL", "LESS"}.isdisjoint(t["ops"]), t["ops"]
+        assert t["argmax_agreement"] == 1.0 and t["task"]["export"] == t["task"]["keras"]
+        assert t["positions"] > (6 if name == "tagger" else 8)
+        ins, outs, every = _io(out, "predict")
+        assert "int16" in every and set(outs.values()) == {"float32"}
+    assert ins == {"frames": "float32", "lengths": "int32"}
+
+
+def test_int16x8_rewrites_are_exact_in_float(runs):
+    """The graph the int16x8 export traces (float table-lookup masks, arithmetic masking in the
+    unrolled layers) computes Keras's logits to 1e-6 in float32 on padded rows; the shifted
+    softmax gives the masked softmax's weights to 1e-6."""
+    import tensorflow as tf
+
+    from seqkit.export.frame_lengths import lengths_predict_fn
+    from seqkit.export.id_lookups import gathered_ids, id_mask, shifted_softmax
+    from seqkit.export.unrolled import unrolled
+    from seqkit.layers.attention import masked_softmax
+    from seqkit.training.train import load_run
+
+    prep, model = load_run(runs["tagger"])
+    tokens = np.asarray([[5, 3, 7, 2, 0, 0, 0, 0], [4, 6, 0, 0, 0, 0, 0, 0]], np.int32)
+    ref = np.asarray(model(tokens, training=False))
+    with unrolled(model, True), gathered_ids(model, "float32"):
+        got = np.asarray(tf.function(lambda x: model(x, training=False))(tf.constant(tokens)))
+    valid = tokens != 0
+    np.testing.assert_allclose(got[valid], ref[valid], atol=1e-6)
+    np.testing.assert_array_equal(np.asarray(id_mask(tokens, 10, "float32")), valid.astype(np.float32))
+
+    prep, model = load_run(runs["bi_acceptor"], with_data=True)
+    rows = [np.asarray(rec.frames, np.float32) for rec in prep.splits["test"]][:4]
+    ref = np.concatenate([np.asarray(model(prep.head.inputs.normalizer(x[None]), training=False)) for x in rows])
+    frames = np.zeros((len(rows), 6, rows[0].shape[1]), np.float32)
+    for i, x in enumerate(rows):
+        frames[i, : len(x)] = x
+    lengths = np.asarray([len(x) for x in rows], np.int32)
+    assert lengths.min() < 6
+    with unrolled(model, True):
+        fn = lengths_predict_fn(prep, model, 6, "float32")
+        got = np.asarray(tf.function(fn)(tf.constant(frames), tf.constant(lengths))["logits"])
+    np.testing.assert_allclose(got, ref, atol=1e-6)
+
+    scores = np.random.default_rng(0).normal(0, 3, (3, 7)).astype(np.float32)
+    mask = np.asarray([[1] * 7, [1, 1, 1, 0, 0, 0, 0], [1, 0, 0, 0, 0, 0, 0]], np.float32)
+    np.testing.assert_allclose(np.asarray(shifted_softmax(scores, mask)),
+                               np.asarray(masked_softmax(scores, mask > 0)), atol=1e-6)
 
 
 def test_gate_above_what_the_model_reaches_refuses_and_writes_nothing(runs, tmp_path):

@@ -97,10 +97,12 @@ def predict_fn(prep, model, unroll: bool = False):
                                  tf.logical_not(tf.reduce_any(tf.math.is_nan(frames), axis=-1)))
 
 
-def build_full_sequence_archive(prep, model, batch: int, length: int, lengths: bool = False):
+def build_full_sequence_archive(prep, model, batch: int, length: int, lengths: bool = False,
+                                mask_dtype="bool"):
     """An ``ExportArchive`` with ``predict`` alone, its input pinned to ``[batch, length(, D)]``;
     with ``lengths`` (frames, full-integer exports) a second input ``lengths [batch] int32``
-    marks the padding instead of NaN (:mod:`seqkit.export.frame_lengths`)."""
+    marks the padding instead of NaN (:mod:`seqkit.export.frame_lengths`), a ``mask_dtype`` mask
+    (float32 for int16x8's arithmetic masking, :func:`seqkit.export.unrolled.arithmetic_unroll`)."""
     import keras
 
     archive = keras.export.ExportArchive()
@@ -108,7 +110,7 @@ def build_full_sequence_archive(prep, model, batch: int, length: int, lengths: b
     if lengths:
         from seqkit.export.frame_lengths import lengths_predict_fn, lengths_spec
 
-        archive.add_endpoint("predict", lengths_predict_fn(prep, model, length),
+        archive.add_endpoint("predict", lengths_predict_fn(prep, model, length, mask_dtype),
                              input_signature=[predict_input_spec(prep, batch, length), lengths_spec(batch)])
         return archive
     archive.add_endpoint("predict", predict_fn(prep, model),

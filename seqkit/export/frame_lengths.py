@@ -10,7 +10,8 @@ test's ops (``NOT_EQUAL``, ``REDUCE_ANY``, ``LOGICAL_NOT`` on float data).
 So the ``--full-sequence`` ``predict`` of a full-integer frame export takes
 ``frames [B, T, D] float32`` (padding: any finite value; the runtime writes 0) **and**
 ``lengths [B] int32`` (valid frames per row, right padding); the mask is
-``range(T) < lengths``, passed layer by layer to the recurrent stack and the pooling as the
+``range(T) < lengths`` (traced as a table lookup, :func:`seqkit.export.id_lookups.length_mask`,
+so int16x8 converts), passed layer by layer to the recurrent stack and the pooling as the
 NaN mask is in the float model (:func:`masked_call`). ``metadata.json``'s
 ``full_sequence.lengths`` names the input; :class:`seqkit.runtime.full_sequence.FullSequenceModel`
 feeds it. Float exports keep NaN padding.
@@ -61,9 +62,11 @@ def masked_call(model, x, mask):
     return x
 
 
-def lengths_predict_fn(prep, model, length: int):
+def lengths_predict_fn(prep, model, length: int, mask_dtype="bool"):
     """``predict(frames [B, T, D], lengths [B] int32) -> {"logits"}`` (see the module docstring)."""
     import tensorflow as tf
+
+    from seqkit.export.id_lookups import length_mask
 
     inputs = prep.head.inputs
     mean = tf.constant(inputs.normalizer.mean, tf.float32)
@@ -71,7 +74,7 @@ def lengths_predict_fn(prep, model, length: int):
     chain_layers(model)  # refuse early
 
     def predict(frames, lengths):
-        mask = tf.range(length)[None, :] < lengths[:, None]
+        mask = length_mask(lengths, length, mask_dtype)  # range(T) < lengths, read by a GATHER alone
         return {"logits": masked_call(model, (frames - mean) / std, mask)}
     return predict
 

@@ -64,7 +64,7 @@ def widths(model) -> dict:
             "target_vocab": int(dec.vocab_size)}
 
 
-def build_seq2seq_archive(prep, model, *, source_length: int | None = None):
+def build_seq2seq_archive(prep, model, *, source_length: int | None = None, lookups: bool = False):
     """Return an ``ExportArchive`` tracking ``model`` with the signatures above.
 
     Args:
@@ -74,6 +74,13 @@ def build_seq2seq_archive(prep, model, *, source_length: int | None = None):
             four signatures); an int ``S_max`` for the TFLite conversion (``encode`` pinned
             to ``[1, S_max]``, ``decode_step`` alone besides it, memory ``[B, S_max, *]``; no
             text signatures).
+        lookups: the pinned archive of an int16x8 export (traced inside
+            :func:`seqkit.export.id_lookups.gathered_ids` and
+            :func:`~seqkit.export.id_lookups.shifted_attention`): the source's padding mask
+            is a float table lookup (``gather(keep, source)``,
+            :func:`seqkit.export.id_lookups.id_mask`) instead of ``source != 0``, and
+            ``decode_step`` reads ``memory_mask`` as that float, not ``> 0.5`` (no int32 op
+            but GATHER, no CAST / GREATER).
 
     Raises:
         SeqkitError: bad decoding settings in the recipe (:func:`seqkit.inference.decoding.check_beam_args`).
@@ -91,8 +98,15 @@ def build_seq2seq_archive(prep, model, *, source_length: int | None = None):
     pinned = source_length is not None
     S = source_length if pinned else None
 
+    source_vocab = next(lay.input_dim for lay in model._flatten_layers(recursive=True)
+                        if lay.name == "source_embedding")
+
     def start(source):
         states, (memory, mask, keys) = st.start(source)
+        if lookups:
+            from seqkit.export.id_lookups import id_mask
+
+            mask = id_mask(source, source_vocab, "float32")
         return states, [memory, mask, keys]
 
     def encode(source):
@@ -101,7 +115,8 @@ def build_seq2seq_archive(prep, model, *, source_length: int | None = None):
                 **dict(zip(names, states))}
 
     def decode_step(token, memory, memory_mask, keys, *states):
-        logits, new = st.step(token, list(states), [memory, memory_mask > 0.5, keys])
+        logits, new = st.step(token, list(states),
+                              [memory, memory_mask if lookups else memory_mask > 0.5, keys])
         return {"logits": logits, **dict(zip(names, new))}
 
     archive = keras.export.ExportArchive()

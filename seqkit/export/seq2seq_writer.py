@@ -121,6 +121,7 @@ def export_seq2seq(prep, model, out: str, *, fmt: str, quantize: str, tolerance:
     from seqkit.export.writer import subword_files
     from seqkit.export.calibration import seq2seq_samples
     from seqkit.export.seq2seq_archive import build_seq2seq_archive, state_names
+    from seqkit.export.id_lookups import gathered_ids, shifted_attention
     from seqkit.export.unrolled import unrolled
     from seqkit.export.seq2seq_parity import (SavedModelSeq2Seq, Seq2SeqParityCase, identical,
                                               saved_model_decodes)
@@ -161,8 +162,14 @@ def export_seq2seq(prep, model, out: str, *, fmt: str, quantize: str, tolerance:
             report["saved_model_decoding"] = {k: identical(refs[k], got[k]) for k in ("greedy", "beam")}
         if fmt in ("tflite", "all"):
             pin_dir = os.path.join(tmp, "pinned_saved_model")
-            with unrolled(model) if calibration else contextlib.nullcontext():  # no WHILE to quantize
-                build_seq2seq_archive(prep, model, source_length=S).write_out(pin_dir, verbose=False)
+            # full integer: no WHILE to quantize, int32 ids read by GATHER alone, float 1 / 0
+            # masks applied by arithmetic (int16x8 has no SELECT_V2 / CAST / DIV kernel)
+            fi = bool(calibration)
+            with unrolled(model, True) if fi else contextlib.nullcontext(), \
+                    gathered_ids(model, "float32") if fi else contextlib.nullcontext(), \
+                    shifted_attention() if fi else contextlib.nullcontext():
+                build_seq2seq_archive(prep, model, source_length=S,
+                                      lookups=fi).write_out(pin_dir, verbose=False)
             rep = calibration and seq2seq_samples(prep, calibration, pin_dir, S)
             data = convert_signature(pin_dir, quantize, ["encode", "decode_step"], representative=rep,
                                      io_type=io_type)

@@ -132,12 +132,11 @@ def convert_signature(saved_model_dir: str, quantize: str = "none",
                     f"--quantize {quantize}: the TF {tf.__version__} converter recorded no range "
                     f"for the tensor {empty[0]} of the {signature} model during calibration "
                     f"(converter: 'Empty min/max for tensor {empty[0]}'). The int16x8 quantizer "
-                    f"asks a range of int32 tensors that feed ops such as a padding mask (tokens "
-                    f"!= 0, range(T) < lengths), a seq2seq decode_step's token or --state "
-                    f"internal reset's rows, while its calibration logs float tensors only (a "
-                    f"step model's token, read by the embedding lookup alone, converts). Nothing "
-                    f"was written. Export with --quantize int8, or int16x8 of an explicit-state "
-                    f"step model where the head streams.") from exc
+                    f"asks a range of int32 tensors that feed ops other than a lookup (such as "
+                    f"--state internal reset's rows), while its calibration logs float tensors "
+                    f"only (seqkit's step, full-sequence and seq2seq exports read ids by lookups "
+                    f"alone and convert). Nothing was written. Export with --quantize int8, or "
+                    f"int16x8 without --state internal.") from exc
             ops = unquantizable_ops(str(exc))
             raise SeqkitError(
                 f"--quantize {quantize}: the {signature} model does not convert to integer builtin "

@@ -289,6 +289,7 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
     from seqkit.export.parity import ParityCase, stream_logits
     from seqkit.export.calibration import full_sequence_samples, step_samples
     from seqkit.export.tflite import convert_signature, convert_step, op_names
+    from seqkit.export.id_lookups import gathered_ids
     from seqkit.export.unrolled import unrolled
     from seqkit.runtime.full_sequence import FullSequenceModel
     from seqkit.runtime.streaming import StreamingModel
@@ -414,9 +415,14 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
                     from seqkit.export.frame_lengths import LENGTHS
 
                     meta["full_sequence"]["lengths"] = {"name": LENGTHS, "dtype": "int32", "shape": [batch]}
-                with unrolled(model) if calib else contextlib.nullcontext():  # no WHILE to quantize
-                    build_full_sequence_archive(prep, model, batch, length,
-                                                lengths=lengths_in).write_out(fs_dir, verbose=False)
+                # full integer: no WHILE to quantize, int32 ids read by GATHER alone, float 1 / 0
+                # masks applied by arithmetic (int16x8 has no SELECT_V2 / CAST kernel; int8's
+                # SELECT_V2 cost the POS tagger 5 points of agreement)
+                fmask = "float32" if calib else "bool"
+                with unrolled(model, True) if calib else contextlib.nullcontext(), \
+                        gathered_ids(model, fmask) if calib else contextlib.nullcontext():
+                    build_full_sequence_archive(prep, model, batch, length, lengths=lengths_in,
+                                                mask_dtype=fmask).write_out(fs_dir, verbose=False)
                 rep = calib and full_sequence_samples(prep, calib, batch, length, fs["spec"].name,
                                                       lengths=lengths_in)
                 data = convert_signature(fs_dir, quantize, "predict", representative=rep, io_type=io_type)
