@@ -212,7 +212,8 @@ def test_op_names_reads_every_subgraph_and_names_flex_ops(tf, tmp_path):
     assert op_names(str(tmp_path / "m.tflite")) == op_names(data)
 
 
-def test_overwrite_replaces_only_an_earlier_export_never_the_run_or_other_files(runs, tmp_path):
+def test_overwrite_replaces_only_an_earlier_export_never_the_run_or_other_files(runs, tiny_lm_export,
+                                                                                  tmp_path):
     import shutil
 
     from seqkit.errors import SeqkitError
@@ -233,9 +234,10 @@ def test_overwrite_replaces_only_an_earlier_export_never_the_run_or_other_files(
         export_run(run, str(other), overwrite=True, parity_examples=2)
     assert (other / "notes.txt").read_text() == "keep me"
     out = str(tmp_path / "e")
-    export_run(run, out, parity_examples=2)
+    shutil.copytree(tiny_lm_export("gru")[0], out)  # an earlier float32 export of this run
     export_run(run, out, overwrite=True, parity_examples=2, quantize="dynamic-range")
     assert json.load(open(os.path.join(out, "metadata.json")))["quantize"] == "dynamic-range"
+    assert "saved_model" not in os.listdir(out)  # replaced whole, not merged into
 
 
 def test_flags_that_do_not_apply_are_refused(runs, tiny_lm_export, tmp_path):
