@@ -70,3 +70,73 @@ def seqkit_stderr():
 
     with to_stderr():
         yield
+
+
+# --- Built once per test session, shared by every xdist worker -------------------------------
+# A tiny model trained (or exported) in several test files is built by the first worker that
+# asks and read by the others: `--dist loadfile` puts files on either worker, so a plain session
+# fixture would build it once per worker. Tests must only READ these directories.
+
+@pytest.fixture(scope="session")
+def shared_dir(tmp_path_factory):
+    """A folder all xdist workers of this session see (their common base temp); without xdist,
+    this session's own base temp. Never a folder of an earlier session."""
+    base = tmp_path_factory.getbasetemp()
+    d = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared"
+    d.mkdir(exist_ok=True)
+    return d
+
+
+def built_once(shared, name: str, build) -> str:
+    """``shared/name``, made by ``build(path)`` by the first caller of this session (an exclusive
+    ``flock`` on ``shared/name.lock``: the others wait, then reuse it); a build that raised is
+    made again by the next caller."""
+    import fcntl
+    import shutil
+
+    path, done = shared / name, shared / f"{name}.built"
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            shutil.rmtree(path, ignore_errors=True)
+            build(str(path))
+            done.touch()
+    return str(path)
+
+
+def tiny_lm_recipe(cell: str = "lstm") -> dict:
+    """A tiny 2-layer LM (16 units, 100 pydoc lines, 1 epoch): the export tests' run."""
+    return make_recipe(data={"limit": 100}, model={"cell": cell, "units": 16, "layers": 2},
+                       training={"epochs": 1})
+
+
+@pytest.fixture(scope="session")
+def tiny_lm(shared_dir, keras):
+    """``tiny_lm(cell)``: the run directory of :func:`tiny_lm_recipe`, trained once per session."""
+    from seqkit.recipe import recipe_from_dict
+    from seqkit.training.train import train
+
+    def get(cell: str = "lstm") -> str:
+        return built_once(shared_dir, f"tiny_lm_{cell}",
+                          lambda p: train(recipe_from_dict(tiny_lm_recipe(cell)), p, verbose=0))
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def tiny_lm_export(shared_dir, tiny_lm):
+    """``tiny_lm_export(cell)``: ``(export dir, parity report)`` of ``tiny_lm(cell)`` exported once
+    per session with ``--format all`` (float32, 12 parity examples): model.tflite, metadata.json,
+    parity.json, saved_model/, vocab.json."""
+    import json
+
+    from seqkit.export.writer import export_run
+
+    def get(cell: str = "lstm"):
+        run = tiny_lm(cell)
+        out = built_once(shared_dir, f"tiny_lm_{cell}_export_all",
+                         lambda p: export_run(run, p, fmt="all", parity_examples=12))
+        with open(os.path.join(out, "parity.json"), encoding="utf-8") as f:
+            return out, json.load(f)
+
+    return get

@@ -6,32 +6,38 @@ import os
 import numpy as np
 import pytest
 
-from seqkit.recipe import recipe_from_dict
-from tests.conftest import make_recipe
 
 BUILTINS_SEEN = {"ADD", "DEQUANTIZE", "FULLY_CONNECTED", "GATHER", "LOGISTIC", "MUL", "SPLIT", "SUB",
                  "TANH", "RESHAPE", "STRIDED_SLICE", "RELU", "CONCATENATION"}
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory, keras):
-    from seqkit.training.train import train
+class _Runs(dict):
+    """cell -> run directory of the session's tiny 2-layer LM (conftest ``tiny_lm``), trained
+    when first asked for. Read only: a test that writes into a run copies it first."""
 
-    out = {}
-    for cell in ("lstm", "gru", "simple_rnn"):
-        path = str(tmp_path_factory.mktemp("exp") / cell)
-        train(recipe_from_dict(make_recipe(data={"limit": 100}, model={"cell": cell, "units": 16, "layers": 2},
-                                           training={"epochs": 1})), path, verbose=0)
-        out[cell] = path
-    return out
+    def __init__(self, get):
+        super().__init__()
+        self.get_run = get
+
+    def __missing__(self, cell):
+        self[cell] = self.get_run(cell)
+        return self[cell]
+
+
+@pytest.fixture(scope="module")
+def runs(tiny_lm):
+    return _Runs(tiny_lm)
+
+
+@pytest.fixture(scope="module")
+def lstm_export(tiny_lm_export):
+    """The LSTM run's float32 export (``--format all``, made once per session; read only)."""
+    return tiny_lm_export("lstm")[0]
 
 
 @pytest.mark.parametrize("cell", ["lstm", "gru", "simple_rnn"])
-def test_step_exports_equal_full_sequence_keras(runs, cell, tmp_path, tf):
-    from seqkit.export.writer import export_run
-
-    out = str(tmp_path / "e")
-    report = export_run(runs[cell], out, fmt="all", parity_examples=12)
+def test_step_exports_equal_full_sequence_keras(tiny_lm_export, cell, tf):
+    out, report = tiny_lm_export(cell)  # export_run(run, out, fmt="all", parity_examples=12)
     assert report["tflite"]["max_abs_diff"] <= 1e-5
     assert report["saved_model"]["max_abs_diff"] <= 1e-5
     assert report["tflite"]["argmax_agreement"] == 1.0
@@ -45,13 +51,10 @@ def test_step_exports_equal_full_sequence_keras(runs, cell, tmp_path, tf):
     assert meta["state_layout"][0]["name"] == "rnn_0_h"
 
 
-def test_streamed_with_reset_equals_each_alone(runs, tmp_path):
-    from seqkit.export.writer import export_run
+def test_streamed_with_reset_equals_each_alone(lstm_export):
     from seqkit.runtime.streaming import StreamingModel
 
-    out = str(tmp_path / "e")
-    export_run(runs["lstm"], out, parity_examples=4)
-    rt = StreamingModel(out)
+    rt = StreamingModel(lstm_export)
     a, b = [2, 5, 6, 7], [2, 9, 4]
     run = lambda seq: np.stack([rt.step([t])[0] for t in seq])  # noqa: E731
     rt.reset()
@@ -70,15 +73,13 @@ def test_streamed_with_reset_equals_each_alone(runs, tmp_path):
     assert np.abs(carried - alone_b).max() > 1e-4
 
 
-def test_runtime_step_equals_signature_runner_across_batch_changes(runs, tmp_path):
+def test_runtime_step_equals_signature_runner_across_batch_changes(lstm_export):
     """The direct set_tensor/invoke step gives the signature runner's answers bit for bit,
     also when the batch changes between calls (tensors resized) and back."""
     from seqkit.export.tflite import interpreter
-    from seqkit.export.writer import export_run
     from seqkit.runtime.streaming import StreamingModel
 
-    out = str(tmp_path / "e")
-    export_run(runs["lstm"], out, parity_examples=4)
+    out = lstm_export
     rt = StreamingModel(out)
     runner = interpreter(os.path.join(out, "model.tflite")).get_signature_runner("step")
     names = [s["name"] for s in rt.metadata["state_layout"]]
@@ -96,13 +97,11 @@ def test_runtime_step_equals_signature_runner_across_batch_changes(runs, tmp_pat
                 np.testing.assert_array_equal(rt.states[n], ref[n])
 
 
-def test_saved_model_generate_equals_python_decoding(runs, tmp_path, tf):
+def test_saved_model_generate_equals_python_decoding(runs, tiny_lm_export, tf):
     from seqkit.inference.decoding import decode
-    from seqkit.export.writer import export_run
     from seqkit.training.train import load_run
 
-    out = str(tmp_path / "e")
-    export_run(runs["gru"], out, fmt="saved_model", parity_examples=4)
+    out = tiny_lm_export("gru")[0]  # --format all: its saved_model is the --format saved_model one
     loaded = tf.saved_model.load(os.path.join(out, "saved_model"))
     prompt = tf.constant([[2, 5, 6], [2, 7, 7]], tf.int32)
     res = loaded.signatures["generate"](prompt=prompt, max_length=tf.constant(15))
@@ -118,25 +117,22 @@ def test_saved_model_generate_equals_python_decoding(runs, tmp_path, tf):
     np.testing.assert_array_equal(s1["tokens"].numpy(), toks.numpy())
 
 
-def test_runtime_generate_matches_keras_greedy(runs, tmp_path, tf):
+def test_runtime_generate_matches_keras_greedy(runs, lstm_export, tf):
     from seqkit.inference.decoding import decode
-    from seqkit.export.writer import export_run
     from seqkit.runtime.streaming import StreamingModel
     from seqkit.training.train import load_run
 
-    out = str(tmp_path / "e")
-    export_run(runs["lstm"], out, parity_examples=4)
-    new = StreamingModel(out).generate([2, 5], max_length=12, greedy=True)
+    new = StreamingModel(lstm_export).generate([2, 5], max_length=12, greedy=True)
     prep, model = load_run(runs["lstm"])
     st = prep.head.stepper(model)
     toks, lens = decode(st.step, st.initial_state(1), tf.constant([[2, 5]]), max_length=12, greedy=True)
     assert new == toks.numpy()[0, : int(lens[0])].tolist()
 
 
-def test_quantized_export_is_smaller_and_agrees(runs, tmp_path):
+def test_quantized_export_is_smaller_and_agrees(runs, tiny_lm_export, tmp_path):
     from seqkit.export.writer import export_run
 
-    f32 = export_run(runs["lstm"], str(tmp_path / "f"), parity_examples=8)
+    f32 = tiny_lm_export("lstm")[1]  # the float32 export of the same run
     i8 = export_run(runs["lstm"], str(tmp_path / "q"), quantize="dynamic-range", parity_examples=8)
     assert i8["tflite"]["bytes"] < f32["tflite"]["bytes"]
     assert i8["tflite"]["argmax_agreement"] >= 0.99
@@ -216,7 +212,8 @@ def test_op_names_reads_every_subgraph_and_names_flex_ops(tf, tmp_path):
     assert op_names(str(tmp_path / "m.tflite")) == op_names(data)
 
 
-def test_overwrite_replaces_only_an_earlier_export_never_the_run_or_other_files(runs, tmp_path):
+def test_overwrite_replaces_only_an_earlier_export_never_the_run_or_other_files(runs, tiny_lm_export,
+                                                                                  tmp_path):
     import shutil
 
     from seqkit.errors import SeqkitError
@@ -237,12 +234,13 @@ def test_overwrite_replaces_only_an_earlier_export_never_the_run_or_other_files(
         export_run(run, str(other), overwrite=True, parity_examples=2)
     assert (other / "notes.txt").read_text() == "keep me"
     out = str(tmp_path / "e")
-    export_run(run, out, parity_examples=2)
+    shutil.copytree(tiny_lm_export("gru")[0], out)  # an earlier float32 export of this run
     export_run(run, out, overwrite=True, parity_examples=2, quantize="dynamic-range")
     assert json.load(open(os.path.join(out, "metadata.json")))["quantize"] == "dynamic-range"
+    assert "saved_model" not in os.listdir(out)  # replaced whole, not merged into
 
 
-def test_flags_that_do_not_apply_are_refused(runs, tmp_path):
+def test_flags_that_do_not_apply_are_refused(runs, tiny_lm_export, tmp_path):
     from click.testing import CliRunner
 
     from seqkit.cli import main
@@ -255,9 +253,8 @@ def test_flags_that_do_not_apply_are_refused(runs, tmp_path):
         export_run(runs["lstm"], str(tmp_path / "sm"), fmt="saved_model", quantize="float16")
     with pytest.raises(SeqkitError, match="pin the shape of a --full-sequence export"):
         export_run(runs["lstm"], str(tmp_path / "b"), batch=8)
-    assert not any(p.name != "e" for p in tmp_path.iterdir())
-    out = str(tmp_path / "e")
-    export_run(runs["lstm"], out, parity_examples=2)
+    assert not any(tmp_path.iterdir())
+    out = tiny_lm_export("lstm")[0]
     r = CliRunner()
     res = r.invoke(main, ["stream", out, "--input", "x.txt"])
     assert res.exit_code == 2 and "continues --prompt" in res.output

@@ -56,18 +56,33 @@ def runs(tmp_path_factory, keras):
     return out
 
 
+@pytest.fixture(scope="module")
+def exported(runs, tmp_path_factory):
+    """``exported(name)``: ``(export dir, report)`` of the run exported with ``--format all``
+    (16 parity examples), once per module; read only."""
+    from seqkit.export.writer import export_run
+
+    cache = {}
+
+    def get(name):
+        if name not in cache:
+            out = str(tmp_path_factory.mktemp("export_all") / name)
+            cache[name] = out, export_run(runs[name], out, fmt="all", parity_examples=16)
+        return cache[name]
+
+    return get
+
+
 def _no_flex(ops):
     return not any(o.startswith("Flex") or o in ("CUSTOM", "DELEGATE") for o in ops)
 
 
 @pytest.mark.parametrize("name", [pytest.param("tagger", marks=pytest.mark.slow), "acceptor"])  # suite time
-def test_step_export_streamed_equals_full_sequence_keras(runs, name, tmp_path):
-    from seqkit.export.writer import export_run
+def test_step_export_streamed_equals_full_sequence_keras(runs, exported, name):
     from seqkit.runtime.streaming import StreamingModel
     from seqkit.training.train import load_run
 
-    out = str(tmp_path / "e")
-    report = export_run(runs[name], out, fmt="all", parity_examples=16)
+    out, report = exported(name)
     for kind in ("tflite", "saved_model", "saved_model_predict"):
         assert report[kind]["max_abs_diff"] <= 1e-5, (kind, report[kind])
         assert report[kind]["argmax_agreement"] == 1.0
@@ -93,13 +108,10 @@ def test_step_export_streamed_equals_full_sequence_keras(runs, name, tmp_path):
         np.testing.assert_allclose(last, model(prep.head.inputs.encode(rec)[None]).numpy()[0], atol=1e-5)
 
 
-def test_two_sequences_with_reset_equal_each_alone(runs, tmp_path):
-    from seqkit.export.writer import export_run
+def test_two_sequences_with_reset_equal_each_alone(exported):
     from seqkit.runtime.streaming import StreamingModel
 
-    out = str(tmp_path / "e")
-    export_run(runs["acceptor"], out, parity_examples=4)
-    rt = StreamingModel(out)
+    rt = StreamingModel(exported("acceptor")[0])
     rng = np.random.default_rng(3)
     a, b = rng.normal(size=(5, 2)).astype("float32"), rng.normal(size=(3, 2)).astype("float32")
 

@@ -11,8 +11,6 @@ import shutil
 import numpy as np
 import pytest
 
-from seqkit.recipe import recipe_from_dict
-from tests.conftest import make_recipe
 from tests.test_export_sequence import TAG_TRAIN, TS_HEAD, _train, ts_case
 
 STATE_OPS = {"VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE"}
@@ -25,17 +23,10 @@ BUILTINS = {"ADD", "DEQUANTIZE", "FULLY_CONNECTED", "GATHER", "LOGISTIC", "MUL",
 
 
 @pytest.fixture(scope="module")
-def lm(tmp_path_factory, keras):
-    """A tiny 2-layer LSTM LM and its explicit-state float32 export: ``(run, explicit export)``."""
-    from seqkit.export.writer import export_run
-    from seqkit.training.train import train
-
-    d = tmp_path_factory.mktemp("stateful")
-    run = str(d / "lm")
-    train(recipe_from_dict(make_recipe(data={"limit": 100}, model={"cell": "lstm", "units": 16, "layers": 2},
-                                       training={"epochs": 1})), run, verbose=0)
-    export_run(run, str(d / "explicit"), parity_examples=2)
-    return run, str(d / "explicit")
+def lm(tiny_lm, tiny_lm_export):
+    """A tiny 2-layer LSTM LM and its explicit-state float32 export: ``(run, explicit export)``
+    (conftest's session ones, shared with tests/test_export.py; read only)."""
+    return tiny_lm("lstm"), tiny_lm_export("lstm")[0]
 
 
 def _stream(rt, tokens):

@@ -23,10 +23,33 @@ ROOT = Path(__file__).resolve().parents[1]
 TINY = dict(data={"limit": 60}, training={"epochs": 1}, model={"units": 8, "embedding_dim": 4})
 
 
-def cli(*args, timeout=300):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
-    return subprocess.run([sys.executable, "-m", "seqkit.cli", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+def cli(*args, timeout=300, fresh=False):
+    """``seqkit ARGS`` from the repository root, as ``subprocess.CompletedProcess`` (returncode,
+    stdout, stderr). In this process through click's CliRunner (the command's own error
+    handling; TensorFlow imported once, not ~5 CPU-s per call), a traceback that escaped the
+    command appended to stderr as a process would print it; with ``fresh``, a separate
+    ``python -m seqkit.cli`` process (a case that imports a user's plugin file, which would stay
+    registered in this process)."""
+    if fresh:
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
+        return subprocess.run([sys.executable, "-m", "seqkit.cli", *args], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=timeout)
+    import traceback
+
+    from click.testing import CliRunner
+
+    from seqkit.cli import main
+
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        res = CliRunner().invoke(main, [str(a) for a in args])
+    finally:
+        os.chdir(cwd)
+    err = res.stderr
+    if res.exc_info is not None and not isinstance(res.exception, SystemExit):
+        err += "".join(traceback.format_exception(*res.exc_info))
+    return subprocess.CompletedProcess(args, res.exit_code, res.stdout, err)
 
 
 def user_error(res, *names):
@@ -214,7 +237,7 @@ def test_plugin_cell_whose_call_raises_names_plugin_origin_and_shapes(runs, tmp_
     plugin = tmp_path / "bad_cell.py"
     plugin.write_text(BAD_CELL, encoding="utf-8")
     res = cli("train", str(runs / "recipe.yaml"), "--run-dir", str(tmp_path / "run"), "--quiet",
-              "--plugin", str(plugin), "--set", "model.cell=bad_cell")
+              "--plugin", str(plugin), "--set", "model.cell=bad_cell", fresh=True)
     msg = user_error(res, "plugin cell 'bad_cell'", str(plugin), "call()", "inputs [None, 4]",
                      "states ([None, 8])")
     assert "[?,4], [5,8]" in msg  # TensorFlow's own shapes of the failing op

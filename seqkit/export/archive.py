@@ -118,14 +118,18 @@ def build_full_sequence_archive(prep, model, batch: int, length: int, lengths: b
     return archive
 
 
-def build_archive(prep, model, *, with_step: bool = True, text: bool = False):
+def build_archive(prep, model, *, with_step: bool = True, text: bool = False,
+                  step_only: bool = False):
     """Return ``(archive, stepper)``: an ``ExportArchive`` tracking ``model`` with the signatures above.
 
     With ``with_step=False`` (a bidirectional encoder exported full-sequence) the
     archive has ``predict`` only (and the text signatures) and ``stepper`` is None. With
     ``text``, a run that reads text also gets ``predict_text`` (acceptor, tagger) or
     ``generate_text`` (language model): raw strings in, tokenized in the graph
-    (:mod:`seqkit.inference.serving`).
+    (:mod:`seqkit.inference.serving`). With ``step_only`` (the TFLite converter's source) it has
+    ``step`` and ``initial_state`` alone: the converter and the calibration read nothing
+    else, and tracing ``predict`` / ``generate`` / ``sample`` (while loops) and writing them
+    was most of an export's time.
 
     Raises:
         SeqkitError: ``with_step`` and the head cannot stream.
@@ -137,8 +141,9 @@ def build_archive(prep, model, *, with_step: bool = True, text: bool = False):
 
     archive = keras.export.ExportArchive()
     archive.track(model)
-    archive.add_endpoint("predict", predict_fn(prep, model), input_signature=[predict_input_spec(prep)])
-    if text:
+    if not step_only:
+        archive.add_endpoint("predict", predict_fn(prep, model), input_signature=[predict_input_spec(prep)])
+    if text and not step_only:
         from seqkit.inference.serving import add_text_endpoints
 
         add_text_endpoints(archive, prep, model)
@@ -168,7 +173,7 @@ def build_archive(prep, model, *, with_step: bool = True, text: bool = False):
     i32 = lambda name, shape=(): tf.TensorSpec(shape, tf.int32, name=name)  # noqa: E731
     archive.add_endpoint("step", step, input_signature=[st.input_spec(), *state_specs])
     archive.add_endpoint("initial_state", initial_state, input_signature=[i32("batch_size")])
-    if prep.recipe.head.type != "language_model":
+    if step_only or prep.recipe.head.type != "language_model":
         return archive, st
     archive.add_endpoint("generate", generate,
                          input_signature=[i32("prompt", [None, None]), i32("max_length")])

@@ -285,7 +285,8 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
     import tensorflow as tf
 
     from seqkit.export import embedded_metadata
-    from seqkit.export.archive import build_archive, build_full_sequence_archive, predict_input_spec
+    from seqkit.export.archive import (build_archive, build_full_sequence_archive, predict_input_spec,
+                                       stepper_for)
     from seqkit.export.parity import ParityCase, stream_logits
     from seqkit.export.calibration import full_sequence_samples, step_samples
     from seqkit.export.tflite import convert_signature, convert_step, op_names
@@ -351,10 +352,14 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
                      f"the export refuses such inputs (raise --length to take them whole).")
 
     with staged_dir(out) as tmp:
-        archive, stepper = build_archive(prep, model, with_step=can_step,
-                                         text=fmt in ("saved_model", "all"))
         sm_dir = os.path.join(tmp, "saved_model")
-        archive.write_out(sm_dir, verbose=False)
+        if fmt == "tflite" and full_sequence:  # it converts its own pinned archive (below)
+            stepper = stepper_for(prep, model) if can_step else None
+        else:  # --format tflite: the converter's source alone, so the step signatures alone
+            archive, stepper = build_archive(prep, model, with_step=can_step,
+                                             text=fmt in ("saved_model", "all"),
+                                             step_only=fmt == "tflite" and can_step)
+            archive.write_out(sm_dir, verbose=False)
         fs = ({"batch": batch, "length": length, "spec": predict_input_spec(prep, batch, length)}
               if full_sequence else None)
         meta = metadata_for(prep, stepper, quantize, fs)
@@ -404,9 +409,9 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
                                 list(pred["tags"].numpy()), 0.999)
         if fmt in ("tflite", "all"):
             conv_dir = sm_dir  # the converter refuses the text signatures' lookup tables (Flex ops)
-            if fmt == "all" and text_unsupported(prep) is None:
-                conv_dir = os.path.join(tmp, "tflite_source_saved_model")
-                build_archive(prep, model, with_step=can_step)[0].write_out(conv_dir, verbose=False)
+            if fmt == "all" and text_unsupported(prep) is None and not full_sequence:
+                conv_dir = os.path.join(tmp, "tflite_source_saved_model")  # step signatures alone
+                build_archive(prep, model, step_only=True)[0].write_out(conv_dir, verbose=False)
             if full_sequence:
                 fs_dir = os.path.join(tmp, "full_sequence_saved_model")
                 # full-integer frames: a lengths input marks the padding (no int is NaN)
@@ -461,7 +466,7 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
                             tflite_tags, min_agreement)
             with open(os.path.join(tmp, "model.tflite"), "wb") as f:
                 f.write(data)
-        if fmt == "tflite":
+        if fmt == "tflite" and os.path.isdir(sm_dir):
             shutil.rmtree(sm_dir)
         with open(os.path.join(tmp, "metadata.json"), "w", encoding="utf-8") as f:
             f.write(strict_json(meta, indent=1, ensure_ascii=False))
