@@ -16,11 +16,12 @@ import yaml
 from tests.conftest import make_recipe
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TIMING = {"seconds", "train_seconds"}
+TIMING = {"seconds", "train_seconds", "load_average"}
 
 
 def untimed(obj):
-    """``obj`` without wall-clock fields (``seconds`` per epoch, ``train_seconds``)."""
+    """``obj`` without the fields of the moment (``seconds`` per epoch, ``train_seconds``, the
+    machine's ``load_average`` as training started)."""
     if isinstance(obj, dict):
         return {k: untimed(v) for k, v in obj.items() if k not in TIMING}
     if isinstance(obj, list):

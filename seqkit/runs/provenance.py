@@ -64,7 +64,8 @@ def machine() -> dict:
     """The record a run keeps: ``{"seqkit", "tensorflow", "keras", "python", "platform", "cpu",
     "cpu_kind", "cpu_flags" (the :data:`FLAGS` present), "cpus" (logical), "load_average"
     (1-minute, at the call; None where the OS has none), "gpus" (TensorFlow's visible GPUs)}``.
-    Strings and numbers only, JSON-ready. Imports TensorFlow (a run has already)."""
+    Strings and numbers only, JSON-ready. Imports TensorFlow (a run has already). A resumed
+    run records the process that finished it."""
     from importlib.metadata import PackageNotFoundError, version
 
     import keras
