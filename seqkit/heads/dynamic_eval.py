@@ -47,18 +47,14 @@ def gradient_stats(model, data, max_chunks: int | None = None) -> list:
     """
     import tensorflow as tf
 
-    from seqkit.heads.stream_lm import StreamRunner, _chunk_sums
+    from seqkit.heads.stream_lm import StreamRunner, chunk_gradients
 
     runner = StreamRunner(model)
     weights = model.trainable_variables
 
     @tf.function(reduce_retracing=True)
     def step(x, y, states):
-        with tf.GradientTape() as tape:
-            logits, new = runner.forward(x, states, training=False)
-            _, _, _, ce = _chunk_sums(logits, y)
-            loss = tf.reduce_mean(ce)
-        grads = tape.gradient(loss, weights)
+        _, grads, new = chunk_gradients(runner, weights, x, y, states, training=False)
         return [tf.zeros_like(w) if g is None else tf.square(tf.convert_to_tensor(g))
                 for w, g in zip(weights, grads)], new
 
@@ -173,7 +169,7 @@ def dynamic_score(model, data, *, lr: float, rule: str = "sgd", decay: float = 0
     """
     import tensorflow as tf
 
-    from seqkit.heads.stream_lm import StreamRunner, _chunk_sums, figures
+    from seqkit.heads.stream_lm import StreamRunner, chunk_gradients, figures
 
     runner = StreamRunner(model)
     weights = model.trainable_variables
@@ -183,11 +179,8 @@ def dynamic_score(model, data, *, lr: float, rule: str = "sgd", decay: float = 0
 
     @tf.function(reduce_retracing=True)
     def step(x, y, states):
-        with tf.GradientTape() as tape:
-            logits, new = runner.forward(x, states, training=False)
-            s, n, c, ce = _chunk_sums(logits, y)
-            loss = tf.reduce_mean(ce)
-        update(tape.gradient(loss, weights))
+        (s, n, c), grads, new = chunk_gradients(runner, weights, x, y, states, training=False)
+        update(grads)
         return s, n, c, new
 
     states = runner.zero_states(data.batch_size)

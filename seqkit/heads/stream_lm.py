@@ -110,6 +110,22 @@ def _chunk_sums(logits, targets):
     return tf.reduce_sum(ce), tf.cast(tf.size(targets), tf.float32), tf.reduce_sum(correct), ce
 
 
+def chunk_gradients(runner, weights, x, y, states, *, training: bool):
+    """One chunk forward under a tape: ``(sums, grads, new_states)``.
+
+    ``sums`` is :func:`_chunk_sums`'s ``(ce nats, tokens, correct)``; ``grads`` are the
+    gradients of the mean cross-entropy with respect to ``weights`` (None where a weight is
+    unused). Call inside a ``tf.function`` (training, dynamic evaluation, its statistics).
+    """
+    import tensorflow as tf
+
+    with tf.GradientTape() as tape:
+        logits, new = runner.forward(x, states, training=training)
+        s, n, c, ce = _chunk_sums(logits, y)
+        loss = tf.reduce_mean(ce)
+    return (s, n, c), tape.gradient(loss, weights), new
+
+
 def figures(ce_sum: float, count: float, correct: float) -> dict:
     """``cross_entropy`` (nats/token), ``perplexity``, ``accuracy``, ``bits_per_token``, ``tokens``."""
     ce = float(ce_sum) / max(float(count), 1.0)
@@ -195,11 +211,7 @@ def fit_stream(model, train, *, validation_data=None, epochs: int, initial_epoch
 
     @tf.function(reduce_retracing=True)
     def step(x, y, states):
-        with tf.GradientTape() as tape:
-            logits, new = runner.forward(x, states, training=True)
-            s, n, c, ce = _chunk_sums(logits, y)
-            loss = tf.reduce_mean(ce)
-        grads = tape.gradient(loss, weights)
+        (s, n, c), grads, new = chunk_gradients(runner, weights, x, y, states, training=True)
         opt.apply(grads, weights)
         return s, n, c, new
 
