@@ -103,6 +103,10 @@ def test_text_lines_source_errors(tmp_path):
     src = lambda p: TextLines(TextLines.Options(path=str(p)))  # noqa: E731
     with pytest.raises(DataError, match="no such file"):
         src(tmp_path / "missing.txt").examples()
+    with pytest.raises(DataError, match="is a folder, not a file"):
+        src(tmp_path).examples()
+    with pytest.raises(DataError, match="no non-empty lines"):  # a device is read, not refused
+        src("/dev/null").examples()
     empty = tmp_path / "empty.txt"
     empty.write_text("\n  \n")
     with pytest.raises(DataError, match="no non-empty lines"):

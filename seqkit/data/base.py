@@ -170,7 +170,10 @@ def read_text(path: str, key: str = "data.path") -> str:
     """
     import os
 
-    if not os.path.isfile(path):
+    if os.path.isdir(path):  # devices and pipes (/dev/null, <(cmd)) are read like files
+        raise DataError(f"{key}: '{path}' is a folder, not a file. Name a UTF-8 text file"
+                        + (f", or pass {key} - for stdin." if key.startswith("--") else " in the recipe."))
+    if not os.path.exists(path):
         if key.startswith("--"):  # a command-line option, not a recipe key
             raise DataError(f"{key}: no such file '{path}'. Check the path (relative paths are "
                             f"read from the current directory), or pass {key} - for stdin.")
