@@ -31,8 +31,8 @@ from seqkit.errors import SeqkitError
 @click.option("--calibration-examples", type=click.IntRange(min=1), default=128, show_default=True,
               help="--quantize int8 / int16x8: training records the calibration streams.")
 @click.option("--cell-scaling/--no-cell-scaling", default=True, show_default=True,
-              help="--quantize int8 / int16x8 step models: LSTM cell states carried divided by a "
-              "per-unit scale from the calibration records (one int8 range per unit's share); "
+              help="--quantize int8 step models: LSTM cell states carried divided by a per-unit "
+              "scale from the calibration records, so each unit uses the whole int8 range; "
               "--no-cell-scaling: the plain cell state, one range for all units.")
 @click.option("--tolerance", type=float, help="Largest allowed max |logit diff| vs Keras [default: 1e-4 for float32].")
 @click.option("--min-agreement", type=click.FloatRange(0, 1),

@@ -259,10 +259,11 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
             model) or ``"int"`` (int8 / int16 frames, states, logits; token ids stay int32; the
             runtimes convert with each tensor's scale and zero point).
         calibration_examples: training records the full-integer calibration streams.
-        cell_scaling: full-integer step models (explicit or internal state): LSTM cells carry
+        cell_scaling: ``int8`` step models (explicit or internal state): LSTM cells carry
             their cell state divided by a per-unit scale from the calibration records
             (:mod:`seqkit.export.cell_scaling`; metadata ``cell_state_scaling``). False: the
-            plain cell state, one quantization range for all its units.
+            plain cell state, one quantization range for all its units. (``int16x8`` holds the
+            state in int16 and is exported without it.)
         parity_examples: held-out (test split) examples streamed for the check.
         full_sequence: the TFLite model is the full-sequence ``predict`` for a pinned
             ``[batch, length]`` input instead of the step model (the only choice for a
@@ -345,7 +346,7 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
 
         raise refuse_bidirectional(run_dir)  # fail before writing anything
     scaled = scaling = None
-    if calib and cell_scaling and can_step and not full_sequence:
+    if quantize == "int8" and cell_scaling and can_step and not full_sequence:
         from seqkit.export.cell_scaling import scaled_stepper, stepper_inputs
 
         scaled, scaling = scaled_stepper(stepper_for(prep, model), *stepper_inputs(prep, calib))

@@ -464,8 +464,8 @@ class Run:
                 ``"internal"`` (it keeps them in resource variables, signatures ``step`` and
                 ``reset``, ``batch`` rows fixed at export; language model, acceptor, tagger; see
                 :mod:`seqkit.export.stateful`). :class:`seqkit.runtime.StreamingModel` runs both.
-            cell_scaling: full-integer step models: LSTM cell states carried divided by a
-                per-unit scale (:mod:`seqkit.export.cell_scaling`); False: the plain cell state.
+            cell_scaling: ``int8`` step models: LSTM cell states carried divided by a per-unit
+                scale (:mod:`seqkit.export.cell_scaling`); False: the plain cell state.
 
         Returns:
             The parity report: per artefact (``"tflite"``, ``"saved_model"``, ...)
