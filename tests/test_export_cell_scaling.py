@@ -136,3 +136,21 @@ def test_int8_export_of_a_large_cell_state_agrees_better_with_scaling_and_stream
     err_scaled, err_plain = np.abs(c[0] - c_keras)[1:], np.abs(c_plain - c_keras)[1:]
     assert err_scaled.mean() < 0.2 * err_plain.mean()
     assert (z1.argmax(-1) == want[0].argmax(-1)).mean() >= 0.8
+
+
+def test_int8_state_inside_carries_the_scaled_state(counter_run, tmp_path):
+    from seqkit.export.writer import export_run
+    from seqkit.runtime import StreamingModel
+
+    out = str(tmp_path / "inside")
+    r = export_run(counter_run, out, quantize="int8", state="internal", min_agreement=0, **FAST)
+    plain = export_run(counter_run, str(tmp_path / "plain"), quantize="int8", state="internal",
+                       min_agreement=0, cell_scaling=False, **FAST)
+    assert r["cell_state_scaling"] == ["rnn_0_c", "rnn_1_c"] and "cell_state_scaling" not in plain
+    assert r["tflite"]["argmax_agreement"] > plain["tflite"]["argmax_agreement"]
+    meta = json.load(open(os.path.join(out, "metadata.json")))
+    assert meta["state"] == "internal" and len(meta["cell_state_scaling"]["scale"]["rnn_1_c"]) == 16
+    rt = StreamingModel(out)
+    z1 = np.stack([rt.step([i])[0] for i in (2, 5, 9, 7)])
+    rt.reset()
+    np.testing.assert_array_equal(np.stack([rt.step([i])[0] for i in (2, 5, 9, 7)]), z1)
