@@ -17,7 +17,9 @@ half-written model. Layout::
                           metadata.json's subword_model)
     OUT/metadata.json     vocabulary, labels, normaliser, special ids, input, state layout,
                           quantization, recipe, versions (the same JSON is embedded in
-                          model.tflite: seqkit.export.embedded_metadata)
+                          model.tflite: seqkit.export.embedded_metadata); an int8 LSTM step
+                          model: cell_state_scaling (its c states carry c / scale,
+                          seqkit.export.cell_scaling)
     OUT/vocab.json        the vocabulary (id = position; token inputs)
     OUT/char_vocab.json   the character vocabulary (model.char_embedding; also in metadata.json,
                           with max_chars: a step is the word id, then its characters' ids)
