@@ -30,6 +30,10 @@ from seqkit.errors import SeqkitError
               "model) or integer ones (int8 / int16; token ids stay int32).")
 @click.option("--calibration-examples", type=click.IntRange(min=1), default=128, show_default=True,
               help="--quantize int8 / int16x8: training records the calibration streams.")
+@click.option("--cell-scaling/--no-cell-scaling", default=True, show_default=True,
+              help="--quantize int8 step models: LSTM cell states carried divided by a per-unit "
+              "scale from the calibration records, so each unit uses the whole int8 range; "
+              "--no-cell-scaling: the plain cell state, one range for all units.")
 @click.option("--tolerance", type=float, help="Largest allowed max |logit diff| vs Keras [default: 1e-4 for float32].")
 @click.option("--min-agreement", type=click.FloatRange(0, 1),
               help="Smallest allowed arg-max agreement vs Keras on held-out data; below it nothing "
@@ -51,8 +55,8 @@ from seqkit.errors import SeqkitError
               help="TFLite step model: explicit (takes and returns its states) or internal (keeps "
               "them inside, signatures step + reset, --batch rows fixed; LM, acceptor, tagger).")
 @with_common_options
-def export(run_dir, fmt, out, quantize, io_type, calibration_examples, tolerance, min_agreement,
-           parity_examples, overwrite, full_sequence, batch, length, state):
+def export(run_dir, fmt, out, quantize, io_type, calibration_examples, cell_scaling, tolerance,
+           min_agreement, parity_examples, overwrite, full_sequence, batch, length, state):
     """Export a trained run (SavedModel / TFLite step model; seq2seq: encode + decode_step signatures),
     checked against Keras before writing."""
     from seqkit.runs.run import Run
@@ -60,7 +64,8 @@ def export(run_dir, fmt, out, quantize, io_type, calibration_examples, tolerance
     report = Run(run_dir).export(out, format=fmt, quantize=quantize, tolerance=tolerance,
                                  min_agreement=min_agreement, parity_examples=parity_examples,
                                  overwrite=overwrite, full_sequence=full_sequence, batch=batch, length=length,
-                                 state=state, io_type=io_type, calibration_examples=calibration_examples)
+                                 state=state, io_type=io_type, calibration_examples=calibration_examples,
+                                 cell_scaling=cell_scaling)
     out = report["out"]
     if fmt == "keras":
         r = report

@@ -119,7 +119,7 @@ def build_full_sequence_archive(prep, model, batch: int, length: int, lengths: b
 
 
 def build_archive(prep, model, *, with_step: bool = True, text: bool = False,
-                  step_only: bool = False):
+                  step_only: bool = False, stepper=None):
     """Return ``(archive, stepper)``: an ``ExportArchive`` tracking ``model`` with the signatures above.
 
     With ``with_step=False`` (a bidirectional encoder exported full-sequence) the
@@ -129,7 +129,8 @@ def build_archive(prep, model, *, with_step: bool = True, text: bool = False,
     (:mod:`seqkit.inference.serving`). With ``step_only`` (the TFLite converter's source) it has
     ``step`` and ``initial_state`` alone: the converter and the calibration read nothing
     else, and tracing ``predict`` / ``generate`` / ``sample`` (while loops) and writing them
-    was most of an export's time.
+    was most of an export's time. ``stepper`` replaces the head's step view of ``model`` (a
+    full-integer export's cell-state scaling, :mod:`seqkit.export.cell_scaling`).
 
     Raises:
         SeqkitError: ``with_step`` and the head cannot stream.
@@ -149,7 +150,7 @@ def build_archive(prep, model, *, with_step: bool = True, text: bool = False,
         add_text_endpoints(archive, prep, model)
     if not with_step:
         return archive, None
-    st = stepper_for(prep, model)
+    st = stepper or stepper_for(prep, model)
     names, sizes = st.state_names(), st.state_sizes()
     state_specs = [tf.TensorSpec([None, n], tf.float32, name=nm) for nm, n in zip(names, sizes)]
 

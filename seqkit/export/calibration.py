@@ -10,13 +10,19 @@ parity check): ``n`` records picked with ``numpy.random.default_rng(seed)``
 (the recipe's seed), in the shapes each signature takes:
 
 - ``step`` (explicit states): the records streamed through the SavedModel's
-  own ``initial_state`` and ``step`` signatures, all rows at once, one sample
-  ``{input [N], state_i [N, H]}`` per position: the states the model meets
-  mid-sequence, not zeros.
+  own ``initial_state`` and ``step`` signatures, all rows at once; the
+  ``(input, states)`` pairs of the positions inside a record (not the padding
+  after a shorter record's end) are pooled and cut into samples
+  ``{input [N], state_i [N, H]}`` of ``N`` rows each (``N`` = records; the last
+  block completed with the first pairs): the states the model meets
+  mid-sequence, not zeros, and none that only padding leads to (fed after a
+  line's end, the LM's padding id drove its cell state to 7 times the largest
+  value of any real position).
 - ``step`` + ``reset`` (``--state internal``): ``("reset", {"rows": ones [B]})``
   before each group of ``B`` records, then ``("step", {input [B]})`` per
-  position; the calibrating interpreter keeps the state variables between
-  calls, so they take realistic values as they do on a device.
+  position up to the group's longest record; the calibrating interpreter keeps
+  the state variables between calls, so they take realistic values as they do
+  on a device.
 - ``predict`` (``--full-sequence``): the records in blocks of the pinned ``[B, T]`` (frames
   of a full-integer export: 0 padding and ``lengths [B]``, :mod:`seqkit.export.frame_lengths`).
 - ``encode`` + ``decode_step`` (seq2seq): ``("encode", {"source": [1, S]})``
@@ -61,27 +67,44 @@ def step_samples(prep, records, saved_model_dir: str, input_name: str) -> list[d
 
     loaded = tf.saved_model.load(saved_model_dir)
     step = loaded.signatures["step"]
-    x = np.nan_to_num(_inputs(prep, records), nan=0.0)
-    state = {k: v for k, v in loaded.signatures["initial_state"](batch_size=tf.constant(len(x))).items()}
-    samples = []
+    x, valid = valid_positions(_inputs(prep, records))
+    n = len(x)
+    state = {k: v for k, v in loaded.signatures["initial_state"](batch_size=tf.constant(n)).items()}
+    pooled = []
     for t in range(x.shape[1]):
         feed = {input_name: tf.constant(x[:, t]), **state}
-        samples.append({k: np.asarray(v) for k, v in feed.items()})
+        if valid[:, t].any():
+            pooled.append({k: np.asarray(v)[valid[:, t]] for k, v in feed.items()})
         res = step(**feed)
         state = {k: v for k, v in res.items() if k != "logits"}
-    return samples
+    if not pooled:
+        return []
+    flat = {k: np.concatenate([p[k] for p in pooled]) for k in pooled[0]}
+    total = len(flat[input_name])
+    order = np.arange(-(-total // n) * n) % total  # whole blocks of n rows, wrapping around
+    return [{k: np.ascontiguousarray(v[order[i:i + n]]) for k, v in flat.items()}
+            for i in range(0, len(order), n)]
+
+
+def valid_positions(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(x with NaN frames as 0, valid [N, T] bool)``: the positions inside a record (a token id
+    other than 0 -- the word id of ``[N, T, 1 + W]`` inputs -- or a frame without NaN)."""
+    if x.dtype.kind == "f":
+        return np.nan_to_num(x, nan=0.0), ~np.isnan(x).any(axis=-1)
+    return x, (x[..., 0] if x.ndim == 3 else x) != 0
 
 
 def stateful_samples(prep, records, batch: int, input_name: str) -> list[tuple]:
     """``("reset", ...)`` / ``("step", ...)`` samples for a ``--state internal`` model."""
-    x = np.nan_to_num(_inputs(prep, records), nan=0.0)
+    x, valid = valid_positions(_inputs(prep, records))
     samples = []
     for i in range(0, len(x), batch):
         group = x[i:i + batch]
+        steps = int(valid[i:i + batch].any(axis=0).nonzero()[0].max(initial=-1)) + 1
         if len(group) < batch:
             group = np.concatenate([group, np.zeros((batch - len(group), *x.shape[1:]), x.dtype)])
         samples.append(("reset", {"rows": np.ones(batch, np.int32)}))
-        samples += [("step", {input_name: np.ascontiguousarray(group[:, t])}) for t in range(x.shape[1])]
+        samples += [("step", {input_name: np.ascontiguousarray(group[:, t])}) for t in range(steps)]
     return samples
 
 

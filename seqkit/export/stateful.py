@@ -81,20 +81,21 @@ def check_stateful_request(prep, *, fmt: str, full_sequence: bool, batch: int, r
         raise SeqkitError(f"--batch {batch}: the state's batch must be at least 1.")
 
 
-def build_stateful_archive(prep, model, batch: int = 1):
+def build_stateful_archive(prep, model, batch: int = 1, stepper=None):
     """Return ``(archive, stepper)``: an ``ExportArchive`` with ``step`` and ``reset`` (see the
     module docstring), the states in ``[batch, H]`` float32 ``tf.Variable`` s (zeros).
 
     ``ExportArchive`` (not a bare ``tf.Module``) tracks the Keras model, so the converter
     freezes its weights to constants; only the state variables, which ``step`` assigns,
-    stay resource variables.
+    stay resource variables. ``stepper`` replaces the head's step view of ``model`` (cell-state
+    scaling, :mod:`seqkit.export.cell_scaling`).
     """
     import keras
     import tensorflow as tf
 
     from seqkit.export.archive import stepper_for
 
-    st = stepper_for(prep, model)
+    st = stepper or stepper_for(prep, model)
     names, sizes = st.state_names(), st.state_sizes()
     variables = [tf.Variable(tf.zeros([batch, n], tf.float32), trainable=False, name=nm)
                  for nm, n in zip(names, sizes)]
@@ -170,7 +171,7 @@ def stream_fixed_batch(rt, x: np.ndarray, batch: int) -> np.ndarray:
 
 def export_stateful_tflite(prep, model, tmp: str, meta: dict, case, quantize: str, batch: int,
                            explicit_saved_model: str | None, *, calibration: list | None = None,
-                           io_type: str = "float") -> tuple[bytes, dict, np.ndarray]:
+                           io_type: str = "float", stepper=None) -> tuple[bytes, dict, np.ndarray]:
     """Build, convert and check the stateful TFLite model of an export (``tmp``: the staged
     export directory, ``meta``: its metadata, updated here). Returns ``(model bytes, report,
     streamed logits [N, T, C])``.
@@ -181,14 +182,15 @@ def export_stateful_tflite(prep, model, tmp: str, meta: dict, case, quantize: st
     float32 round-off expected: both run the same step graph). A full-integer model
     (``calibration``: the training records, :func:`seqkit.export.calibration.stateful_samples`)
     has no such twin -- the explicit model's ranges are calibrated on its own state inputs --
-    so it is compared with Keras only.
+    so it is compared with Keras only. ``stepper``: the step view to export (default the head's;
+    a full-integer export passes its cell-state scaling, :mod:`seqkit.export.cell_scaling`).
     """
     from seqkit.export.calibration import stateful_samples
     from seqkit.export.tflite import convert_step
     from seqkit.runtime.streaming import StreamingModel
 
     sm_dir = os.path.join(tmp, "stateful_saved_model")
-    archive, _ = build_stateful_archive(prep, model, batch)
+    archive, _ = build_stateful_archive(prep, model, batch, stepper)
     archive.write_out(sm_dir, verbose=False)
     try:
         rep = calibration and stateful_samples(prep, calibration, batch, meta["input"]["name"])

@@ -17,7 +17,9 @@ half-written model. Layout::
                           metadata.json's subword_model)
     OUT/metadata.json     vocabulary, labels, normaliser, special ids, input, state layout,
                           quantization, recipe, versions (the same JSON is embedded in
-                          model.tflite: seqkit.export.embedded_metadata)
+                          model.tflite: seqkit.export.embedded_metadata); an int8 LSTM step
+                          model: cell_state_scaling (its c states carry c / scale,
+                          seqkit.export.cell_scaling)
     OUT/vocab.json        the vocabulary (id = position; token inputs)
     OUT/char_vocab.json   the character vocabulary (model.char_embedding; also in metadata.json,
                           with max_chars: a step is the word id, then its characters' ids)
@@ -238,7 +240,8 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
                tolerance: float | None = None, min_agreement: float | None = None,
                parity_examples: int = 32, overwrite: bool = False, full_sequence: bool = False,
                batch: int = 1, length: int | None = None, state: str = "explicit",
-               io_type: str = "float", calibration_examples: int = 128) -> dict:
+               io_type: str = "float", calibration_examples: int = 128,
+               cell_scaling: bool = True) -> dict:
     """Export a trained run; return the parity report.
 
     Args:
@@ -258,6 +261,11 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
             model) or ``"int"`` (int8 / int16 frames, states, logits; token ids stay int32; the
             runtimes convert with each tensor's scale and zero point).
         calibration_examples: training records the full-integer calibration streams.
+        cell_scaling: ``int8`` step models (explicit or internal state): LSTM cells carry
+            their cell state divided by a per-unit scale from the calibration records
+            (:mod:`seqkit.export.cell_scaling`; metadata ``cell_state_scaling``). False: the
+            plain cell state, one quantization range for all its units. (``int16x8`` holds the
+            state in int16 and is exported without it.)
         parity_examples: held-out (test split) examples streamed for the check.
         full_sequence: the TFLite model is the full-sequence ``predict`` for a pinned
             ``[batch, length]`` input instead of the step model (the only choice for a
@@ -339,6 +347,11 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
         from seqkit.heads.sequence_stepper import refuse_bidirectional
 
         raise refuse_bidirectional(run_dir)  # fail before writing anything
+    scaled = scaling = None
+    if quantize == "int8" and cell_scaling and can_step and not full_sequence:
+        from seqkit.export.cell_scaling import scaled_stepper, stepper_inputs
+
+        scaled, scaling = scaled_stepper(stepper_for(prep, model), *stepper_inputs(prep, calib))
     length = (length or prep.recipe.data.max_length) if full_sequence else None
     held_out = prep.splits.get("test") or prep.splits.get("valid") or prep.splits["train"]
     case = ParityCase(prep, model, held_out[:parity_examples], length)
@@ -358,12 +371,15 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
         else:  # --format tflite: the converter's source alone, so the step signatures alone
             archive, stepper = build_archive(prep, model, with_step=can_step,
                                              text=fmt in ("saved_model", "all"),
-                                             step_only=fmt == "tflite" and can_step)
+                                             step_only=fmt == "tflite" and can_step,
+                                             stepper=scaled if fmt == "tflite" else None)
             archive.write_out(sm_dir, verbose=False)
         fs = ({"batch": batch, "length": length, "spec": predict_input_spec(prep, batch, length)}
               if full_sequence else None)
         meta = metadata_for(prep, stepper, quantize, fs)
         meta["io_type"] = io_type
+        if scaled is not None:  # the TFLite model's states; a SavedModel's carry c itself
+            meta["cell_state_scaling"] = {**scaling, "applies_to": "model.tflite"}
         crf = crf_metadata(model)
         ref_tags = None
         if crf is not None:
@@ -379,6 +395,8 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
         report = {"examples": len(held_out[:parity_examples]), "quantize": quantize,
                   "artefact": meta["artefact"], "tolerance": tolerance,
                   "min_argmax_agreement": min_agreement, **calibration_report(calib, io_type)}
+        if scaled is not None:
+            report["cell_state_scaling"] = scaling["states"]
         if fmt in ("saved_model", "all"):
             loaded = tf.saved_model.load(sm_dir)
             if stepper is not None:
@@ -409,9 +427,9 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
                                 list(pred["tags"].numpy()), 0.999)
         if fmt in ("tflite", "all"):
             conv_dir = sm_dir  # the converter refuses the text signatures' lookup tables (Flex ops)
-            if fmt == "all" and text_unsupported(prep) is None and not full_sequence:
+            if fmt == "all" and (text_unsupported(prep) is None or scaled is not None) and not full_sequence:
                 conv_dir = os.path.join(tmp, "tflite_source_saved_model")  # step signatures alone
-                build_archive(prep, model, step_only=True)[0].write_out(conv_dir, verbose=False)
+                build_archive(prep, model, step_only=True, stepper=scaled)[0].write_out(conv_dir, verbose=False)
             if full_sequence:
                 fs_dir = os.path.join(tmp, "full_sequence_saved_model")
                 # full-integer frames: a lengths input marks the padding (no int is NaN)
@@ -445,7 +463,8 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
 
                 data, report["tflite"], z = export_stateful_tflite(prep, model, tmp, meta, case,
                                                                    quantize, batch, conv_dir,
-                                                                   calibration=calib, io_type=io_type)
+                                                                   calibration=calib, io_type=io_type,
+                                                                   stepper=scaled)
                 if crf is not None:
                     tflite_tags = _viterbi_rows(z, case.lengths, crf)
             else:

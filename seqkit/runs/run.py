@@ -439,7 +439,8 @@ class Run:
                tolerance: float | None = None, min_agreement: float | None = None,
                parity_examples: int = 32, overwrite: bool = False, full_sequence: bool = False,
                batch: int = 1, length: int | None = None, state: str = "explicit",
-               io_type: str = "float", calibration_examples: int = 128) -> dict:
+               io_type: str = "float", calibration_examples: int = 128,
+               cell_scaling: bool = True) -> dict:
         """Export the run, checked against Keras before anything is written (``seqkit export``).
 
         Args:
@@ -463,6 +464,8 @@ class Run:
                 ``"internal"`` (it keeps them in resource variables, signatures ``step`` and
                 ``reset``, ``batch`` rows fixed at export; language model, acceptor, tagger; see
                 :mod:`seqkit.export.stateful`). :class:`seqkit.runtime.StreamingModel` runs both.
+            cell_scaling: ``int8`` step models: LSTM cell states carried divided by a per-unit
+                scale (:mod:`seqkit.export.cell_scaling`); False: the plain cell state.
 
         Returns:
             The parity report: per artefact (``"tflite"``, ``"saved_model"``, ...)
@@ -495,7 +498,7 @@ class Run:
                                 min_agreement=min_agreement, parity_examples=parity_examples,
                                 overwrite=overwrite, full_sequence=full_sequence, batch=batch,
                                 length=length, state=state, io_type=io_type,
-                                calibration_examples=calibration_examples)
+                                calibration_examples=calibration_examples, cell_scaling=cell_scaling)
         return {**report, "out": out}
 
     # ------------------------------------------------------------ from a model you trained
