@@ -83,18 +83,18 @@ def predict_fn(prep, model, unroll: bool = False):
     inputs = getattr(prep.head, "inputs", None)
     crf = crf_layer(model)
 
-    def answer(z, mask):
+    def answer(z, mask):  # mask: a thunk, traced only for a CRF (a full-integer graph has no int32 op)
         if crf is None:
             return {"logits": z}
-        return {"logits": z, "tags": crf.decode(z, mask, unroll=unroll)}
+        return {"logits": z, "tags": crf.decode(z, mask(), unroll=unroll)}
 
     if inputs is None or inputs.kind != "frames":
         words = (lambda t: t[..., 0]) if inputs is not None and inputs.chars is not None else (lambda t: t)
-        return lambda tokens: answer(model(tokens, training=False), tf.not_equal(words(tokens), 0))
+        return lambda tokens: answer(model(tokens, training=False), lambda: tf.not_equal(words(tokens), 0))
     mean = tf.constant(inputs.normalizer.mean, tf.float32)
     std = tf.constant(inputs.normalizer.std, tf.float32)
     return lambda frames: answer(model((frames - mean) / std, training=False),
-                                 tf.logical_not(tf.reduce_any(tf.math.is_nan(frames), axis=-1)))
+                                 lambda: tf.logical_not(tf.reduce_any(tf.math.is_nan(frames), axis=-1)))
 
 
 def build_full_sequence_archive(prep, model, batch: int, length: int, lengths: bool = False,

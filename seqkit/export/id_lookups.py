@@ -95,16 +95,61 @@ def gathered_ids(model, mask_dtype="bool"):
     def patch_mask(op, vocab_size):
         object.__setattr__(op, "call", lambda x1, x2: id_mask(x1, vocab_size, mask_dtype))
 
+    # layers with packed ids of their own (seqkit.layers.char_word_embedding) give their lookup form
+    packed = [lay for lay in every if hasattr(lay, "lookup_call") and hasattr(lay, "lookup_mask")]
+
+    # ... and the functional model records such a layer's mask as ``GetItem(packed, [..., 0])``
+    # then ``NotEqual(., 0)``: the slice passes the packed ids through, the comparison looks up
+    packed_masks = []
+    for net in every:
+        ops_ = getattr(net, "operations", None) or []
+        owner = {}
+        for op in ops_:
+            if op in packed:
+                for node in op._inbound_nodes:
+                    owner[id(node.arguments.keras_tensors[0])] = op
+        sliced = {}
+        for op in ops_:
+            if type(op).__name__ == "GetItem" and len(op._inbound_nodes) == 1:
+                node = op._inbound_nodes[0]
+                src = node.arguments.keras_tensors
+                if src and id(src[0]) in owner and len(node.outputs) == 1:
+                    sliced[id(node.outputs[0])] = (op, owner[id(src[0])])
+        readers = {}
+        for op in ops_:
+            for node in op._inbound_nodes:
+                for t in node.arguments.keras_tensors:
+                    readers.setdefault(id(t), []).append(op)
+        for key, (getitem, lay) in sliced.items():
+            if all(type(r).__name__ == "NotEqual" and len(r._inbound_nodes) == 1 for r in readers.get(key, [])):
+                packed_masks.append((getitem, readers.get(key, []), lay))
+
+    def patch_packed(layer):
+        object.__setattr__(layer, "call", lambda inputs, *a, **k: layer.lookup_call(inputs, mask_dtype))
+        object.__setattr__(layer, "compute_mask", lambda inputs, mask=None: layer.lookup_mask(inputs, mask_dtype))
+
+    patched_ops = []
+    for getitem, nes, lay in packed_masks:
+        object.__setattr__(getitem, "call", lambda x, *a, **k: x)
+        patched_ops.append(getitem)
+        for ne in nes:
+            object.__setattr__(ne, "call", lambda x1, x2, _lay=lay: _lay.lookup_mask(x1, mask_dtype))
+            patched_ops.append(ne)
+
     for lay in layers:
         patch(lay)
     for op, v in masks:
         patch_mask(op, v)
+    for lay in packed:
+        patch_packed(lay)
     try:
         yield model
     finally:
-        for lay in layers:
+        for lay in layers + packed:
             object.__delattr__(lay, "call")
             object.__delattr__(lay, "compute_mask")
+        for op in patched_ops:
+            object.__delattr__(op, "call")
         for op, _ in masks:
             object.__delattr__(op, "call")
 

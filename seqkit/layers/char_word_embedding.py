@@ -119,6 +119,56 @@ class CharWordEmbedding(keras.layers.Layer):
         enc = finals[0] if len(finals) == 1 else ops.concatenate(finals, axis=-1)
         return ops.concatenate([self.word_embedding(inputs[:, 0]), enc], axis=-1)
 
+    def lookup_call(self, inputs, mask_dtype="bool"):
+        """:meth:`call` with the packed ids read by table lookups alone, for full-integer pinned
+        exports (:func:`seqkit.export.id_lookups.gathered_ids`): TF 2.21's int16x8 quantizer asks
+        a calibrated range of any int32 tensor that feeds an op other than ``GATHER`` (here the
+        slices and reshape of the packed ids, and ``chars != 0``), and records none. So the
+        whole packed tensor indexes each table (both padded to ``max(V, K)`` rows) and the float
+        results are sliced: ``gather(words, packed)[..., 0, :]``, ``gather(chars, packed)[...,
+        1:, :]``, and the character mask ``gather(keep, packed)[..., 1:]`` with ``keep = [0, 1,
+        ..., 1]``, in ``mask_dtype`` (float32 1 / 0 for
+        :func:`seqkit.export.unrolled.arithmetic_unroll`). Same values as :meth:`call`.
+
+        Args:
+            inputs: ``[..., 1 + W] int32`` with a static shape (a pinned export).
+            mask_dtype: the character mask's dtype, ``"bool"`` or ``"float32"``.
+
+        Returns:
+            ``[..., E + C]`` float32.
+        """
+        import numpy as np
+        import tensorflow as tf
+
+        ids = tf.cast(inputs, tf.int32) if inputs.dtype != tf.int32 else inputs
+        rows = max(self.vocab_size, self.char_vocab_size)
+
+        def table(emb):
+            t = tf.convert_to_tensor(emb.embeddings)
+            return tf.pad(t, [[0, rows - int(t.shape[0])], [0, 0]])
+
+        keep = np.ones(rows, mask_dtype)
+        keep[0] = 0
+        words = tf.gather(table(self.word_embedding), ids)[..., 0, :]  # [..., E]
+        x = tf.gather(table(self.char_embedding), ids)[..., 1:, :]  # [..., W, dim]
+        valid = tf.gather(tf.constant(keep), ids)[..., 1:]  # [..., W]
+        first = tf.ones_like(valid[..., :1])
+        mask = tf.concat([first, valid[..., 1:]], axis=-1)
+        lead = list(ids.shape[:-1])
+        x = tf.reshape(x, (-1, self.max_chars, self.char_dim))
+        mask = tf.reshape(mask, (-1, self.max_chars))
+        enc = tf.reshape(self.char_rnn(x, mask=mask), (*lead, self.char_width))
+        return tf.concat([words, tf.cast(enc, words.dtype)], axis=-1)
+
+    def lookup_mask(self, inputs, mask_dtype="bool"):
+        """:meth:`compute_mask` as ``gather(keep, packed)[..., 0]`` (see :meth:`lookup_call`)."""
+        import numpy as np
+        import tensorflow as tf
+
+        keep = np.ones(max(self.vocab_size, self.char_vocab_size), mask_dtype)
+        keep[0] = 0
+        return tf.gather(tf.constant(keep), inputs)[..., 0]
+
     def compute_mask(self, inputs, mask=None):
         return ops.not_equal(inputs[..., 0], 0)
 
