@@ -31,7 +31,9 @@ a word counting as right when it equals any of its references
 corpus BLEU and chrF of the outputs (:mod:`seqkit.metrics.text`). Baseline
 (:meth:`Seq2SeqHead.baselines`): for aligned data (one target symbol per source symbol in every
 training pair, e.g. :mod:`seqkit.data.pinyin`) each source symbol's most frequent target symbol
-in training, scored the same way; none for unaligned data such as G2P.
+in training, scored the same way; none for unaligned data such as G2P. With that baseline,
+:meth:`Seq2SeqHead.evaluate` also gives ``vs_baseline``, McNemar's exact test of the model against
+it on the same sources (:mod:`seqkit.metrics.significance`).
 """
 
 from __future__ import annotations
