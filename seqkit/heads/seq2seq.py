@@ -328,7 +328,7 @@ class Seq2SeqHead(Head):
         source symbol in training (:class:`seqkit.metrics.baselines.MostFrequentTargetPerSymbol`), scored
         on valid and test like the model (``wer``, ``per``; ``bleu``, ``chrf`` with
         ``head.text_metrics``). Unaligned data (G2P): none."""
-        base = self.lookup if self.lookup is not None else self.fit_lookup(prep.splits["train"])
+        base = self.fit_lookup(prep.splits["train"])
         if base is None:
             return {}
         out = {}
