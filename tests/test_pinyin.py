@@ -137,3 +137,24 @@ def test_tiny_model_reads_a_polyphone_from_context_the_baseline_cannot(tmp_path,
     assert all(o["hypotheses"][0]["score"] >= o["hypotheses"][1]["score"] for o in out)
     base = MostFrequentTargetPerSymbol((list(x.text), x.target) for x in recs)
     assert base(list("银行")) == ["yin2", "xing2"] and base(list("行列")) == ["xing2", "lie4"]
+
+
+def test_evaluate_pairs_the_model_with_the_lookup_baseline(tmp_path):
+    """check_splits fits the lookup on the training split; paired_test counts, per test phrase,
+    who is right. Training syllables xing2, zou3, ren2 twice each: the commonest overall is the
+    first seen, xing2. 银行 -> model right (yin2 hang2), baseline wrong (银 unseen: xing2 xing2);
+    人行 -> both right; 行人 -> model wrong (hang2 ren2), baseline right (xing2 ren2). b = 1,
+    c = 1: exact McNemar p = min(1, 2 * (1 + 2) / 4) = 1."""
+    from seqkit.heads.seq2seq import Seq2SeqHead, references
+
+    recs = {x.text: x for x in _load(_recipe(tmp_path, PHRASES))}
+    head = Seq2SeqHead(_recipe(tmp_path, PHRASES))
+    head.check_splits({"train": [recs[k] for k in ("行走", "人行", "走人", "一点儿")],
+                       "test": []})
+    refs = references([recs["银行"], recs["人行"], recs["行人"]])
+    hyps = [["yin2", "hang2"], ["ren2", "xing2"], ["hang2", "ren2"]]
+    assert head.lookup(list("银行")) == ["xing2", "xing2"]
+    assert head.paired_test(refs, hyps) == {"baseline": "most-frequent-target-per-source-symbol",
+                                            "model_only": 1, "baseline_only": 1, "p_value": 1.0}
+    head.check_splits({"train": [types.SimpleNamespace(text="ab", target=["AE"])]})
+    assert head.lookup is None  # unaligned (G2P): no baseline, no paired test

@@ -31,7 +31,9 @@ a word counting as right when it equals any of its references
 corpus BLEU and chrF of the outputs (:mod:`seqkit.metrics.text`). Baseline
 (:meth:`Seq2SeqHead.baselines`): for aligned data (one target symbol per source symbol in every
 training pair, e.g. :mod:`seqkit.data.pinyin`) each source symbol's most frequent target symbol
-in training, scored the same way; none for unaligned data such as G2P.
+in training, scored the same way; none for unaligned data such as G2P. With that baseline,
+:meth:`Seq2SeqHead.evaluate` also gives ``vs_baseline``, McNemar's exact test of the model against
+it on the same sources (:mod:`seqkit.metrics.significance`).
 """
 
 from __future__ import annotations
@@ -68,6 +70,8 @@ class Seq2SeqOptions(BaseModel):
     text_metrics: bool = False
 
 TARGET_VOCAB = "target_vocab.json"
+#: name of the per-symbol lookup baseline in ``metrics.json`` (:meth:`Seq2SeqHead.baselines`)
+LOOKUP_BASELINE = "most-frequent-target-per-source-symbol"
 
 
 def references(records: list) -> dict:
@@ -113,6 +117,7 @@ class Seq2SeqHead(Head):
         super().__init__(recipe, vocab)
         self.target_vocab = target_vocab
         self.target_tokenizer = None  # a TextTokenizer when the target side is sentencepiece
+        self.lookup = None  # the lookup baseline of aligned training pairs (check_splits)
 
     def to_pair(self, source_ids, target_ids):
         return seq2seq_pair(source_ids, target_ids)
@@ -276,7 +281,27 @@ class Seq2SeqHead(Head):
         _, unk, total = self.encode_sources(words)
         out.update(self.output_scores(refs, hyps), beam_width=self.recipe.decoding.beam_width,
                    unknown_source_symbols=unk, source_symbols=total)
+        if self.lookup is not None:
+            out["vs_baseline"] = self.paired_test(refs, hyps)
         return out
+
+    def paired_test(self, refs: dict, hyps: list) -> dict:
+        """McNemar's exact test of the model against the lookup baseline on the same sources
+        (:func:`seqkit.metrics.significance.mcnemar`): a source counts as right when its output
+        equals one of its references.
+
+        Returns:
+            ``{"baseline": name, "model_only": b, "baseline_only": c, "p_value": p}`` -- ``b``
+            sources the model gets right and the baseline wrong, ``c`` the reverse.
+        """
+        from seqkit.metrics.significance import mcnemar
+
+        words = list(refs)
+        model_ok = [list(h) in refs[w] for w, h in zip(words, hyps)]
+        base_ok = [self.lookup(self.source_tokens(w)) in refs[w] for w in words]
+        t = mcnemar(model_ok, base_ok)
+        return {"baseline": LOOKUP_BASELINE, "model_only": t["first_only"],
+                "baseline_only": t["second_only"], "p_value": t["p_value"]}
 
     def output_scores(self, refs: dict, hyps: list) -> dict:
         """Figures of output sequences: ``wer``/``per`` (:func:`seqkit.metrics.edit_distance.g2p_error_rates`)
@@ -303,12 +328,9 @@ class Seq2SeqHead(Head):
         source symbol in training (:class:`seqkit.metrics.baselines.MostFrequentTargetPerSymbol`), scored
         on valid and test like the model (``wer``, ``per``; ``bleu``, ``chrf`` with
         ``head.text_metrics``). Unaligned data (G2P): none."""
-        from seqkit.metrics.baselines import MostFrequentTargetPerSymbol
-
-        pairs = [(self.source_tokens(r.text), list(r.target)) for r in prep.splits["train"]]
-        if not pairs or any(len(s) != len(t) for s, t in pairs):
+        base = self.fit_lookup(prep.splits["train"])
+        if base is None:
             return {}
-        base = MostFrequentTargetPerSymbol(pairs)
         out = {}
         for s in ("valid", "test"):
             recs = prep.splits.get(s) or []
@@ -316,7 +338,23 @@ class Seq2SeqHead(Head):
                 refs = references(recs)
                 f = self.output_scores(refs, [base(self.source_tokens(w)) for w in refs])
                 out[s] = {k: round(f[k], 6) for k in ("wer", "per", "bleu", "chrf") if k in f}
-        return {"most-frequent-target-per-source-symbol": out}
+        return {LOOKUP_BASELINE: out}
+
+    def fit_lookup(self, train: list):
+        """The lookup baseline of aligned training pairs
+        (:class:`seqkit.metrics.baselines.MostFrequentTargetPerSymbol`), or ``None`` when the
+        split is empty or some pair is not one target symbol per source symbol."""
+        from seqkit.metrics.baselines import MostFrequentTargetPerSymbol
+
+        pairs = [(self.source_tokens(r.text), list(r.target)) for r in train]
+        if not pairs or any(len(s) != len(t) for s, t in pairs):
+            return None
+        return MostFrequentTargetPerSymbol(pairs)
+
+    def check_splits(self, splits: dict) -> None:
+        """Fit the lookup baseline on the training split (aligned data only), so that
+        :meth:`evaluate` reports the model's paired test against it (``vs_baseline``)."""
+        self.lookup = self.fit_lookup(splits.get("train") or [])
 
     def format_metrics(self, figures):
         unk = figures.get("unknown_source_symbols")
@@ -324,7 +362,16 @@ class Seq2SeqHead(Head):
                 f"(beam {figures['beam_width']}, {figures['words']} words, {figures['phonemes']} "
                 f"reference symbols{f', {unk} unknown source symbols' if unk else ''}); "
                 f"cross-entropy {figures['cross_entropy']:.4f}, symbol accuracy {figures['accuracy']:.4f}"
-                + (f"; BLEU {figures['bleu']:.2f}, chrF {figures['chrf']:.2f}" if "bleu" in figures else "")]
+                + (f"; BLEU {figures['bleu']:.2f}, chrF {figures['chrf']:.2f}" if "bleu" in figures else "")
+                ] + self.format_paired(figures.get("vs_baseline"))
+
+    @staticmethod
+    def format_paired(t) -> list[str]:
+        """The console line of :meth:`paired_test`'s figures (none without them)."""
+        if not isinstance(t, dict) or "p_value" not in t:
+            return []
+        return [f"paired with baseline {t.get('baseline')}: only the model right on {t['model_only']} "
+                f"words, only the baseline on {t['baseline_only']}; exact McNemar p = {t['p_value']:.3g}"]
 
     def loss(self):
         from seqkit.training.losses import MaskedSparseCrossEntropy

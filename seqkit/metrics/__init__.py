@@ -6,7 +6,9 @@
   (seq2seq, G2P);
 * :mod:`~seqkit.metrics.text` -- BLEU and chrF of text outputs (``sacrebleu``, the ``text`` extra);
 * :mod:`~seqkit.metrics.baselines` -- count-based baselines every model must beat (n-gram LMs,
-  most frequent target per symbol).
+  most frequent target per symbol);
+* :mod:`~seqkit.metrics.significance` -- McNemar's exact test of two systems on the same items
+  (seq2seq model against its lookup baseline).
 
 The masked losses and Keras metrics computed while training are in :mod:`seqkit.training.losses`.
 """
