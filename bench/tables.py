@@ -183,7 +183,9 @@ def read_seeds(summary_path: str) -> RunFiles:
     metrics = dict(first.metrics)
     for split in ("valid", "test"):
         if split in summary:
-            metrics[split] = {k: Stat(s["mean"], s["sd"], s["n"]) for k, s in summary[split].items()}
+            # tables and counts (per_class, per_tag) stay the first seed's: the summary has means only
+            kept = {k: v for k, v in (first.metrics.get(split) or {}).items() if isinstance(v, (dict, list))}
+            metrics[split] = {**kept, **{k: Stat(s["mean"], s["sd"], s["n"]) for k, s in summary[split].items()}}
     first_recipe = dict(first.recipe, name=summary.get("recipe", first.name))
     return dataclasses.replace(first, path=summary_path, recipe=first_recipe, metrics=metrics,
                                seeds=list(summary["seeds"]), written=_mtime(summary_path))

@@ -170,8 +170,9 @@ def test_seeds_summary_gives_mean_and_sample_sd(tmp_path):
     run = tables.read_seeds(str(sp))
     # mean 0.9721; sd = sqrt((2 * 0.0018^2 + 0.0036^2) / 2) = 0.0031177
     assert run.seeds == [1234, 1235, 1236]
-    cell = tables.main_table([run]).rows[0].cells[2]
-    assert cell == "accuracy **0.9721 ± 0.0031**, macro-F1 0.9728 ± 0.0000 (370 test examples)"
+    row = tables.main_table([run]).rows[0]
+    assert row.cells[2] == "accuracy **0.9721 ± 0.0031**, macro-F1 0.9728 ± 0.0000 (370 test examples)"
+    assert row.cells[1].startswith("acceptor, 9 classes,")  # per_class kept from the first seed's run
     assert "(seeds 1234, 1235, 1236; written" in tables.provenance_line([run], str(tmp_path))
 
 
