@@ -131,7 +131,7 @@ class CharWordEmbedding(keras.layers.Layer):
         :func:`seqkit.export.unrolled.arithmetic_unroll`). Same values as :meth:`call`.
 
         Args:
-            inputs: ``[..., 1 + W] int32`` with a static shape (a pinned export).
+            inputs: ``[..., 1 + W] int32``.
             mask_dtype: the character mask's dtype, ``"bool"`` or ``"float32"``.
 
         Returns:
@@ -154,10 +154,10 @@ class CharWordEmbedding(keras.layers.Layer):
         valid = tf.gather(tf.constant(keep), ids)[..., 1:]  # [..., W]
         first = tf.ones_like(valid[..., :1])
         mask = tf.concat([first, valid[..., 1:]], axis=-1)
-        lead = list(ids.shape[:-1])
+        lead = tf.shape(ids)[:-1]
         x = tf.reshape(x, (-1, self.max_chars, self.char_dim))
         mask = tf.reshape(mask, (-1, self.max_chars))
-        enc = tf.reshape(self.char_rnn(x, mask=mask), (*lead, self.char_width))
+        enc = tf.reshape(self.char_rnn(x, mask=mask), tf.concat([lead, [self.char_width]], 0))
         return tf.concat([words, tf.cast(enc, words.dtype)], axis=-1)
 
     def lookup_mask(self, inputs, mask_dtype="bool"):
