@@ -67,7 +67,7 @@ def step_samples(prep, records, saved_model_dir: str, input_name: str) -> list[d
 
     loaded = tf.saved_model.load(saved_model_dir)
     step = loaded.signatures["step"]
-    x, valid = valid_positions(_inputs(prep, records))
+    x, valid = step_positions(prep, records)
     n = len(x)
     state = {k: v for k, v in loaded.signatures["initial_state"](batch_size=tf.constant(n)).items()}
     pooled = []
@@ -86,6 +86,12 @@ def step_samples(prep, records, saved_model_dir: str, input_name: str) -> list[d
             for i in range(0, len(order), n)]
 
 
+def step_positions(prep, records) -> tuple[np.ndarray, np.ndarray]:
+    """``(x, valid [N, T] bool)`` of ``records`` as the step calibration streams them (padding 0,
+    :func:`valid_positions`); also what :mod:`seqkit.export.cell_scaling` measures the cell state on."""
+    return valid_positions(_inputs(prep, records))
+
+
 def valid_positions(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(x with NaN frames as 0, valid [N, T] bool)``: the positions inside a record (a token id
     other than 0 -- the word id of ``[N, T, 1 + W]`` inputs -- or a frame without NaN)."""
@@ -96,7 +102,7 @@ def valid_positions(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def stateful_samples(prep, records, batch: int, input_name: str) -> list[tuple]:
     """``("reset", ...)`` / ``("step", ...)`` samples for a ``--state internal`` model."""
-    x, valid = valid_positions(_inputs(prep, records))
+    x, valid = step_positions(prep, records)
     samples = []
     for i in range(0, len(x), batch):
         group = x[i:i + batch]

@@ -45,6 +45,8 @@ import copy
 
 import numpy as np
 
+from seqkit.export.calibration import step_positions
+
 #: ``K``: ``s ⊙ ĉ`` is clipped to ``±K`` before ``tanh`` (``1 - tanh(8) = 2.3e-7``: exact in float32)
 CLIP = 8.0
 #: smallest per-unit scale (a unit whose cell state never leaves 0 on the calibration data)
@@ -162,8 +164,5 @@ def scaled_stepper(stepper, x: np.ndarray, valid: np.ndarray, clip: float = CLIP
     return out, desc
 
 
-def stepper_inputs(prep, records) -> tuple[np.ndarray, np.ndarray]:
-    """``(x, valid [N, T] bool)`` of ``records`` as the step calibration streams them (padding 0)."""
-    from seqkit.export.calibration import _inputs, valid_positions
-
-    return valid_positions(_inputs(prep, records))
+#: ``(x, valid [N, T] bool)`` of records as the step calibration streams them (padding 0)
+stepper_inputs = step_positions

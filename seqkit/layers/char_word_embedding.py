@@ -137,8 +137,9 @@ class CharWordEmbedding(keras.layers.Layer):
         Returns:
             ``[..., E + C]`` float32.
         """
-        import numpy as np
         import tensorflow as tf
+
+        from seqkit.export.id_lookups import id_mask
 
         ids = tf.cast(inputs, tf.int32) if inputs.dtype != tf.int32 else inputs
         rows = max(self.vocab_size, self.char_vocab_size)
@@ -147,11 +148,9 @@ class CharWordEmbedding(keras.layers.Layer):
             t = tf.convert_to_tensor(emb.embeddings)
             return tf.pad(t, [[0, rows - int(t.shape[0])], [0, 0]])
 
-        keep = np.ones(rows, mask_dtype)
-        keep[0] = 0
         words = tf.gather(table(self.word_embedding), ids)[..., 0, :]  # [..., E]
         x = tf.gather(table(self.char_embedding), ids)[..., 1:, :]  # [..., W, dim]
-        valid = tf.gather(tf.constant(keep), ids)[..., 1:]  # [..., W]
+        valid = id_mask(ids, rows, mask_dtype)[..., 1:]  # [..., W]
         first = tf.ones_like(valid[..., :1])
         mask = tf.concat([first, valid[..., 1:]], axis=-1)
         lead = tf.shape(ids)[:-1]
@@ -162,12 +161,9 @@ class CharWordEmbedding(keras.layers.Layer):
 
     def lookup_mask(self, inputs, mask_dtype="bool"):
         """:meth:`compute_mask` as ``gather(keep, packed)[..., 0]`` (see :meth:`lookup_call`)."""
-        import numpy as np
-        import tensorflow as tf
+        from seqkit.export.id_lookups import id_mask
 
-        keep = np.ones(max(self.vocab_size, self.char_vocab_size), mask_dtype)
-        keep[0] = 0
-        return tf.gather(tf.constant(keep), inputs)[..., 0]
+        return id_mask(inputs, max(self.vocab_size, self.char_vocab_size), mask_dtype)[..., 0]
 
     def compute_mask(self, inputs, mask=None):
         return ops.not_equal(inputs[..., 0], 0)
