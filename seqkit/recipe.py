@@ -102,6 +102,9 @@ class ModelConfig(BaseModel):
     embedding_dim: int = Field(64, gt=0)
     dropout: float = Field(0.0, ge=0.0, lt=1.0)
     recurrent_dropout: float = Field(0.0, ge=0.0, lt=1.0)
+    # DropConnect on each recurrent layer's hidden-to-hidden kernel in training (AWD-LSTM);
+    # lstm and gru cells only; keeps the fused CPU and cuDNN kernels (recurrent_dropout does not)
+    weight_drop: float = Field(0.0, ge=0.0, lt=1.0)
     bidirectional: bool = False
     # acceptor / tagger: each word's characters through a small encoder, beside its embedding
     char_embedding: Optional[CharEmbeddingConfig] = None
@@ -785,6 +788,14 @@ def recipe_from_dict(raw: dict, *, source: str = "<recipe>", lines: dict | None 
         errors.add(("data", "layout"), f"'stream' (one token stream read with truncated BPTT) is for "
                                        f"head.type language_model; a {config.head.type} reads one "
                                        f"example at a time. Remove data.layout or set it to 'line'.")
+    cell = plugins.get("model")
+    if config is not None and config.model.weight_drop and cell is not None \
+            and not getattr(cell, "supports_weight_drop", False):
+        errors.add(("model", "weight_drop"), f"{config.model.weight_drop} is not supported by cell "
+                                             f"'{config.model.cell}': weight dropping (DropConnect on "
+                                             f"the recurrent kernel) is implemented by the built-in "
+                                             f"'lstm' and 'gru' cells. Use one of them, or remove "
+                                             f"model.weight_drop (model.dropout still applies).")
     if config is not None:
         _check_training_knobs(config, plugin_opts.get("head"), errors)
         _check_subword(config, plugins.get("data"), plugin_opts.get("data"), errors)

@@ -31,12 +31,15 @@ class CellSpec:
         dropout: fraction of the layer's inputs dropped in training, in ``[0, 1)``.
         recurrent_dropout: fraction of the recurrent state dropped, in ``[0, 1)``.
         options: the plugin's own validated options (an instance of ``Options``).
+        weight_drop: DropConnect rate on the recurrent kernel in training, in ``[0, 1)``
+            (``model.weight_drop``; only plugins with :attr:`CellPlugin.supports_weight_drop`).
     """
 
     units: int
     dropout: float = 0.0
     recurrent_dropout: float = 0.0
     options: Any = None
+    weight_drop: float = 0.0
 
 
 class CellPlugin(abc.ABC):
@@ -59,6 +62,8 @@ class CellPlugin(abc.ABC):
 
     Options: ClassVar[type[BaseModel]] = NoOptions
     state_names: ClassVar[tuple[str, ...]] = ("h",)
+    #: whether :meth:`make_layer` honours ``spec.weight_drop`` (the recipe refuses it otherwise)
+    supports_weight_drop: ClassVar[bool] = False
     _warned: ClassVar[set] = set()
 
     def __init__(self, spec: CellSpec):
@@ -157,9 +162,10 @@ class KerasCellPlugin(CellPlugin):
         return getattr(keras.layers, self.layer_name)
 
     def make_layer(self, *, return_sequences=True, return_state=False, go_backwards=False, name=None):
+        extra = {"weight_drop": self.spec.weight_drop} if self.spec.weight_drop else {}
         return self.layer_class()(
             return_sequences=return_sequences, return_state=return_state,
-            go_backwards=go_backwards, name=name, **self.layer_kwargs())
+            go_backwards=go_backwards, name=name, **self.layer_kwargs(), **extra)
 
 
 def cudnn_reasons(*, activation: str, recurrent_activation: str, recurrent_dropout: float,

@@ -33,6 +33,7 @@ class GRUPlugin(KerasCellPlugin):
 
     Options = GRUOptions
     state_names = ("h",)
+    supports_weight_drop = True  # FusedGRU's weight_drop
     cell_name, layer_name = "GRUCell", "GRU"
 
     def layer_kwargs(self):

@@ -34,6 +34,7 @@ class LSTMPlugin(KerasCellPlugin):
 
     Options = LSTMOptions
     state_names = ("h", "c")
+    supports_weight_drop = True  # FusedLSTM's weight_drop
     cell_name, layer_name = "LSTMCell", "LSTM"
 
     def layer_kwargs(self):

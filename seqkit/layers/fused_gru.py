@@ -21,6 +21,7 @@ from __future__ import annotations
 import keras
 
 from seqkit.layers import fused_rnn  # the module, not its names: see seqkit/_keras_hook.py
+from seqkit.layers import weight_drop as weight_drop_module
 
 
 def gru_scan(zx, mask, h0, recurrent_kernel, recurrent_bias):
@@ -101,9 +102,26 @@ class FusedGRU(keras.layers.GRU):
     ``[B, T, D] -> [B, T, H]`` (``return_sequences``) or ``[B, H]``, plus
     ``h [B, H]`` with ``return_state``. Results equal Keras's to float32
     rounding.
+
+    ``weight_drop`` (default 0): DropConnect on the recurrent kernel ``U`` in training, one
+    mask per call (:mod:`seqkit.layers.weight_drop`; AWD-LSTM, Merity et al. 2018).
     """
 
+    def __init__(self, *args, weight_drop: float = 0.0, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.weight_drop = weight_drop_module.check_rate(weight_drop)
+
+    def get_config(self):
+        config = super().get_config()
+        if self.weight_drop:  # absent at 0: configs of earlier runs stay as they were
+            config["weight_drop"] = self.weight_drop
+        return config
+
     def inner_loop(self, sequences, initial_state, mask, training=False):
+        with weight_drop_module.dropped_recurrent_kernel(self, training):
+            return self._inner_loop(sequences, initial_state, mask, training)
+
+    def _inner_loop(self, sequences, initial_state, mask, training):
         import tensorflow as tf
 
         if not (fused_rnn.fast_path_ok(self) and self.cell.reset_after):
