@@ -268,13 +268,16 @@ def test_gradient_stats_and_dynamic_score_by_hand(tf, keras):
     assert got["cross_entropy"] == pytest.approx((ce1 + ce2) / 12, rel=1e-5)
 
 
-def test_resume_at_epoch_boundary_equals_straight_through(tmp_path, keras):
+@pytest.mark.parametrize("model", [{}, {"dropout": 0.2, "weight_drop": 0.3}])
+def test_resume_at_epoch_boundary_equals_straight_through(tmp_path, keras, model):
     """The carried state resets every epoch and the chunk order is fixed, so a run resumed
-    after epoch 1 ends where the uninterrupted run ends (no dropout here: no random draws)."""
+    after epoch 1 ends where the uninterrupted run ends; with dropout and weight dropping too
+    (their masks come from seed generators reseeded from (seed, epoch) every epoch)."""
     from seqkit.recipe import recipe_from_dict
     from seqkit.training.train import train
 
     raw = make_recipe(data={"layout": "stream", "limit": 120}, training={"batch_size": 4, "bptt": 16})
+    raw["model"].update(model)
     straight = train(recipe_from_dict(raw), str(tmp_path / "a"), verbose=0)
     raw["training"]["epochs"] = 1
     train(recipe_from_dict(raw), str(tmp_path / "b"), verbose=0)
