@@ -62,6 +62,21 @@ def test_full_recipe_reaches_its_figure(tmp_path, keras, recipe, check):
     assert check(m), {k: v for k, v in m["test"].items() if k not in ("per_tag", "per_class")}
 
 
+@pytest.mark.slow
+def test_stream_recipe_reaches_its_figures(tmp_path, keras):
+    """Issue 15's goals for ``recipes/lm-pydoc-stream.yaml`` as it ships: test bits/char at most
+    1.48 static and 1.24 with ``evaluate --dynamic`` (the recipe's dynamic-evaluation settings)."""
+    from seqkit.api import Run
+    from seqkit.recipe import load_recipe
+    from seqkit.training.train import train
+
+    run_dir = str(tmp_path / "run")
+    m = train(load_recipe(os.path.join(RECIPES, "lm-pydoc-stream.yaml")), run_dir, verbose=0)
+    assert m["test"]["tokens"] == 24_963 and m["test"]["bits_per_token"] <= 1.48, m["test"]
+    dyn = Run(run_dir).evaluate("test", dynamic=True)["dynamic"]
+    assert dyn["tokens"] == 24_963 and dyn["bits_per_token"] <= 1.24, dyn
+
+
 @pytest.mark.slow  # heavy; the default run stays under 15 min on 2 cores (run with -m slow)
 def test_quick_g2p_cmudict_slice_attention_beats_no_attention(keras):
     """3,000 CMUdict words (2,700 for training), a small model, 4 epochs each: Bahdanau
