@@ -11,6 +11,8 @@ eager, as the train suite's contender):
   their BPTT (seqkit: :func:`seqkit.layers.fused_lstm.lstm_scan`; PyTorch:
   ``nn.LSTM`` minus its input projection is not separable, so its row is the
   whole ``nn.LSTM`` minus the ``input projection`` row);
+* ``recurrence, XLA loops`` (TensorFlow only): the same with the forward and BPTT loops
+  compiled by XLA, as seqkit runs them in training on fixed shapes (``fused_rnn.use_xla``);
 * ``loop matmul``: just the recurrence's 64 ``[B, H] @ [H, 4H]`` products in a
   loop (TensorFlow ``tf.while_loop`` / PyTorch eager loop), the floor of the recurrence;
 * ``output + softmax CE``: ``[B*T, H] @ [H, V] + b``, the cross-entropy and
@@ -91,6 +93,13 @@ def tf_parts(repeats: int, calls: int, corpus_path: str) -> dict[str, float]:
         return tape.gradient(h_seq, [zx, u], output_gradients=tf.ones_like(h_seq))
 
     @tf.function
+    def recurrence_xla():
+        with tf.GradientTape() as tape:
+            tape.watch(zx)
+            h_seq, _ = lstm_scan(zx, mask, h0, h0, u, xla=True)
+        return tape.gradient(h_seq, [zx, u], output_gradients=tf.ones_like(h_seq))
+
+    @tf.function
     def loop_matmul():
         def body(t, h):
             return t + 1, zx[t, :, :H] + tf.matmul(h, u)[:, :H]
@@ -118,6 +127,7 @@ def tf_parts(repeats: int, calls: int, corpus_path: str) -> dict[str, float]:
 
     step = seqkit_contender(corpus_path)
     fns = {"embedding": embedding, "input projection": input_projection, "recurrence": recurrence,
+           "recurrence, XLA loops": recurrence_xla,
            "loop matmul": loop_matmul, "output + softmax CE": output_ce, "clip": clip, "optimizer": optimizer,
            "whole step": step}
     return {name: _median_ms(fn, repeats, calls) for name, fn in fns.items()}
@@ -229,6 +239,11 @@ def run(args):
                "ratio": (tf_ms[name] / torch_ms[name]) if torch_ms and torch_ms[name] > 0 else None,
                "notes": f"PyTorch {torch_ms[name]:.2f} ms" if torch_ms else "PyTorch not installed"}
         rows.append(row)
+    xla = tf_ms["recurrence, XLA loops"]  # TensorFlow only: the loops seqkit compiles when it can
+    rows.insert(PARTS.index("recurrence") + 1, {
+        "contender": "recurrence, XLA loops", "metric": "ms/step (TF)", "median": xla, "min": xla, "max": xla,
+        "samples": [round(xla, 3)], "ratio": (xla / torch_ms["recurrence"]) if torch_ms and torch_ms["recurrence"] > 0 else None,
+        "notes": "lstm_scan(xla=True): forward and BPTT loops each compiled by XLA (seqkit/layers/fused_rnn.use_xla)"})
     parts_tf = sum(tf_ms[p] for p in PARTS if p not in ("whole step", "loop matmul"))
     extra = {"shape": f"V {V}, E {E}, LSTM {H}, B {B}, T {T}, Adam, global clipnorm 1.0",
              "ratio": "TensorFlow (seqkit's computation) ms over PyTorch ms; below 1 is faster",

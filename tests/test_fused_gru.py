@@ -27,7 +27,7 @@ def test_the_fused_kernel_runs_and_matches_inside_a_compiled_function(tf, keras,
 
     calls = []
     scan = fg.gru_scan
-    monkeypatch.setattr(fg, "gru_scan", lambda *a: calls.append(1) or scan(*a))
+    monkeypatch.setattr(fg, "gru_scan", lambda *a, **kw: calls.append(1) or scan(*a, **kw))
     rng = np.random.default_rng(1)
     ref, fused = _pair(keras, rng, units=8, width=3, return_sequences=True)
     x = rng.normal(size=(2, 30, 3)).astype("float32")
@@ -39,7 +39,7 @@ def test_the_fused_kernel_runs_and_matches_inside_a_compiled_function(tf, keras,
 def test_reset_before_and_other_configurations_fall_back_to_keras(tf, keras, monkeypatch):
     import seqkit.layers.fused_gru as fg
 
-    monkeypatch.setattr(fg, "gru_scan", lambda *a: pytest.fail("fast path taken"))
+    monkeypatch.setattr(fg, "gru_scan", lambda *a, **kw: pytest.fail("fast path taken"))
     rng = np.random.default_rng(3)
     x = rng.normal(size=(2, 5, 5)).astype("float32")
     for kw in ({"reset_after": False}, {"activation": "relu"}, {"recurrent_dropout": 0.1}):

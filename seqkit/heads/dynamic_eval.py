@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from seqkit.layers import fused_rnn
+
 RULES = ("sgd", "rms")
 
 
@@ -54,7 +56,8 @@ def gradient_stats(model, data, max_chunks: int | None = None) -> list:
 
     @tf.function(reduce_retracing=True)
     def step(x, y, states):
-        _, grads, new = chunk_gradients(runner, weights, x, y, states, training=False)
+        with fused_rnn.compiled_loops():  # chunks of at most two lengths: XLA compiles each once
+            _, grads, new = chunk_gradients(runner, weights, x, y, states, training=False)
         return [tf.zeros_like(w) if g is None else tf.square(tf.convert_to_tensor(g))
                 for w, g in zip(weights, grads)], new
 
@@ -179,7 +182,8 @@ def dynamic_score(model, data, *, lr: float, rule: str = "sgd", decay: float = 0
 
     @tf.function(reduce_retracing=True)
     def step(x, y, states):
-        (s, n, c), grads, new = chunk_gradients(runner, weights, x, y, states, training=False)
+        with fused_rnn.compiled_loops():  # chunks of at most two lengths: XLA compiles each once
+            (s, n, c), grads, new = chunk_gradients(runner, weights, x, y, states, training=False)
         update(grads)
         return s, n, c, new
 

@@ -25,6 +25,7 @@ import time
 
 import numpy as np
 
+from seqkit.layers import fused_rnn
 from seqkit.layers.stack import recurrent_layers
 
 
@@ -149,7 +150,8 @@ def score_stream(model, data) -> dict:
 
     @tf.function(reduce_retracing=True)
     def step(x, y, states):
-        logits, new = runner.forward(x, states, training=False)
+        with fused_rnn.compiled_loops():  # chunks of at most two lengths: XLA compiles each once
+            logits, new = runner.forward(x, states, training=False)
         s, n, c, _ = _chunk_sums(logits, y)
         return s, n, c, new
 
@@ -209,7 +211,9 @@ def fit_stream(model, train, *, validation_data=None, epochs: int, initial_epoch
     weights = model.trainable_variables
     opt.build(weights) if not opt.built else None
 
-    @tf.function(reduce_retracing=True)
+    # one trace per chunk shape (the full [B, bptt] and the epoch's shorter last chunk), each with
+    # static shapes, so the fused layers' loops are compiled by XLA (fused_rnn.use_xla)
+    @tf.function
     def step(x, y, states):
         (s, n, c), grads, new = chunk_gradients(runner, weights, x, y, states, training=True)
         opt.apply(grads, weights)

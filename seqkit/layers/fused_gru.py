@@ -24,7 +24,59 @@ from seqkit.layers import fused_rnn  # the module, not its names: see seqkit/_ke
 from seqkit.layers import weight_drop as weight_drop_module
 
 
-def gru_scan(zx, mask, h0, recurrent_kernel, recurrent_bias):
+def _forward(zx, mask, h0, u, b):
+    """The recurrence: ``(h_seq [T, B, H], acts [T, B, 4H] (z, r, n, a_h))``."""
+    import tensorflow as tf
+
+    steps = tf.shape(zx)[0]
+    h_ta = tf.TensorArray(tf.float32, size=steps, element_shape=h0.shape)
+    a_ta = tf.TensorArray(tf.float32, size=steps)
+
+    def body(t, h, h_ta, a_ta):
+        az, ar, ah = tf.split(tf.matmul(h, u) + b, 3, axis=-1)
+        xz, xr, xh = tf.split(zx[t], 3, axis=-1)
+        z, r = tf.sigmoid(xz + az), tf.sigmoid(xr + ar)
+        n = tf.tanh(xh + r * ah)
+        h_new = tf.where(mask[t] > 0, z * h + (1.0 - z) * n, h)
+        return t + 1, h_new, h_ta.write(t, h_new), a_ta.write(t, tf.concat([z, r, n, ah], axis=-1))
+
+    _, _, h_ta, a_ta = tf.while_loop(lambda t, *_: t < steps, body, (tf.constant(0), h0, h_ta, a_ta),
+                                     maximum_iterations=steps)
+    return h_ta.stack(), a_ta.stack()
+
+
+def _backward(dh_seq, mask, h_seq, acts, h0, u):
+    """BPTT through :func:`_forward`: ``(dzx [T, B, 3H], dh0 [B, H], dU [H, 3H], db_rec [3H])``."""
+    import tensorflow as tf
+
+    steps = tf.shape(dh_seq)[0]
+    h_prev = tf.concat([h0[None], h_seq[:-1]], axis=0)
+    ut = tf.transpose(u)
+    dx_ta = tf.TensorArray(tf.float32, size=steps)
+    da_ta = tf.TensorArray(tf.float32, size=steps)
+
+    def back(t, dh, dx_ta, da_ta):
+        dh = dh + dh_seq[t]
+        z, r, n, ah = tf.split(acts[t], 4, axis=-1)
+        dh_new = mask[t] * dh  # zero at a padded step: every gradient below is zero
+        dz = dh_new * (h_prev[t] - n) * z * (1.0 - z)
+        dn = dh_new * (1.0 - z) * (1.0 - n * n)
+        dr = dn * ah * r * (1.0 - r)
+        da = tf.concat([dz, dr, dn * r], axis=-1)
+        dh_prev = dh - dh_new + dh_new * z + tf.matmul(da, ut)
+        return t - 1, dh_prev, dx_ta.write(t, tf.concat([dz, dr, dn], axis=-1)), da_ta.write(t, da)
+
+    _, dh0, dx_ta, da_ta = tf.while_loop(lambda t, *_: t >= 0, back,
+                                          (steps - 1, tf.zeros_like(h0), dx_ta, da_ta),
+                                          maximum_iterations=steps)
+    dx, da = dx_ta.stack(), da_ta.stack()
+    width = tf.shape(u)[0]
+    da_flat = tf.reshape(da, [-1, 3 * width])
+    du = tf.matmul(tf.reshape(h_prev, [-1, width]), da_flat, transpose_a=True)
+    return dx, dh0, du, tf.reduce_sum(da_flat, axis=0)
+
+
+def gru_scan(zx, mask, h0, recurrent_kernel, recurrent_bias, xla: bool = False):
     """Run the GRU recurrence over precomputed input projections, with a fused BPTT gradient.
 
     Args:
@@ -33,6 +85,7 @@ def gru_scan(zx, mask, h0, recurrent_kernel, recurrent_bias):
         h0: ``[B, H]`` float32 initial hidden state.
         recurrent_kernel: ``[H, 3H]`` float32 ``U``.
         recurrent_bias: ``[3H]`` float32 ``b_rec``.
+        xla: run the forward and BPTT loops compiled by XLA (:func:`seqkit.layers.fused_rnn.use_xla`).
 
     Returns:
         ``h_seq [T, B, H]``: the hidden state after every step (a padded step
@@ -47,47 +100,15 @@ def gru_scan(zx, mask, h0, recurrent_kernel, recurrent_bias):
     """
     import tensorflow as tf
 
+    forward, backward = fused_rnn.loops("gru", _forward, _backward, xla)
+
     @tf.custom_gradient
     def scan(zx, h0, u, b):
-        steps = tf.shape(zx)[0]
-        h_ta = tf.TensorArray(tf.float32, size=steps, element_shape=h0.shape)
-        a_ta = tf.TensorArray(tf.float32, size=steps)
-
-        def body(t, h, h_ta, a_ta):
-            az, ar, ah = tf.split(tf.matmul(h, u) + b, 3, axis=-1)
-            xz, xr, xh = tf.split(zx[t], 3, axis=-1)
-            z, r = tf.sigmoid(xz + az), tf.sigmoid(xr + ar)
-            n = tf.tanh(xh + r * ah)
-            h_new = tf.where(mask[t] > 0, z * h + (1.0 - z) * n, h)
-            return t + 1, h_new, h_ta.write(t, h_new), a_ta.write(t, tf.concat([z, r, n, ah], axis=-1))
-
-        _, _, h_ta, a_ta = tf.while_loop(lambda t, *_: t < steps, body, (tf.constant(0), h0, h_ta, a_ta))
-        h_seq, acts = h_ta.stack(), a_ta.stack()
+        # stop_gradient: the custom gradient is the only one; no tape records the loops themselves
+        h_seq, acts = forward(*map(tf.stop_gradient, (zx, mask, h0, u, b)))
 
         def grad(dh_seq):
-            h_prev = tf.concat([h0[None], h_seq[:-1]], axis=0)
-            ut = tf.transpose(u)
-            dx_ta = tf.TensorArray(tf.float32, size=steps)
-            da_ta = tf.TensorArray(tf.float32, size=steps)
-
-            def back(t, dh, dx_ta, da_ta):
-                dh = dh + dh_seq[t]
-                z, r, n, ah = tf.split(acts[t], 4, axis=-1)
-                dh_new = mask[t] * dh  # zero at a padded step: every gradient below is zero
-                dz = dh_new * (h_prev[t] - n) * z * (1.0 - z)
-                dn = dh_new * (1.0 - z) * (1.0 - n * n)
-                dr = dn * ah * r * (1.0 - r)
-                da = tf.concat([dz, dr, dn * r], axis=-1)
-                dh_prev = dh - dh_new + dh_new * z + tf.matmul(da, ut)
-                return t - 1, dh_prev, dx_ta.write(t, tf.concat([dz, dr, dn], axis=-1)), da_ta.write(t, da)
-
-            _, dh0, dx_ta, da_ta = tf.while_loop(lambda t, *_: t >= 0, back,
-                                                  (steps - 1, tf.zeros_like(h0), dx_ta, da_ta))
-            dx, da = dx_ta.stack(), da_ta.stack()
-            width = tf.shape(u)[0]
-            da_flat = tf.reshape(da, [-1, 3 * width])
-            du = tf.matmul(tf.reshape(h_prev, [-1, width]), da_flat, transpose_a=True)
-            return dx, dh0, du, tf.reduce_sum(da_flat, axis=0)
+            return backward(*map(tf.stop_gradient, (dh_seq, mask, h_seq, acts, h0, u)))
 
         return h_seq, grad
 
@@ -130,6 +151,7 @@ class FusedGRU(keras.layers.GRU):
         zx, m = fused_rnn.project_inputs(self, sequences, mask, bias[0], training)  # [T, B, 3H]
         h0 = initial_state[0] if isinstance(initial_state, (list, tuple)) else initial_state
         h_seq = gru_scan(zx, m[:, :, None], tf.convert_to_tensor(h0, tf.float32),
-                         tf.convert_to_tensor(self.cell.recurrent_kernel), bias[1])
+                         tf.convert_to_tensor(self.cell.recurrent_kernel), bias[1],
+                         xla=fused_rnn.use_xla(zx, training))
         last_output, outputs = fused_rnn.keras_outputs(self, h_seq, m)
         return last_output, outputs, [h_seq[-1]]

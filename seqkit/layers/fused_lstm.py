@@ -30,7 +30,68 @@ from seqkit.layers import fused_rnn  # the module, not its names: see seqkit/_ke
 from seqkit.layers import weight_drop as weight_drop_module
 
 
-def lstm_scan(zx, mask, h0, c0, recurrent_kernel):
+def _forward(zx, mask, h0, c0, u):
+    """The recurrence: ``(h_seq, c_seq [T, B, H], acts [T, B, 4H] (i, f, g, o), c_last [B, H])``."""
+    import tensorflow as tf
+
+    steps = tf.shape(zx)[0]
+    h_ta = tf.TensorArray(tf.float32, size=steps, element_shape=h0.shape)
+    c_ta = tf.TensorArray(tf.float32, size=steps, element_shape=c0.shape)
+    a_ta = tf.TensorArray(tf.float32, size=steps, element_shape=zx.shape[1:])
+
+    def body(t, h, c, h_ta, c_ta, a_ta):
+        z = zx[t] + tf.matmul(h, u)
+        zi, zf, zg, zo = tf.split(z, 4, axis=-1)
+        i, f, o, g = tf.sigmoid(zi), tf.sigmoid(zf), tf.sigmoid(zo), tf.tanh(zg)
+        c_new = f * c + i * g
+        h_new = o * tf.tanh(c_new)
+        m = mask[t] > 0
+        c_new = tf.where(m, c_new, c)
+        h_new = tf.where(m, h_new, h)
+        return (t + 1, h_new, c_new, h_ta.write(t, h_new), c_ta.write(t, c_new),
+                a_ta.write(t, tf.concat([i, f, g, o], axis=-1)))
+
+    _, _, c_last, h_ta, c_ta, a_ta = tf.while_loop(
+        lambda t, *_: t < steps, body, (tf.constant(0), h0, c0, h_ta, c_ta, a_ta),
+        maximum_iterations=steps)
+    return h_ta.stack(), c_ta.stack(), a_ta.stack(), c_last
+
+
+def _backward(dh_seq, dc_last, mask, h_seq, c_seq, acts, h0, c0, u):
+    """BPTT through :func:`_forward`: ``(dzx [T, B, 4H], dh0, dc0 [B, H], dU [H, 4H])``."""
+    import tensorflow as tf
+
+    steps = tf.shape(dh_seq)[0]
+    h_prev = tf.concat([h0[None], h_seq[:-1]], axis=0)
+    c_prev = tf.concat([c0[None], c_seq[:-1]], axis=0)
+    ut = tf.transpose(u)
+    dz_ta = tf.TensorArray(tf.float32, size=steps, element_shape=acts.shape[1:])
+
+    def back(t, dh, dc, dz_ta):
+        dh = dh + dh_seq[t]
+        m = mask[t]
+        i, f, g, o = tf.split(acts[t], 4, axis=-1)
+        tc = tf.tanh(c_seq[t])  # c~ where m = 1; where m = 0 every dz below is 0
+        dh_new, dc_new = m * dh, m * dc
+        dc_tilde = dc_new + dh_new * o * (1.0 - tc * tc)
+        dz = tf.concat([dc_tilde * g * i * (1.0 - i),
+                        dc_tilde * c_prev[t] * f * (1.0 - f),
+                        dc_tilde * i * (1.0 - g * g),
+                        dh_new * tc * o * (1.0 - o)], axis=-1)
+        dh_prev = dh - dh_new + tf.matmul(dz, ut)
+        dc_prev = dc - dc_new + dc_tilde * f
+        return t - 1, dh_prev, dc_prev, dz_ta.write(t, dz)
+
+    _, dh0, dc0, dz_ta = tf.while_loop(
+        lambda t, *_: t >= 0, back, (steps - 1, tf.zeros_like(h0), dc_last, dz_ta),
+        maximum_iterations=steps)
+    dz = dz_ta.stack()
+    width = tf.shape(u)[0]
+    du = tf.matmul(tf.reshape(h_prev, [-1, width]), tf.reshape(dz, [-1, 4 * width]), transpose_a=True)
+    return dz, dh0, dc0, du
+
+
+def lstm_scan(zx, mask, h0, c0, recurrent_kernel, xla: bool = False):
     """Run the LSTM recurrence over precomputed input projections, with a fused BPTT gradient.
 
     Args:
@@ -38,6 +99,7 @@ def lstm_scan(zx, mask, h0, c0, recurrent_kernel):
         mask: ``[T, B, 1]`` float32, 1 at valid steps and 0 at padded ones.
         h0, c0: ``[B, H]`` float32 initial hidden and cell state.
         recurrent_kernel: ``[H, 4H]`` float32 ``U``.
+        xla: run the forward and BPTT loops compiled by XLA (:func:`seqkit.layers.fused_rnn.use_xla`).
 
     Returns:
         ``(h_seq [T, B, H], c_last [B, H])``: the hidden state after every step
@@ -52,58 +114,15 @@ def lstm_scan(zx, mask, h0, c0, recurrent_kernel):
     """
     import tensorflow as tf
 
+    forward, backward = fused_rnn.loops("lstm", _forward, _backward, xla)
+
     @tf.custom_gradient
     def scan(zx, h0, c0, u):
-        steps = tf.shape(zx)[0]
-        h_ta = tf.TensorArray(tf.float32, size=steps, element_shape=h0.shape)
-        c_ta = tf.TensorArray(tf.float32, size=steps, element_shape=c0.shape)
-        a_ta = tf.TensorArray(tf.float32, size=steps, element_shape=zx.shape[1:])
-
-        def body(t, h, c, h_ta, c_ta, a_ta):
-            z = zx[t] + tf.matmul(h, u)
-            zi, zf, zg, zo = tf.split(z, 4, axis=-1)
-            i, f, o, g = tf.sigmoid(zi), tf.sigmoid(zf), tf.sigmoid(zo), tf.tanh(zg)
-            c_new = f * c + i * g
-            h_new = o * tf.tanh(c_new)
-            m = mask[t] > 0
-            c_new = tf.where(m, c_new, c)
-            h_new = tf.where(m, h_new, h)
-            return (t + 1, h_new, c_new, h_ta.write(t, h_new), c_ta.write(t, c_new),
-                    a_ta.write(t, tf.concat([i, f, g, o], axis=-1)))
-
-        _, _, c_last, h_ta, c_ta, a_ta = tf.while_loop(
-            lambda t, *_: t < steps, body, (tf.constant(0), h0, c0, h_ta, c_ta, a_ta))
-        h_seq, c_seq, acts = h_ta.stack(), c_ta.stack(), a_ta.stack()
+        # stop_gradient: the custom gradient is the only one; no tape records the loops themselves
+        h_seq, c_seq, acts, c_last = forward(*map(tf.stop_gradient, (zx, mask, h0, c0, u)))
 
         def grad(dh_seq, dc_last):
-            h_prev = tf.concat([h0[None], h_seq[:-1]], axis=0)
-            c_prev = tf.concat([c0[None], c_seq[:-1]], axis=0)
-            ut = tf.transpose(u)
-            dz_ta = tf.TensorArray(tf.float32, size=steps, element_shape=zx.shape[1:])
-
-            def back(t, dh, dc, dz_ta):
-                dh = dh + dh_seq[t]
-                m = mask[t]
-                i, f, g, o = tf.split(acts[t], 4, axis=-1)
-                tc = tf.tanh(c_seq[t])  # c~ where m = 1; where m = 0 every dz below is 0
-                dh_new, dc_new = m * dh, m * dc
-                dc_tilde = dc_new + dh_new * o * (1.0 - tc * tc)
-                dz = tf.concat([dc_tilde * g * i * (1.0 - i),
-                                dc_tilde * c_prev[t] * f * (1.0 - f),
-                                dc_tilde * i * (1.0 - g * g),
-                                dh_new * tc * o * (1.0 - o)], axis=-1)
-                dh_prev = dh - dh_new + tf.matmul(dz, ut)
-                dc_prev = dc - dc_new + dc_tilde * f
-                return t - 1, dh_prev, dc_prev, dz_ta.write(t, dz)
-
-            _, dh0, dc0, dz_ta = tf.while_loop(
-                lambda t, *_: t >= 0, back,
-                (steps - 1, tf.zeros_like(h0), dc_last, dz_ta))
-            dz = dz_ta.stack()
-            width = tf.shape(u)[0]
-            du = tf.matmul(tf.reshape(h_prev, [-1, width]), tf.reshape(dz, [-1, 4 * width]),
-                           transpose_a=True)
-            return dz, dh0, dc0, du
+            return backward(*map(tf.stop_gradient, (dh_seq, dc_last, mask, h_seq, c_seq, acts, h0, c0, u)))
 
         return (h_seq, c_last), grad
 
@@ -144,6 +163,7 @@ class FusedLSTM(keras.layers.LSTM):
             return super().inner_loop(sequences, initial_state, mask, training=training)
         zx, m = fused_rnn.project_inputs(self, sequences, mask, self.cell.bias, training)  # [T, B, 4H]
         h0, c0 = (tf.convert_to_tensor(s, tf.float32) for s in initial_state)
-        h_seq, c_last = lstm_scan(zx, m[:, :, None], h0, c0, tf.convert_to_tensor(self.cell.recurrent_kernel))
+        h_seq, c_last = lstm_scan(zx, m[:, :, None], h0, c0, tf.convert_to_tensor(self.cell.recurrent_kernel),
+                                  xla=fused_rnn.use_xla(zx, training))
         last_output, outputs = fused_rnn.keras_outputs(self, h_seq, m)
         return last_output, outputs, [h_seq[-1], c_last]

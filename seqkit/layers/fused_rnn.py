@@ -7,7 +7,30 @@ Used by :class:`seqkit.layers.fused_lstm.FusedLSTM` and
 
 from __future__ import annotations
 
+import contextlib
+import os
+import threading
+
 import keras
+
+#: ``SEQKIT_RNN_XLA``: ``auto`` (default), ``1`` or ``0``; see :func:`use_xla`.
+XLA_ENV = "SEQKIT_RNN_XLA"
+_COMPILED: dict = {}
+_FORCED = threading.local()
+
+
+@contextlib.contextmanager
+def compiled_loops():
+    """Within the block, :func:`use_xla` answers yes under ``auto`` whatever the shapes and the
+    training flag: for callers that trace a step over chunks of a few fixed shapes (the stream
+    LM's scoring, dynamic evaluation and its gradient statistics). Enter it inside the traced
+    function (it is read when the layer is traced)."""
+    depth = getattr(_FORCED, "depth", 0)
+    _FORCED.depth = depth + 1
+    try:
+        yield
+    finally:
+        _FORCED.depth = depth
 
 
 def fast_path_ok(layer) -> bool:
@@ -67,3 +90,41 @@ def keras_outputs(layer, h_seq, m):
     seen = m if layer.zero_output_for_mask else tf.cast(tf.cumsum(m, axis=0) > 0, tf.float32)
     seen = seen[:, :, None]
     return h_seq[-1] * seen[-1], tf.transpose(h_seq * seen, [1, 0, 2])
+
+
+def use_xla(zx, training) -> bool:
+    """Whether the fused recurrence runs its forward and BPTT loops compiled by XLA.
+
+    ``SEQKIT_RNN_XLA=auto`` (the default): in training when the batch and time sizes of
+    ``zx [T, B, G]`` are known when the step is traced (stream chunks, fixed-length batches), so
+    XLA compiles once per traced shape, and inside :func:`compiled_loops`; inference, export and
+    variable-length batches keep the graph loops (XLA would compile once per new length).
+    ``1``: always (a new shape compiles anew); ``0``: never.
+
+    Why: the loop's per-step work is a small ``[B, H] @ [H, G]`` product and a few element-wise
+    gates. In a ``tf.while_loop`` each is one TensorFlow op (oneDNN's small-matrix path on x86),
+    with the executor's overhead per op and step; compiled, the body becomes one fused function.
+    Measured in ``bench/``: the LSTM recurrence of the train suite's shape (forward + BPTT) took
+    26 ms a call compiled against 28 (oneDNN, AVX-512) to 45 ms (oneDNN capped to AVX2).
+    """
+    mode = os.environ.get(XLA_ENV, "auto").strip().lower()
+    if mode in ("0", "false", "off", "no"):
+        return False
+    if mode in ("1", "true", "on", "yes"):
+        return True
+    if getattr(_FORCED, "depth", 0):
+        return True
+    return bool(training is True) and zx.shape[0] is not None and zx.shape[1] is not None
+
+
+def loops(name: str, forward, backward, xla: bool):
+    """``(forward, backward)`` as given, or each wrapped once per process in its own
+    ``tf.function(jit_compile=True)`` (looked up by ``name``)."""
+    if not xla:
+        return forward, backward
+    if name not in _COMPILED:
+        import tensorflow as tf
+
+        _COMPILED[name] = (tf.function(forward, jit_compile=True, reduce_retracing=True),
+                           tf.function(backward, jit_compile=True, reduce_retracing=True))
+    return _COMPILED[name]
