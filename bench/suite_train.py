@@ -31,6 +31,8 @@ Contenders (one process, interleaved repeat by repeat):
   by ``tf.data`` from the same token arrays.
 * ``keras (no mask)``: the same without ``mask_zero``.
 * ``keras (XLA)``, ``seqkit (XLA)``: ``jit_compile=True`` (the recipe key ``training.jit_compile``).
+* ``seqkit (XLA loops)``: only the fused LSTM's forward and BPTT loops compiled by XLA
+  (``SEQKIT_RNN_XLA=1``; :func:`seqkit.layers.fused_rnn.use_xla`).
 * ``seqkit GRU``, ``keras GRU``, ``torch GRU``: the same three with a GRU of 256
   (``reset_after``, Keras's default) instead of the LSTM; seqkit's is
   :class:`seqkit.layers.fused_gru.FusedGRU`. Their ratio is to ``keras GRU``.
@@ -86,6 +88,25 @@ def keras_stepper(model, dataset):
         logs = fn(it)
         return logs
 
+    return step
+
+
+def xla_loops(make):
+    """``make()``'s step with the fused layers' loops compiled by XLA for every batch shape
+    (``SEQKIT_RNN_XLA=1`` while the step is built and traced; the default ``auto`` compiles them
+    only for shapes known at tracing, which this suite's padded batches are not)."""
+    from seqkit.layers.fused_rnn import XLA_ENV
+
+    before = os.environ.get(XLA_ENV)
+    os.environ[XLA_ENV] = "1"
+    try:
+        step = make()
+        step()  # traced now, with the variable set
+    finally:
+        if before is None:
+            os.environ.pop(XLA_ENV, None)
+        else:
+            os.environ[XLA_ENV] = before
     return step
 
 
@@ -230,6 +251,7 @@ def run(args):
               "keras (no mask)": lambda: keras_contender(ids, mask=False),
               "keras (XLA)": lambda: keras_contender(ids, jit=True),
               "seqkit (XLA)": lambda: seqkit_contender(path, jit=True),
+              "seqkit (XLA loops)": lambda: xla_loops(lambda: seqkit_contender(path)),
               "seqkit GRU": lambda: seqkit_contender(path, cell="gru"),
               "keras GRU": lambda: keras_contender(ids, cell="GRU")}
     import importlib.util
