@@ -116,7 +116,7 @@ def gru_scan(zx, mask, h0, recurrent_kernel, recurrent_bias, xla: bool = False):
 
 
 @keras.saving.register_keras_serializable(package="seqkit")
-class FusedGRU(keras.layers.GRU):
+class FusedGRU(weight_drop_module.WeightDropConfig, keras.layers.GRU):
     """``keras.layers.GRU`` with a faster CPU kernel (see the module docstring).
 
     Same arguments, weights, masking and outputs as ``keras.layers.GRU``:
@@ -127,16 +127,6 @@ class FusedGRU(keras.layers.GRU):
     ``weight_drop`` (default 0): DropConnect on the recurrent kernel ``U`` in training, one
     mask per call (:mod:`seqkit.layers.weight_drop`; AWD-LSTM, Merity et al. 2018).
     """
-
-    def __init__(self, *args, weight_drop: float = 0.0, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.weight_drop = weight_drop_module.check_rate(weight_drop)
-
-    def get_config(self):
-        config = super().get_config()
-        if self.weight_drop:  # absent at 0: configs of earlier runs stay as they were
-            config["weight_drop"] = self.weight_drop
-        return config
 
     def inner_loop(self, sequences, initial_state, mask, training=False):
         with weight_drop_module.dropped_recurrent_kernel(self, training):

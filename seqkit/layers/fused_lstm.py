@@ -130,7 +130,7 @@ def lstm_scan(zx, mask, h0, c0, recurrent_kernel, xla: bool = False):
 
 
 @keras.saving.register_keras_serializable(package="seqkit")
-class FusedLSTM(keras.layers.LSTM):
+class FusedLSTM(weight_drop_module.WeightDropConfig, keras.layers.LSTM):
     """``keras.layers.LSTM`` with a faster CPU kernel (see the module docstring).
 
     Same arguments, weights, masking and outputs as ``keras.layers.LSTM``:
@@ -141,16 +141,6 @@ class FusedLSTM(keras.layers.LSTM):
     ``weight_drop`` (default 0): DropConnect on the recurrent kernel ``U`` in training, one
     mask per call (:mod:`seqkit.layers.weight_drop`; AWD-LSTM, Merity et al. 2018).
     """
-
-    def __init__(self, *args, weight_drop: float = 0.0, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.weight_drop = weight_drop_module.check_rate(weight_drop)
-
-    def get_config(self):
-        config = super().get_config()
-        if self.weight_drop:  # absent at 0: configs of earlier runs stay as they were
-            config["weight_drop"] = self.weight_drop
-        return config
 
     def inner_loop(self, sequences, initial_state, mask, training=False):
         with weight_drop_module.dropped_recurrent_kernel(self, training):

@@ -54,3 +54,19 @@ def check_rate(rate) -> float:
     if not 0.0 <= rate < 1.0:
         raise ValueError(f"weight_drop must be in [0, 1), got {rate}.")
     return rate
+
+
+class WeightDropConfig:
+    """Mixin for a fused recurrent layer: the ``weight_drop`` constructor argument (checked by
+    :func:`check_rate`) and its place in ``get_config`` (left out at 0, so the configs of earlier
+    runs stay as they were). The layer applies it with :func:`dropped_recurrent_kernel`."""
+
+    def __init__(self, *args, weight_drop: float = 0.0, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.weight_drop = check_rate(weight_drop)
+
+    def get_config(self):
+        config = super().get_config()
+        if self.weight_drop:
+            config["weight_drop"] = self.weight_drop
+        return config
