@@ -14,21 +14,11 @@ from seqkit.registry import CELLS
 
 
 def make_plugin(model_cfg, cell_options) -> CellPlugin:
-    """Instantiate the recipe's cell plugin (``model.cell``) with its spec.
-
-    Raises:
-        RecipeError: ``model.weight_drop`` > 0 with a cell whose layer does not implement it.
-    """
+    """Instantiate the recipe's cell plugin (``model.cell``) with its spec (``model.weight_drop``
+    reaches it only for a cell that supports it: recipe validation refuses the others)."""
     cls = CELLS.get(model_cfg.cell)
-    weight_drop = float(getattr(model_cfg, "weight_drop", 0.0) or 0.0)
-    if weight_drop and not cls.supports_weight_drop:
-        raise RecipeError(
-            f"model.weight_drop: {weight_drop} is not supported by cell '{model_cfg.cell}': weight "
-            f"dropping (DropConnect on the recurrent kernel) is implemented by the built-in 'lstm' "
-            f"and 'gru' cells. Use one of them, or set model.weight_drop: 0 (and model.dropout or "
-            f"model.recurrent_dropout instead).")
     spec = CellSpec(units=model_cfg.units, dropout=0.0, recurrent_dropout=model_cfg.recurrent_dropout,
-                    options=cell_options, weight_drop=weight_drop)
+                    options=cell_options, weight_drop=model_cfg.weight_drop)
     plugin = cls(spec)
     plugin.warn_fast_path(model_cfg.cell)
     return plugin

@@ -32,7 +32,7 @@ def dropped_recurrent_kernel(layer, training):
     Both the fused CPU loop and Keras's own paths (cuDNN, the generic step loop) read
     ``cell.recurrent_kernel``, so all of them see ``U~``; the variable is put back on exit.
     """
-    rate = float(getattr(layer, "weight_drop", 0.0) or 0.0)
+    rate = layer.weight_drop
     if not (training and rate > 0):
         yield
         return
