@@ -30,7 +30,7 @@ import time
 from seqkit.runs.provenance import FLAGS, cpu_flags, cpu_kind  # noqa: F401 (one reading of the CPU for runs and bench)
 
 ISA_ENV = ("TF_ENABLE_ONEDNN_OPTS", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS",
-           "ATEN_CPU_CAPABILITY")
+           "ATEN_CPU_CAPABILITY", "XLA_FLAGS")
 
 
 def onednn() -> dict:
@@ -50,7 +50,12 @@ def onednn() -> dict:
 
 
 def cap_isa(isa: str) -> dict[str, str]:
-    """Environment that caps oneDNN (TensorFlow), MKL and ATen (PyTorch) to ``isa`` (``"avx2"``).
+    """Environment that caps oneDNN (TensorFlow), XLA's CPU code generator, MKL and ATen (PyTorch) to
+    ``isa`` (``"avx2"``).
+
+    XLA compiles for the host's own vector extensions unless ``--xla_cpu_max_isa`` says otherwise
+    (the XLA-compiled recurrence loops would run AVX-512 code under a cap that only reached
+    oneDNN); the flag is appended to any ``XLA_FLAGS`` already set.
 
     Must be applied before TensorFlow or PyTorch is imported (their kernels are
     chosen at load); the train suite's PyTorch child inherits it.
@@ -64,7 +69,8 @@ def cap_isa(isa: str) -> dict[str, str]:
     if isa != "avx2":
         raise ValueError(f"--isa {isa}: only avx2 can be emulated")
     env = {"ONEDNN_MAX_CPU_ISA": "AVX2", "DNNL_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
-           "ATEN_CPU_CAPABILITY": "avx2"}
+           "ATEN_CPU_CAPABILITY": "avx2",
+           "XLA_FLAGS": (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_max_isa=AVX2").strip()}
     os.environ.update(env)
     return env
 

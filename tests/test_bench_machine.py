@@ -46,3 +46,7 @@ def test_cap_isa_only_avx2(monkeypatch):
     assert fake == {}
     env = cap_isa("avx2")
     assert fake == env and env["ONEDNN_MAX_CPU_ISA"] == "AVX2" and env["ATEN_CPU_CAPABILITY"] == "avx2"
+    assert env["XLA_FLAGS"] == "--xla_cpu_max_isa=AVX2"  # XLA's code generator too
+    fake.clear()
+    fake["XLA_FLAGS"] = "--xla_dump_to=/tmp/x"
+    assert cap_isa("avx2")["XLA_FLAGS"] == "--xla_dump_to=/tmp/x --xla_cpu_max_isa=AVX2"  # kept, appended
