@@ -31,8 +31,10 @@ Contenders (one process, interleaved repeat by repeat):
   by ``tf.data`` from the same token arrays.
 * ``keras (no mask)``: the same without ``mask_zero``.
 * ``keras (XLA)``, ``seqkit (XLA)``: ``jit_compile=True`` (the recipe key ``training.jit_compile``).
-* ``seqkit (XLA loops)``: only the fused LSTM's forward and BPTT loops compiled by XLA
-  (``SEQKIT_RNN_XLA=1``; :func:`seqkit.layers.fused_rnn.use_xla`).
+* ``seqkit (graph loops)``: ``seqkit`` with the fused LSTM's forward and BPTT loops as
+  TensorFlow graph loops (``SEQKIT_RNN_XLA=0``), as before 2026-12-02; ``seqkit`` itself compiles
+  them by XLA (the default ``auto`` does for variable-length training batches of a layer of 128
+  units or more: :func:`seqkit.layers.fused_rnn.use_xla`).
 * ``seqkit GRU``, ``keras GRU``, ``torch GRU``: the same three with a GRU of 256
   (``reset_after``, Keras's default) instead of the LSTM; seqkit's is
   :class:`seqkit.layers.fused_gru.FusedGRU`. Their ratio is to ``keras GRU``.
@@ -91,14 +93,13 @@ def keras_stepper(model, dataset):
     return step
 
 
-def xla_loops(make):
-    """``make()``'s step with the fused layers' loops compiled by XLA for every batch shape
-    (``SEQKIT_RNN_XLA=1`` while the step is built and traced; the default ``auto`` compiles them
-    only for shapes known at tracing, which this suite's padded batches are not)."""
+def loops_mode(make, mode: str):
+    """``make()``'s step with the fused layers' loops under ``SEQKIT_RNN_XLA=mode`` (set while
+    the step is built and traced: :func:`seqkit.layers.fused_rnn.use_xla`)."""
     from seqkit.layers.fused_rnn import XLA_ENV
 
     before = os.environ.get(XLA_ENV)
-    os.environ[XLA_ENV] = "1"
+    os.environ[XLA_ENV] = mode
     try:
         step = make()
         step()  # traced now, with the variable set
@@ -251,7 +252,7 @@ def run(args):
               "keras (no mask)": lambda: keras_contender(ids, mask=False),
               "keras (XLA)": lambda: keras_contender(ids, jit=True),
               "seqkit (XLA)": lambda: seqkit_contender(path, jit=True),
-              "seqkit (XLA loops)": lambda: xla_loops(lambda: seqkit_contender(path)),
+              "seqkit (graph loops)": lambda: loops_mode(lambda: seqkit_contender(path), "0"),
               "seqkit GRU": lambda: seqkit_contender(path, cell="gru"),
               "keras GRU": lambda: keras_contender(ids, cell="GRU")}
     import importlib.util

@@ -92,20 +92,28 @@ def keras_outputs(layer, h_seq, m):
     return h_seq[-1] * seen[-1], tf.transpose(h_seq * seen, [1, 0, 2])
 
 
-def use_xla(zx, training) -> bool:
+#: ``auto`` compiles variable-length training batches only for layers at least this wide (units):
+#: each new padded shape costs about half a second of compilation, which a small layer's
+#: per-step saving repays only over very long runs.
+XLA_MIN_UNITS = 128
+
+
+def use_xla(zx, training, units: int | None = None) -> bool:
     """Whether the fused recurrence runs its forward and BPTT loops compiled by XLA.
 
     ``SEQKIT_RNN_XLA=auto`` (the default): in training when the batch and time sizes of
     ``zx [T, B, G]`` are known when the step is traced (stream chunks, fixed-length batches), so
-    XLA compiles once per traced shape, and inside :func:`compiled_loops`; inference, export and
-    variable-length batches keep the graph loops (XLA would compile once per new length).
-    ``1``: always (a new shape compiles anew); ``0``: never.
+    XLA compiles once per traced shape; in training on variable-length batches for a layer of at
+    least :data:`XLA_MIN_UNITS` ``units`` (the layer then pads each batch to one of a few
+    :func:`xla_lengths`, so XLA compiles a bounded number of shapes); and inside
+    :func:`compiled_loops`. Inference and export keep the graph loops. ``1``: always; ``0``: never.
 
     Why: the loop's per-step work is a small ``[B, H] @ [H, G]`` product and a few element-wise
     gates. In a ``tf.while_loop`` each is one TensorFlow op (oneDNN's small-matrix path on x86),
     with the executor's overhead per op and step; compiled, the body becomes one fused function.
-    Measured in ``bench/``: the LSTM recurrence of the train suite's shape (forward + BPTT) took
-    26 ms a call compiled against 28 (oneDNN, AVX-512) to 45 ms (oneDNN capped to AVX2).
+    Measured in ``bench/`` (``--suite parts``): the LSTM recurrence of the train suite's shape
+    (forward + BPTT) took 24 ms a call compiled against 25 (graph loops, AVX-512) and 29 against
+    44 with oneDNN and XLA capped to AVX2.
     """
     mode = os.environ.get(XLA_ENV, "auto").strip().lower()
     if mode in ("0", "false", "off", "no"):
@@ -114,7 +122,64 @@ def use_xla(zx, training) -> bool:
         return True
     if getattr(_FORCED, "depth", 0):
         return True
-    return bool(training is True) and zx.shape[0] is not None and zx.shape[1] is not None
+    if training is not True:
+        return False
+    static = zx.shape[0] is not None and zx.shape[1] is not None
+    return static or (units is not None and units >= XLA_MIN_UNITS)
+
+
+def _bucket_table(limit: int = 1 << 16) -> list[int]:
+    """The padded lengths of :func:`xla_lengths`: multiples of 8 up to 64, then four per doubling
+    (80, 96, 112, 128, 160, ...), so a length is padded by less than a quarter of itself."""
+    out, n = list(range(8, 65, 8)), 64
+    while n < limit:
+        out += [n + k * n // 4 for k in range(1, 5)]
+        n *= 2
+    return out
+
+
+BUCKETS = _bucket_table()
+
+
+def xla_lengths(zx, m, states):
+    """Pad a batch whose sizes are unknown at tracing to a few shapes, for the compiled loops.
+
+    The time axis grows to the next of :data:`BUCKETS` (8, 16, ..., 64, 80, 96, ...), the batch
+    axis to a multiple of 8; only axes unknown at tracing are padded. Padded steps and rows have
+    mask 0, so the recurrence holds its state through them (Keras's masking) and their BPTT
+    terms are zero: the trimmed results and their gradients are exactly the unpadded ones.
+
+    Args:
+        zx: ``[T, B, G]`` float32 input projections (time-major).
+        m: ``[T, B]`` float32 mask.
+        states: list of ``[B, H]`` initial states.
+
+    Returns:
+        ``(zx [T', B', G], m [T', B'], states [B', H] each, trim)`` where ``trim(seq=None,
+        rows=())`` cuts a ``[T', B', H]`` sequence back to ``[T, B, H]`` and ``[B', H]`` states to
+        ``[B, H]``, returning ``(seq, [rows...])``; with both sizes static, the arguments as
+        given and ``trim`` None.
+    """
+    import tensorflow as tf
+
+    if zx.shape[0] is not None and zx.shape[1] is not None:
+        return zx, m, states, None
+    t, b = tf.shape(zx)[0], tf.shape(zx)[1]
+    t_pad, b_pad = tf.constant(0), tf.constant(0)
+    if zx.shape[0] is None:
+        table = tf.constant(BUCKETS, tf.int32)
+        i = tf.minimum(tf.searchsorted(table, t[None], side="left")[0], len(BUCKETS) - 1)
+        t_pad = tf.maximum(table[i], t) - t
+    if zx.shape[1] is None:
+        b_pad = (-b) % 8
+    zx = tf.pad(zx, [[0, t_pad], [0, b_pad], [0, 0]])
+    m = tf.pad(m, [[0, t_pad], [0, b_pad]])
+    states = [tf.pad(s, [[0, b_pad], [0, 0]]) for s in states]
+
+    def trim(seq=None, rows=()):
+        return (None if seq is None else seq[:t, :b]), [r[:b] for r in rows]
+
+    return zx, m, states, trim
 
 
 def loops(name: str, forward, backward, xla: bool):
