@@ -133,3 +133,21 @@ def test_read_only_run_dir_still_evaluates(tmp_path, keras, counted, caplog, mon
         assert any("not stored" in r.getMessage() for r in caplog.records)
     finally:
         ro.chmod(0o755)
+
+
+def test_a_lazy_corpus_is_fingerprinted_by_its_files(tmp_path):
+    """text_corpus streams: path, size and mtime_ns of each file, vocabulary, columns (no TensorFlow)."""
+    from seqkit.data.lazy_corpus import LazyCorpus, LazyStreamData
+    from seqkit.heads.dynamic_stats_cache import data_fingerprint
+
+    p = tmp_path / "a.txt"
+    p.write_text("the cat sat\non the mat\n" * 5, encoding="utf-8")
+    corpus = LazyCorpus([str(p)], "char")
+    vocab = corpus.vocabulary()
+    first = data_fingerprint(LazyStreamData(corpus, vocab, 2, 4))
+    assert data_fingerprint(LazyStreamData(corpus, vocab, 2, 4)) == first
+    assert data_fingerprint(LazyStreamData(corpus, vocab, 3, 4)) != first  # other columns
+    st = os.stat(p)
+    p.write_text("the cat sat\non the hat\n" * 5, encoding="utf-8")  # same size, one letter changed
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns + 1))
+    assert data_fingerprint(LazyStreamData(LazyCorpus([str(p)], "char"), vocab, 2, 4)) != first
