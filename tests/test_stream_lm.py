@@ -120,7 +120,7 @@ def _hashes(run):
     return out
 
 
-def test_train_evaluate_and_dynamic(tmp_path, keras):
+def test_train_evaluate_and_dynamic(tmp_path, keras, monkeypatch):
     from seqkit.cli import main
 
     rng = np.random.default_rng(3)
@@ -167,7 +167,19 @@ def test_train_evaluate_and_dynamic(tmp_path, keras):
     assert rms["dynamic"]["rule"] == "rms" and rms["dynamic"]["decay"] == 0.02
     assert rms["dynamic"]["chunk"] == 10 and rms["dynamic"]["learning_rate"] == 0.0001
     assert rms["dynamic"]["bits_per_token"] < rms["static"]["bits_per_token"]
-    assert _hashes(run) == before
+    cache = os.path.join(run, "dynamic_stats.npz")  # the rms statistics, kept for the next call
+    after = _hashes(run)
+    assert after.pop(cache) and after == before  # no other file changed or added
+
+    # the second call reads them (seqkit.heads.dynamic_stats_cache): same figures, no recomputation
+    from seqkit.heads import dynamic_eval
+
+    calls = []
+    real = dynamic_eval.gradient_stats
+    monkeypatch.setattr(dynamic_eval, "gradient_stats", lambda *a, **k: calls.append(1) or real(*a, **k))
+    res = cli.invoke(main, ["evaluate", run, "--json", "--dynamic-rule", "rms", "--dynamic-lr", "0.0001",
+                            "--dynamic-decay", "0.02"], catch_exceptions=False)
+    assert json.loads(res.output[res.output.index("{"):]) == rms and calls == []
 
     # a bad value: the same SeqkitError from the Python API and the CLI (exit 2, no traceback)
     from seqkit.errors import SeqkitError

@@ -43,7 +43,8 @@ def format_metrics(m: dict, head=None) -> str:
 @click.option("--out", type=click.Path(dir_okay=False),
               help="Also draw the row-normalised confusion matrix into this PNG (+ a .json beside it).")
 @click.option("--dynamic", is_flag=True, help="Language model, data.layout stream: also report dynamic "
-              "evaluation (an update on each chunk after scoring it; the run's files are not changed).")
+              "evaluation (an update on each chunk after scoring it; the run's files are not changed, but for the "
+              "rms rule's cached gradient statistics, dynamic_stats.npz).")
 @click.option("--dynamic-rule", metavar="sgd|rms", help="Update rule of --dynamic: sgd, or rms (Krause et "
               "al. 2018: step / RMS of training gradients, decay scaled by it) [default: recipe "
               "evaluation.dynamic_rule].")

@@ -254,7 +254,7 @@ class LanguageModelHead(Head):
         return score_stream(model, self.dataset(records, training=False))
 
     def evaluate_dynamic(self, model, records, lr: float | None = None, chunk: int | None = None, *,
-                         options=None, train_records=None):
+                         options=None, train_records=None, run_dir=None):
         """Dynamic evaluation (Krause et al. 2018) over the continuous split: each chunk of
         ``chunk`` tokens is scored, then one update of the rule ``options.dynamic_rule`` is taken on
         it (:mod:`seqkit.heads.dynamic_eval`); the weights are restored after.
@@ -266,6 +266,9 @@ class LanguageModelHead(Head):
             options: an :class:`~seqkit.recipe.EvaluationConfig` (default: the recipe's ``evaluation``).
             train_records: the training split; the ``rms`` rule's gradient statistics are taken on
                 it, ``training.batch_size`` columns of ``chunk`` tokens.
+            run_dir: the run directory: the ``rms`` rule's statistics are kept in it and reused
+                while weights, data and settings are unchanged
+                (:mod:`seqkit.heads.dynamic_stats_cache`); None: computed every time.
 
         Returns:
             The figures of :func:`seqkit.heads.dynamic_eval.dynamic_score`.
@@ -273,7 +276,8 @@ class LanguageModelHead(Head):
         Raises:
             ValueError: the ``rms`` rule without ``train_records``; a bad value (dynamic_score).
         """
-        from seqkit.heads.dynamic_eval import dynamic_score, gradient_stats
+        from seqkit.heads.dynamic_eval import dynamic_score
+        from seqkit.heads.dynamic_stats_cache import cached_gradient_stats
 
         ev = options or self.recipe.evaluation
         lr = lr if lr is not None else ev.dynamic_lr
@@ -284,7 +288,7 @@ class LanguageModelHead(Head):
                 raise ValueError("dynamic evaluation: the rms rule needs the training split "
                                  "(its gradient statistics).")
             train = self.stream_data(train_records, columns=self.recipe.training.batch_size, bptt=chunk)
-            stats = gradient_stats(model, train, ev.dynamic_stat_chunks)
+            stats = cached_gradient_stats(model, train, ev.dynamic_stat_chunks, run_dir)
         data = self.stream_data(records, columns=1, bptt=chunk)
         return dynamic_score(model, data, lr=lr, rule=ev.dynamic_rule, decay=ev.dynamic_decay,
                              epsilon=ev.dynamic_epsilon, stats=stats)
@@ -297,7 +301,11 @@ class LanguageModelHead(Head):
 
     def summarize(self, results):
         """Exact ``cross_entropy`` (nats/token), ``perplexity``, ``accuracy``, plus ``bits_per_token``."""
+        from seqkit.metrics.perplexity import perplexity
+
         out = {k: float(v) for k, v in results.items() if k != "loss"}  # loss: a mean of batch means
+        if "perplexity" in out:  # float64 from the exact cross-entropy: the metric's float32 exp overflows at 88.7
+            out["perplexity"] = perplexity(out["cross_entropy"])
         out["bits_per_token"] = out["cross_entropy"] / math.log(2.0)
         return out
 

@@ -128,9 +128,12 @@ def chunk_gradients(runner, weights, x, y, states, *, training: bool):
 
 
 def figures(ce_sum: float, count: float, correct: float) -> dict:
-    """``cross_entropy`` (nats/token), ``perplexity``, ``accuracy``, ``bits_per_token``, ``tokens``."""
+    """``cross_entropy`` (nats/token), ``perplexity`` (:func:`seqkit.metrics.perplexity.perplexity`:
+    ``inf`` above 709.78 nats), ``accuracy``, ``bits_per_token``, ``tokens``."""
+    from seqkit.metrics.perplexity import perplexity
+
     ce = float(ce_sum) / max(float(count), 1.0)
-    return {"cross_entropy": ce, "perplexity": math.exp(min(ce, 700.0)),
+    return {"cross_entropy": ce, "perplexity": perplexity(ce),
             "accuracy": float(correct) / max(float(count), 1.0),
             "bits_per_token": ce / math.log(2.0), "tokens": int(count)}
 

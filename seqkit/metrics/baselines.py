@@ -75,9 +75,12 @@ class NGramLM:
         return total, count
 
     def perplexity(self, sequences: Iterable[Sequence[int]]) -> float:
-        """``exp(NLL / tokens)``."""
+        """``exp(NLL / tokens)`` (:func:`seqkit.metrics.perplexity.perplexity`: ``inf``, not an
+        ``OverflowError``, above 709.78 nats)."""
+        from seqkit.metrics.perplexity import perplexity
+
         total, count = self.nll(sequences)
-        return math.exp(total / max(count, 1))
+        return perplexity(total / max(count, 1))
 
 
 def _xz(data: bytes) -> bytes:

@@ -169,14 +169,17 @@ class Run:
             confusion_matrix: also report the confusion matrix (acceptor, tagger).
             dynamic: language model trained with ``data.layout: stream``: also score with dynamic
                 evaluation (Krause et al. 2018: one update on each chunk after scoring it,
-                :mod:`seqkit.heads.dynamic_eval`; the run's files are not changed). The figures
+                :mod:`seqkit.heads.dynamic_eval`; the run's files are not changed, except that the
+                ``rms`` rule keeps its statistics in ``dynamic_stats.npz``). The figures
                 then come as ``{"static": {...}, "dynamic": {..., "rule", "learning_rate",
                 "decay", "chunk"}}``.
             dynamic_lr, dynamic_rule, dynamic_decay, dynamic_chunk: the step size, the update rule
                 (``"sgd"`` or ``"rms"``), the decay towards the trained weights and the chunk
                 length of ``dynamic`` (any of them implies it) [default: the recipe's
                 ``evaluation.dynamic_*``]. The ``rms`` rule first takes gradient statistics on
-                the training split.
+                the training split, stored in ``RUN/dynamic_stats.npz`` and reused by later calls
+                while the weights, training data, chunk and ``dynamic_stat_chunks`` are unchanged
+                (:mod:`seqkit.heads.dynamic_stats_cache`).
 
         Returns:
             ``{"split": split, <the head's figures>, "baselines": {...}}``; e.g. a language model's
@@ -218,7 +221,7 @@ class Run:
                 raise SeqkitError(f"{self.path}: --dynamic needs a language model trained with "
                                   f"data.layout: stream.")
             dyn = prep.head.evaluate_dynamic(model, prep.splits[split], options=ev,
-                                             train_records=prep.splits.get("train"))
+                                             train_records=prep.splits.get("train"), run_dir=self.path)
             dyn.update({"rule": ev.dynamic_rule, "learning_rate": ev.dynamic_lr,
                         "decay": ev.dynamic_decay, "chunk": ev.dynamic_chunk})
             res = {"static": res, "dynamic": dyn}

@@ -18,6 +18,8 @@ Layout::
     RUN/subword.model   the SentencePiece model of data.tokenizer sentencepiece (seqkit.data.subword)
     RUN/target_subword.model  the target side's SentencePiece model (seq2seq, target_tokenizer sentencepiece)
     RUN/backup/         BackupAndRestore's state (training.distribute.backup), while training
+    RUN/dynamic_stats.npz  the rms rule's gradient statistics, kept by evaluate --dynamic
+                        (seqkit.heads.dynamic_stats_cache: plain arrays, keyed by weights and data)
 
 A directory is a seqkit run (one that ``train --overwrite`` may replace) when it
 holds ``recipe.yaml`` and ``state.json`` and nothing but the names above (and
@@ -30,7 +32,8 @@ Every JSON file is strict JSON (RFC 8259: no ``NaN`` or ``Infinity`` literals):
 :func:`strict_json` writes a number that is not finite as ``null``. Training
 stops on a non-finite loss (:mod:`seqkit.training.train`), so a ``null`` marks only a
 figure that is genuinely undefined or beyond float range (e.g. the perplexity
-``exp(cross_entropy)`` of a cross-entropy above ~88 nats in float32).
+``exp(cross_entropy)`` of a cross-entropy above 709.78 nats, beyond float64:
+:mod:`seqkit.metrics.perplexity`).
 """
 
 from __future__ import annotations
@@ -48,11 +51,13 @@ RECIPE, VOCAB, BEST, LAST, STATE, METRICS, HISTORY, LOGS = (
 LABELS, NORMALIZER, INPUTS = "labels.json", "normalizer.json", "inputs.json"
 PLUGINS, TARGET_VOCAB, BACKUP = "plugins.json", "target_vocab.json", "backup"
 SUBWORD_MODEL, TARGET_SUBWORD_MODEL = "subword.model", "target_subword.model"
+DYNAMIC_STATS = "dynamic_stats.npz"  # seqkit.heads.dynamic_stats_cache.CACHE
 # every name a run directory can hold (seqkit.plugins.PLUGINS, seqkit.heads.seq2seq.TARGET_VOCAB and
 # seqkit.data.subword's SUBWORD_MODEL / TARGET_SUBWORD_MODEL are the same strings; tests/test_rundir_safety.py
-# and tests/test_subword.py check)
+# and tests/test_subword.py check; tests/test_dynamic_stats_cache.py checks DYNAMIC_STATS)
 RUN_NAMES = frozenset((RECIPE, VOCAB, BEST, LAST, STATE, METRICS, HISTORY, LOGS, LABELS, NORMALIZER,
-                       INPUTS, PLUGINS, TARGET_VOCAB, BACKUP, SUBWORD_MODEL, TARGET_SUBWORD_MODEL))
+                       INPUTS, PLUGINS, TARGET_VOCAB, BACKUP, SUBWORD_MODEL, TARGET_SUBWORD_MODEL,
+                       DYNAMIC_STATS))
 
 
 def is_run_name(name: str) -> bool:
