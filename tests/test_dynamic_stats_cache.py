@@ -47,7 +47,7 @@ def test_second_call_reads_the_cache_and_a_change_recomputes(tmp_path, keras, co
     from seqkit.heads.dynamic_stats_cache import CACHE, cached_gradient_stats
     from seqkit.runs.rundir import RUN_NAMES, is_run_name
 
-    assert CACHE in RUN_NAMES and is_run_name(CACHE + ".tmp")  # train --overwrite still sees a run
+    assert CACHE in RUN_NAMES and is_run_name(CACHE + ".4711.tmp")  # train --overwrite still sees a run
     model, data = _model_and_data()
     first = cached_gradient_stats(model, data, None, str(tmp_path))
     assert len(counted) == 1 and os.listdir(tmp_path) == [CACHE]  # no temporary left behind

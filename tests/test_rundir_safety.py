@@ -386,6 +386,8 @@ def test_run_names_match_the_modules_that_write_them():
 
     assert {PLUGINS, TARGET_VOCAB} <= RUN_NAMES
     assert is_run_name("state.json.tmp") and is_run_name("model.tmp.keras") and not is_run_name("x.tmp")
+    assert is_run_name("dynamic_stats.npz.12.tmp") and not is_run_name("notes.txt.12.tmp") \
+        and not is_run_name("dynamic_stats.npz.x.tmp")
     assert not_a_run_because(ROOT).startswith("it holds files seqkit does not write")
 
 

@@ -13,7 +13,7 @@ The file is plain NumPy arrays (read with ``allow_pickle=False``: loading a run 
 
 A file whose key differs is recomputed and replaced; one that cannot be read, or whose arrays do
 not match the model, is ignored with a logged warning and replaced. It is written to
-``dynamic_stats.npz.tmp`` and renamed into place; a directory that cannot be written is evaluated
+a staging file of its own (``dynamic_stats.npz.<pid>.tmp``) and renamed into place; a directory that cannot be written is evaluated
 all the same (logged, nothing stored).
 """
 
@@ -99,7 +99,9 @@ def _read(path: str, key: dict, shapes: list):
 
 
 def _write(path: str, key: dict, ms) -> None:
-    tmp = path + ".tmp"
+    # a name of its own (the process id): two evaluations of one run at once each stage their own
+    # file; the name stays one a run holds (seqkit.runs.rundir.is_run_name)
+    tmp = f"{path}.{os.getpid()}.tmp"
     try:
         with open(tmp, "wb") as f:  # a file object: np.savez would append .npz to a name
             np.savez(f, key=np.array(json.dumps(key, sort_keys=True)),

@@ -63,11 +63,14 @@ RUN_NAMES = frozenset((RECIPE, VOCAB, BEST, LAST, STATE, METRICS, HISTORY, LOGS,
 def is_run_name(name: str) -> bool:
     """True for a name seqkit writes into a run directory, or one of their temporaries
     (``state.json.tmp`` from :func:`atomic_write_text`, ``last.tmp.keras`` from
-    :func:`atomic_save_model`)."""
+    :func:`atomic_save_model`, ``dynamic_stats.npz.<pid>.tmp`` from the dynamic-evaluation cache)."""
     if name in RUN_NAMES:
         return True
-    if name.endswith(".tmp") and name[: -len(".tmp")] in RUN_NAMES:
-        return True
+    if name.endswith(".tmp"):
+        stem = name[: -len(".tmp")]
+        head, _, pid = stem.rpartition(".")
+        if stem in RUN_NAMES or (pid.isdigit() and head in RUN_NAMES):  # NAME.tmp, NAME.<pid>.tmp
+            return True
     return name.endswith(".tmp.keras") and name[: -len(".tmp.keras")] + ".keras" in RUN_NAMES
 
 
