@@ -28,3 +28,22 @@ def test_training_readers_keep_a_line_whole(tmp_path):
     assert list(read_lines([str(p)])) == text_lines(text)  # the lazy corpus reads the same lines
     recs = parse_word_tag("the/D\u2028dog/N\nruns/V\n", "t.txt")  # U+2028: white space between tokens
     assert [(r.where, list(r.tokens)) for r in recs] == [("t.txt:1", ["the", "dog"]), ("t.txt:2", ["runs"])]
+
+
+def test_export_runtimes_read_one_input_per_line():
+    """The streaming runtimes of an export (``seqkit run-export``-style readers) number inputs by
+    the file's own lines: a char export reads U+2028 / U+0085 as symbols of the line."""
+    import types
+
+    from seqkit.data.vocab import SPECIALS
+    from seqkit.runtime.seq2seq_stream import read_sources
+    from seqkit.runtime.sequence_stream import read_stream_input
+
+    meta = {"input": {"kind": "token"}, "vocab": list(SPECIALS) + ["a", "b", "\u2028"],
+            "token_mode": "char", "lowercase": False}
+    got = read_stream_input("ab\u2028a\n\nb\x85b\n", "in.txt", meta)
+    assert [(x.where, x.tokens) for x in got] == [("in.txt:1", ["a", "b", "\u2028", "a"]),
+                                                 ("in.txt:3", ["b", "\x85", "b"])]
+    rt = types.SimpleNamespace(length=8, source_ids=lambda s: ([ord(c) for c in s], 0))
+    assert read_sources("ab\u2028a\nb\x0cb\n", "in.txt", rt) == [
+        ("in.txt:1", [97, 98, 0x2028, 97]), ("in.txt:2", [98, 12, 98])]
