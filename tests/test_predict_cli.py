@@ -207,4 +207,5 @@ def test_predict_keeps_a_line_with_unicode_line_separators_whole(tagger_run):
     out = CliRunner().invoke(main, ["predict", str(tagger_run), "--format", "jsonl"], input=text)
     assert out.exit_code == 0, out.output
     rows = [json.loads(x) for x in out.output.split("\n") if x.startswith("{")]
-    assert [(r["where"], r["tags"]) for r in rows] == [("<stdin>:1", res[0]["tags"]), ("<stdin>:2", res[1]["tags"])]
+    assert [(r["where"], r["tags"]) for r in rows] == [("<stdin>:1", res[0]["tags"]),
+                                                       ("<stdin>:2", res[1]["tags"])]
