@@ -80,3 +80,22 @@ def test_cli_top_p_sampling_is_seeded(lm_run):
     a, b = CliRunner().invoke(main, args), CliRunner().invoke(main, args)
     assert a.exit_code == 0, a.output
     assert a.output == b.output and len(a.output.splitlines()) == 2
+
+
+def test_repeated_generate_text_reuses_one_traced_loop_with_the_same_outputs(lm_run):
+    """The sampling loop is traced once per (model, configuration): later calls do not retrace, and
+    give what a fresh model's first call gives for the same seed."""
+    from seqkit.inference.generate import TRACED_ATTR, generate_text
+    from seqkit.training.train import load_run
+
+    prep, model = load_run(str(lm_run))
+    first = generate_text(prep, model, "The ", num=2, max_length=20, top_k=5, seed=3)
+    (key, fn), = getattr(model, TRACED_ATTR).items()
+    assert key == ("sample", 2, False, 5, 1.0) and fn.experimental_get_tracing_count() == 1
+    other = [generate_text(prep, model, "The ", num=2, max_length=20, top_k=5, seed=s) for s in (4, 5, 3)]
+    assert other[-1] == first and fn.experimental_get_tracing_count() == 1
+    assert len(getattr(model, TRACED_ATTR)) == 1
+    prep2, fresh = load_run(str(lm_run))
+    assert generate_text(prep2, fresh, "The ", num=2, max_length=20, top_k=5, seed=3) == first
+    generate_text(prep, model, "The ", num=2, max_length=20, greedy=True)  # another configuration
+    assert len(getattr(model, TRACED_ATTR)) == 2

@@ -158,3 +158,22 @@ def test_evaluate_pairs_the_model_with_the_lookup_baseline(tmp_path):
                                             "model_only": 1, "baseline_only": 1, "p_value": 1.0}
     head.check_splits({"train": [types.SimpleNamespace(text="ab", target=["AE"])]})
     assert head.lookup is None  # unaligned (G2P): no baseline, no paired test
+
+
+def test_prepare_and_baselines_fit_the_lookup_once(tmp_path, monkeypatch):
+    """The lookup baseline fitted by check_splits (prepare) is the one baselines() scores: one fit
+    per training split, not two. Test 银行 -> lookup xing2 xing2 (银 unseen: the commonest syllable,
+    xing2; 行 -> xing2), both syllables wrong; 行人 -> xing2 ren2, right: PER 2/4, WER 1/2."""
+    from seqkit.heads.seq2seq import LOOKUP_BASELINE, Seq2SeqHead
+
+    recs = {x.text: x for x in _load(_recipe(tmp_path, PHRASES))}
+    head = Seq2SeqHead(_recipe(tmp_path, PHRASES))
+    fits = []
+    fit = Seq2SeqHead.fit_lookup
+    monkeypatch.setattr(Seq2SeqHead, "fit_lookup", lambda self, train: fits.append(1) or fit(self, train))
+    splits = {"train": [recs[k] for k in ("行走", "人行", "走人", "一点儿")], "valid": [],
+              "test": [recs["银行"], recs["行人"]]}
+    head.check_splits(splits)
+    out = head.baselines(types.SimpleNamespace(splits=splits))
+    assert len(fits) == 1
+    assert out == {LOOKUP_BASELINE: {"test": {"wer": 0.5, "per": 0.5}}}

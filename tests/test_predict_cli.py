@@ -192,3 +192,20 @@ def test_tagger_truncate_says_how_many_steps_went_untagged(tagger_run, capsys, s
     assert res["untagged_steps"] == 2
     assert format_result(res, "text", False).endswith("... (2 more steps, not tagged)")
     assert "were truncated (head.too_long: truncate)" in capsys.readouterr().err
+
+
+def test_predict_keeps_a_line_with_unicode_line_separators_whole(tagger_run):
+    """U+2028 / U+0085 inside a line (white space to the tokenizer) do not make two records: one
+    output per input line, in the Python API and the CLI (seqkit.data.lines.split_lines)."""
+    from seqkit.cli import main
+    from seqkit.runs.run import Run
+
+    text = "the dog\u2028sleeps\na\x85cat runs\n"
+    res = Run(str(tagger_run)).predict(text)
+    assert [(r["where"], r["tokens"]) for r in res] == [("<input>:1", ["the", "dog", "sleeps"]),
+                                                        ("<input>:2", ["a", "cat", "runs"])]
+    out = CliRunner().invoke(main, ["predict", str(tagger_run), "--format", "jsonl"], input=text)
+    assert out.exit_code == 0, out.output
+    rows = [json.loads(x) for x in out.output.split("\n") if x.startswith("{")]
+    assert [(r["where"], r["tags"]) for r in rows] == [("<stdin>:1", res[0]["tags"]),
+                                                       ("<stdin>:2", res[1]["tags"])]

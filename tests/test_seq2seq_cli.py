@@ -112,3 +112,18 @@ def test_text_metrics_equal_sacrebleu_on_the_decoded_outputs(run):
     want = bleu_chrf(list(refs.values()), hyps)
     assert figs["bleu"] == pytest.approx(want["bleu"]) and figs["chrf"] == pytest.approx(want["chrf"])
     assert "BLEU" in prep.head.format_metrics(figs)[0]
+
+
+def test_predict_keeps_a_line_with_unicode_line_separators_whole(run):
+    """A U+2028 / U+0085 inside a source line is a symbol of that line, not a line break: one
+    output per input line (API and CLI), and ``file:line`` names the input's own lines."""
+    from seqkit.cli import main
+    from seqkit.runs.run import Run
+
+    text = "ab\u2028a\nb\x85b\n"
+    res = Run(str(run)).predict(text)
+    assert [(r["where"], r["input"]) for r in res] == [("<input>:1", "ab\u2028a"), ("<input>:2", "b\x85b")]
+    out = CliRunner().invoke(main, ["predict", str(run), "--format", "jsonl"], input=text)
+    assert out.exit_code == 0, out.output + out.stderr
+    rows = [json.loads(x) for x in out.stdout.split("\n") if x]  # the JSON holds U+2028 unescaped
+    assert [(r["where"], r["input"]) for r in rows] == [("<stdin>:1", "ab\u2028a"), ("<stdin>:2", "b\x85b")]

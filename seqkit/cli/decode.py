@@ -107,11 +107,12 @@ def predict(run_dir, input_path, input_format, out_format, probabilities, beam_w
 @with_common_options
 def attention(run_dir, text, out, beam_width):
     """Draw the attention weights of a seq2seq run for one input (source along x, output along y)."""
+    from seqkit.data.lines import split_lines
     from seqkit.diagnostics.alignment import draw
     from seqkit.runs.run import Run
 
     source, target, w = Run(run_dir).attention(text, beam_width=beam_width, name="--input")
-    src = next(line.strip() for line in text.splitlines() if line.strip())  # the line aligned
+    src = next(line.strip() for line in split_lines(text) if line.strip())  # the line aligned
     draw(source, target, w, out, title=f"{src} -> {' '.join(target[:-1])}")
     click.echo(f"{out}: {len(target)} x {len(source)} attention weights ({' '.join(target[:-1])})")
 

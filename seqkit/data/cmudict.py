@@ -25,6 +25,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from seqkit.data.base import DataSource, read_text
+from seqkit.data.lines import split_lines
 from seqkit.data.packaged import package_dir
 from seqkit.data.records import Record
 from seqkit.errors import DataError
@@ -48,7 +49,7 @@ def parse_cmudict(text: str, path: str, stress: bool = False) -> list[Record]:
         DataError: a line with a word but no phonemes (naming ``path:line``).
     """
     out = []
-    for n, line in enumerate(text.splitlines(), start=1):
+    for n, line in enumerate(split_lines(text), start=1):
         line = line.split("#", 1)[0].strip()
         if not line:
             continue

@@ -21,6 +21,7 @@ from typing import Optional
 
 from seqkit import log
 from seqkit.data.base import FileSource, FileSplitsOptions, read_text
+from seqkit.data.lines import split_lines
 from seqkit.data.records import Record
 from seqkit.errors import DataError
 from seqkit.registry import register_data
@@ -46,7 +47,7 @@ def normalise_conll(text: str, path: str, separator: Optional[str], min_columns:
             ``path:line``.
     """
     out, ncols, starts, in_sent = [], None, [], False
-    for n, raw in enumerate(text.splitlines(), start=1):
+    for n, raw in enumerate(split_lines(text), start=1):
         line = raw.rstrip("\r\n")
         if not line.strip() or line.startswith("-DOCSTART-"):
             if in_sent:

@@ -3,7 +3,7 @@
 A :class:`LazyCorpus` is the lines of one or more UTF-8 text files (paths, globs,
 ``.gz`` files read through :mod:`gzip`), in the order given (a glob's matches
 sorted), with the line rules of ``text_lines`` (:func:`~seqkit.data.text_lines.split_lines`:
-trailing white space dropped, empty lines skipped). Nothing holds the corpus or its
+lines end at ``\\n`` only, trailing white space dropped, empty lines skipped). Nothing holds the corpus or its
 encoding: files are read a buffered line at a time.
 
 * :meth:`LazyCorpus.scan` is the one counting pass: the number of lines, the length
@@ -38,6 +38,7 @@ import os
 
 import numpy as np
 
+from seqkit.data.lines import split_lines
 from seqkit.data.stream import StreamTooShort
 from seqkit.data.vocab import END_ID, SPECIALS, START_ID, Vocabulary, tokenize
 from seqkit.errors import DataError
@@ -72,14 +73,24 @@ def _open(path: str):
     return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
 
 
-def _lines_of(raw: bytes, path: str, line_no: int) -> list[str]:
-    """The ``text_lines`` lines of one physical line (``\\r``, ``\\x0b``, ... also split)."""
+def _lines_of(raw: bytes, path: str, line_no: int, file_start: bool = False) -> list[str]:
+    """The ``text_lines`` line of one physical line (``[]`` if it is empty): ``\\n`` and a ``\\r``
+    before it dropped, and a byte-order mark if it is the file's first line (``file_start``)."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise DataError(f"{path}:{line_no}: not UTF-8 (byte 0x{raw[exc.start]:02x}). Convert the "
                         f"file to UTF-8, e.g. `iconv -f latin1 -t utf-8`.") from exc
-    return [ln.rstrip() for ln in text.splitlines() if ln.strip()]
+    return _block_lines(text, file_start)
+
+
+def _block_lines(text: str, file_start: bool) -> list[str]:
+    """:func:`~seqkit.data.text_lines.split_lines` of whole physical lines decoded (a byte-order
+    mark is dropped only at the start of a file, as when the file is read whole)."""
+    if not file_start and text.startswith("\ufeff"):
+        text = "\n" + text  # keep a mid-file U+FEFF: split_lines drops it only at the text's start
+        return [ln.rstrip() for ln in split_lines(text)[1:] if ln.strip()]
+    return [ln.rstrip() for ln in split_lines(text) if ln.strip()]
 
 
 def read_lines(paths, start: tuple[int, int] = (0, 0)):
@@ -94,7 +105,7 @@ def read_lines(paths, start: tuple[int, int] = (0, 0)):
             if i == first and offset:
                 f.seek(offset)
             for n, raw in enumerate(f, 1):
-                yield from _lines_of(raw, paths[i], n)
+                yield from _lines_of(raw, paths[i], n, file_start=n == 1 and not (i == first and offset))
 
 
 class BoundedCounter:
@@ -245,7 +256,7 @@ class LazyCorpus:
                     seek.append((pos, i, offset))
                     raw = b"".join(raws)
                     try:
-                        block = [ln.rstrip() for ln in raw.decode("utf-8").splitlines() if ln.strip()]
+                        block = _block_lines(raw.decode("utf-8"), offset == 0)
                     except UnicodeDecodeError:  # name the line
                         for k, r in enumerate(raws):
                             _lines_of(r, path, n + k + 1)

@@ -41,6 +41,7 @@ from typing import Optional
 from seqkit.data.base import DataSource, read_text
 from seqkit.data.table import (Column, PairOptions, check_split_paths, check_table_keys, non_default,
                                pair_record, read_table, records_from_table)
+from seqkit.data.lines import split_lines
 from seqkit.errors import DataError
 from seqkit.registry import register_data
 
@@ -68,9 +69,9 @@ class ParallelTextOptions(PairOptions):
 
 def aligned_lines(text: str) -> list[str]:
     """The lines of a text file, split at ``\\n`` only (a form feed or U+2028 inside a sentence
-    does not shift the alignment), ``\\r`` and a byte-order mark dropped."""
-    lines = [ln.removesuffix("\r") for ln in text.removeprefix("\ufeff").split("\n")]
-    return lines[:-1] if lines and lines[-1] == "" else lines
+    does not shift the alignment), ``\\r`` and a byte-order mark dropped
+    (:func:`seqkit.data.lines.split_lines`)."""
+    return split_lines(text)
 
 
 def _trim(lines: list[str]) -> list[str]:

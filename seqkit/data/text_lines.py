@@ -10,13 +10,15 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 
 from seqkit.data.base import DataSource, read_text
+from seqkit.data.lines import split_lines as lines_of
 from seqkit.errors import DataError
 from seqkit.registry import register_data
 
 
 def split_lines(text: str, keep_empty: bool = False) -> list[str]:
-    """Split text into lines (``\\n``, ``\\r\\n``), dropping trailing whitespace and empty lines."""
-    lines = [ln.rstrip() for ln in text.splitlines()]
+    """Split text into lines (``\\n``, ``\\r\\n``; :func:`seqkit.data.lines.split_lines`), dropping
+    trailing whitespace and empty lines."""
+    lines = [ln.rstrip() for ln in lines_of(text)]
     return lines if keep_empty else [ln for ln in lines if ln.strip()]
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from seqkit.data.base import FileSource, read_text
+from seqkit.data.lines import split_lines
 from seqkit.data.records import Record
 from seqkit.errors import DataError
 from seqkit.registry import register_data
@@ -34,7 +35,7 @@ def parse_ts(text: str, path: str, *, need_labels: bool = True) -> list[Record]:
     """
     header, labels, dims, records = {}, None, None, []
     in_data = False
-    for n, raw in enumerate(text.splitlines(), start=1):
+    for n, raw in enumerate(split_lines(text), start=1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue

@@ -8,6 +8,7 @@ A token without ``/``, or with an empty word or tag, is refused naming the line.
 from __future__ import annotations
 
 from seqkit.data.base import FileSource, read_text
+from seqkit.data.lines import split_lines
 from seqkit.data.records import Record
 from seqkit.errors import DataError
 from seqkit.registry import register_data
@@ -20,7 +21,7 @@ def parse_word_tag(text: str, path: str) -> list[Record]:
         DataError: a token without a word or tag, naming ``path:line``.
     """
     out = []
-    for n, line in enumerate(text.splitlines(), start=1):
+    for n, line in enumerate(split_lines(text), start=1):
         toks = line.split()
         if not toks:
             continue

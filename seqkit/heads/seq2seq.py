@@ -118,6 +118,7 @@ class Seq2SeqHead(Head):
         self.target_vocab = target_vocab
         self.target_tokenizer = None  # a TextTokenizer when the target side is sentencepiece
         self.lookup = None  # the lookup baseline of aligned training pairs (check_splits)
+        self._lookup_train = None  # the training split it was fitted on (baselines reuses it)
 
     def to_pair(self, source_ids, target_ids):
         return seq2seq_pair(source_ids, target_ids)
@@ -328,7 +329,8 @@ class Seq2SeqHead(Head):
         source symbol in training (:class:`seqkit.metrics.baselines.MostFrequentTargetPerSymbol`), scored
         on valid and test like the model (``wer``, ``per``; ``bleu``, ``chrf`` with
         ``head.text_metrics``). Unaligned data (G2P): none."""
-        base = self.fit_lookup(prep.splits["train"])
+        train = prep.splits["train"]
+        base = self.lookup if train is self._lookup_train else self.fit_lookup(train)  # fitted once
         if base is None:
             return {}
         out = {}
@@ -354,7 +356,8 @@ class Seq2SeqHead(Head):
     def check_splits(self, splits: dict) -> None:
         """Fit the lookup baseline on the training split (aligned data only), so that
         :meth:`evaluate` reports the model's paired test against it (``vs_baseline``)."""
-        self.lookup = self.fit_lookup(splits.get("train") or [])
+        self._lookup_train = splits.get("train")
+        self.lookup = self.fit_lookup(self._lookup_train or [])
 
     def format_metrics(self, figures):
         unk = figures.get("unknown_source_symbols")

@@ -6,6 +6,31 @@ from seqkit import log
 from seqkit.data.vocab import END_ID, START_ID, UNK_ID, tokenize
 
 
+#: The attribute of a Keras model that holds its traced generation loops (see :func:`_traced`).
+TRACED_ATTR = "_seqkit_generation_fns"
+
+
+def _traced(model, key: tuple, build):
+    """The traced generation loop of ``model`` for ``key``, made by ``build()`` on first use.
+
+    A ``tf.function`` made anew on each call is traced anew on each call (about 0.45 s for a
+    tiny LM on this project's CPU, more than the decoding itself); keeping it, one per
+    ``(model, key)``, lets repeated calls reuse the traced graph. ``key`` holds every Python
+    value the loop bakes in (the batch size and the sampling configuration); values passed as
+    tensors (prompt, lengths, temperature, seed) do not retrace. The dict lives on the model
+    (set past Keras' attribute tracking, so it is neither saved nor exported): it goes when the
+    model goes.
+    """
+    cache = model.__dict__.get(TRACED_ATTR)
+    if cache is None:
+        cache = {}
+        object.__setattr__(model, TRACED_ATTR, cache)
+    fn = cache.get(key)
+    if fn is None:
+        fn = cache[key] = build()
+    return fn
+
+
 def _encode_prompt(prep, prompt: str):
     """``(ids [<s>] + prompt ids, tokens)``; unknown tokens become ``[UNK]`` (warned, counted)."""
     toks = prep.head.tokenizer.split(prompt)
@@ -81,20 +106,25 @@ def generate_text(prep, model, prompt: str = "", *, num: int = 1, max_length: in
 
     from seqkit.inference.decoding import decode
 
-    stepper = prep.head.stepper(model)
     if _is_stream(prep):  # past line ends, the prompt's lines priming the state
-        return _generate_stream(prep, model, stepper, prompt, num=num, max_length=max_length,
+        return _generate_stream(prep, model, prompt, num=num, max_length=max_length,
                                 greedy=greedy, temperature=temperature, top_k=top_k, top_p=top_p,
                                 seed=seed)
     ids, toks = _encode_prompt(prep, prompt)
     prompt_t = tf.constant([ids] * num, tf.int32)
 
-    @tf.function(reduce_retracing=True)
-    def run(prompt_t, max_length, temperature, seed):
-        return decode(stepper.step, stepper.initial_state(num), prompt_t, max_length=max_length,
-                      greedy=greedy, temperature=temperature, top_k=top_k, top_p=top_p,
-                      seed=seed)
+    def build():
+        stepper = prep.head.stepper(model)
 
+        @tf.function(reduce_retracing=True)
+        def run(prompt_t, max_length, temperature, seed):
+            return decode(stepper.step, stepper.initial_state(num), prompt_t, max_length=max_length,
+                          greedy=greedy, temperature=temperature, top_k=top_k, top_p=top_p,
+                          seed=seed)
+
+        return run
+
+    run = _traced(model, ("sample", num, greedy, top_k, top_p), build)
     tokens, lengths = run(prompt_t, tf.constant(max_length), tf.constant(temperature, tf.float32),
                           tf.constant(seed))
     return [_join(prep, prompt, toks, row) for row in tokens.numpy()]
@@ -126,14 +156,19 @@ def generate_beam(prep, model, prompt: str = "", *, beam_width: int = 4, n_best:
     check_beam_args(beam_width, n_best, length_penalty, min_length, max_length)
     stream = _is_stream(prep)  # the prompt's lines prime the state; the beam still ends at </s>
     ids, toks = (_encode_stream_prompt(prep, prompt), None) if stream else _encode_prompt(prep, prompt)
-    stepper = prep.head.stepper(model)
 
-    @tf.function(reduce_retracing=True)
-    def run(prompt_t, max_length, min_length, alpha):
-        return beam_search(stepper.step, stepper.initial_state(1), prompt_t, beam_width=beam_width,
-                           n_best=n_best, max_length=max_length, min_length=min_length,
-                           length_penalty=alpha)
+    def build():
+        stepper = prep.head.stepper(model)
 
+        @tf.function(reduce_retracing=True)
+        def run(prompt_t, max_length, min_length, alpha):
+            return beam_search(stepper.step, stepper.initial_state(1), prompt_t, beam_width=beam_width,
+                               n_best=n_best, max_length=max_length, min_length=min_length,
+                               length_penalty=alpha)
+
+        return run
+
+    run = _traced(model, ("beam", beam_width, n_best), build)
     res = run(tf.constant([ids], tf.int32), tf.constant(max_length), tf.constant(min_length),
               tf.constant(length_penalty, tf.float32))
 
@@ -147,7 +182,7 @@ def generate_beam(prep, model, prompt: str = "", *, beam_width: int = 4, n_best:
             for row, score in zip(res.tokens.numpy()[0], res.scores.numpy()[0])]
 
 
-def _generate_stream(prep, model, stepper, prompt: str, *, num, max_length, greedy, temperature,
+def _generate_stream(prep, model, prompt: str, *, num, max_length, greedy, temperature,
                      top_k, top_p, seed) -> list[str]:
     """:func:`generate_text` for a stream-trained run (see there)."""
     import tensorflow as tf
@@ -158,14 +193,20 @@ def _generate_stream(prep, model, stepper, prompt: str, *, num, max_length, gree
     ids = _encode_stream_prompt(prep, prompt)
     states = prime_states(model, ids[:-1], num)  # the prompt read in one pass
 
-    def step(token, st):  # a generated </s> is read back as <s>, as training read line ends
-        return stepper.step(tf.where(token == END_ID, START_ID, token), st)
+    def build():
+        stepper = prep.head.stepper(model)
 
-    @tf.function(reduce_retracing=True)
-    def run(prompt_t, states, max_length, temperature, seed):
-        return decode(step, states, prompt_t, max_length=max_length, greedy=greedy,
-                      temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, stop_id=-1)
+        def step(token, st):  # a generated </s> is read back as <s>, as training read line ends
+            return stepper.step(tf.where(token == END_ID, START_ID, token), st)
 
+        @tf.function(reduce_retracing=True)
+        def run(prompt_t, states, max_length, temperature, seed):
+            return decode(step, states, prompt_t, max_length=max_length, greedy=greedy,
+                          temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, stop_id=-1)
+
+        return run
+
+    run = _traced(model, ("stream", num, greedy, top_k, top_p), build)
     tokens, _ = run(tf.constant([ids[-1:]] * num, tf.int32), states, tf.constant(max_length),
                     tf.constant(temperature, tf.float32), tf.constant(seed))
     return [_join_stream(prep, prompt, row) for row in tokens.numpy()]

@@ -54,10 +54,11 @@ def read_records(text: str, name: str, fmt: str, prep) -> list[Record]:
         records = parse_conll(text, name, token_column=0, tag_column=None)
     else:
         from seqkit.data.base import text_tokenizer
+        from seqkit.data.lines import split_lines
 
         mode = text_tokenizer(prep.recipe)
         records = [Record(tokens=tokenize(line, mode), where=f"{name}:{n}")
-                   for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
+                   for n, line in enumerate(split_lines(text), start=1) if line.strip()]
     if not records:
         raise SeqkitError(f"{name}: no input sequences (empty input).")
     unk, total = head.inputs.unknown_count(records)

@@ -21,7 +21,9 @@ def read_sources(text: str, name: str, head) -> list[tuple[str, str]]:
     Raises:
         SeqkitError: no non-empty line, or a line longer than the run's ``data.max_length``.
     """
-    lines = text.splitlines()
+    from seqkit.data.lines import split_lines
+
+    lines = split_lines(text)
     out, empty = [], 0
     limit = head.recipe.data.max_length
     for n, line in enumerate(lines, start=1):

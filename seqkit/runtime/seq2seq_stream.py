@@ -314,9 +314,10 @@ def read_sources(text: str, name: str, rt: Seq2SeqModel) -> list[tuple[str, list
         SeqkitError: no non-empty line, or a line longer than the export's pinned encoder length.
     """
     from seqkit import log
+    from seqkit.data.lines import split_lines
 
     out, empty, unk, total = [], 0, 0, 0
-    for n, line in enumerate(text.splitlines(), start=1):
+    for n, line in enumerate(split_lines(text), start=1):
         if not line.strip():
             empty += 1
             continue

@@ -70,6 +70,7 @@ def read_stream_input(text: str, name: str, metadata: dict, folder: str | None =
             out.append(StreamInput(r.where, None, np.asarray(r.frames, np.float32)))
     else:
         from seqkit import log
+        from seqkit.data.lines import split_lines
         from seqkit.data.vocab import UNK_ID
 
         vocab = Vocabulary(metadata["vocab"])
@@ -81,7 +82,7 @@ def read_stream_input(text: str, name: str, metadata: dict, folder: str | None =
         else:
             tok, lower = TextTokenizer(metadata["token_mode"]), metadata["lowercase"]
         out, unknown, first = [], 0, None
-        for n, line in enumerate(text.splitlines(), start=1):
+        for n, line in enumerate(split_lines(text), start=1):
             words = tok.split(line)
             if words:
                 ids = vocab.encode([w.lower() for w in words] if lower else words)
