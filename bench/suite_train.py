@@ -31,10 +31,9 @@ Contenders (one process, interleaved repeat by repeat):
   by ``tf.data`` from the same token arrays.
 * ``keras (no mask)``: the same without ``mask_zero``.
 * ``keras (XLA)``, ``seqkit (XLA)``: ``jit_compile=True`` (the recipe key ``training.jit_compile``).
-* ``seqkit (graph loops)``: ``seqkit`` with the fused LSTM's forward and BPTT loops as
-  TensorFlow graph loops (``SEQKIT_RNN_XLA=0``), as before 2026-12-02; ``seqkit`` itself compiles
-  them by XLA (the default ``auto`` does for variable-length training batches of a layer of 128
-  units or more: :func:`seqkit.layers.fused_rnn.use_xla`).
+* ``seqkit (XLA loops)``: only the fused LSTM's forward and BPTT loops compiled by XLA
+  (``SEQKIT_RNN_XLA=1``, each batch padded to one of a few lengths:
+  :func:`seqkit.layers.fused_rnn.use_xla`, :func:`~seqkit.layers.fused_rnn.xla_lengths`).
 * ``seqkit GRU``, ``keras GRU``, ``torch GRU``: the same three with a GRU of 256
   (``reset_after``, Keras's default) instead of the LSTM; seqkit's is
   :class:`seqkit.layers.fused_gru.FusedGRU`. Their ratio is to ``keras GRU``.
@@ -252,7 +251,7 @@ def run(args):
               "keras (no mask)": lambda: keras_contender(ids, mask=False),
               "keras (XLA)": lambda: keras_contender(ids, jit=True),
               "seqkit (XLA)": lambda: seqkit_contender(path, jit=True),
-              "seqkit (graph loops)": lambda: loops_mode(lambda: seqkit_contender(path), "0"),
+              "seqkit (XLA loops)": lambda: loops_mode(lambda: seqkit_contender(path), "1"),
               "seqkit GRU": lambda: seqkit_contender(path, cell="gru"),
               "keras GRU": lambda: keras_contender(ids, cell="GRU")}
     import importlib.util

@@ -92,28 +92,24 @@ def keras_outputs(layer, h_seq, m):
     return h_seq[-1] * seen[-1], tf.transpose(h_seq * seen, [1, 0, 2])
 
 
-#: ``auto`` compiles variable-length training batches only for layers at least this wide (units):
-#: each new padded shape costs about half a second of compilation, which a small layer's
-#: per-step saving repays only over very long runs.
-XLA_MIN_UNITS = 128
-
-
-def use_xla(zx, training, units: int | None = None) -> bool:
+def use_xla(zx, training) -> bool:
     """Whether the fused recurrence runs its forward and BPTT loops compiled by XLA.
 
     ``SEQKIT_RNN_XLA=auto`` (the default): in training when the batch and time sizes of
     ``zx [T, B, G]`` are known when the step is traced (stream chunks, fixed-length batches), so
-    XLA compiles once per traced shape; in training on variable-length batches for a layer of at
-    least :data:`XLA_MIN_UNITS` ``units`` (the layer then pads each batch to one of a few
-    :func:`xla_lengths`, so XLA compiles a bounded number of shapes); and inside
-    :func:`compiled_loops`. Inference and export keep the graph loops. ``1``: always; ``0``: never.
+    XLA compiles once per traced shape, and inside :func:`compiled_loops`; inference, export and
+    variable-length batches keep the graph loops. ``1``: always; a batch whose sizes are unknown
+    at tracing is then padded to one of a few :func:`xla_lengths`, so XLA compiles a bounded set
+    of shapes. ``0``: never.
 
     Why: the loop's per-step work is a small ``[B, H] @ [H, G]`` product and a few element-wise
     gates. In a ``tf.while_loop`` each is one TensorFlow op (oneDNN's small-matrix path on x86),
     with the executor's overhead per op and step; compiled, the body becomes one fused function.
     Measured in ``bench/`` (``--suite parts``): the LSTM recurrence of the train suite's shape
     (forward + BPTT) took 24 ms a call compiled against 25 (graph loops, AVX-512) and 29 against
-    44 with oneDNN and XLA capped to AVX2.
+    44 with oneDNN and XLA capped to AVX2. Why not by default for variable lengths: on
+    ``lm-pydoc-chars`` (LSTM 256, batch 64) an epoch took the same time either way on an AVX-512
+    EPYC, and the first epoch paid 6 s of compilation (README, "Per CPU kind").
     """
     mode = os.environ.get(XLA_ENV, "auto").strip().lower()
     if mode in ("0", "false", "off", "no"):
@@ -122,10 +118,7 @@ def use_xla(zx, training, units: int | None = None) -> bool:
         return True
     if getattr(_FORCED, "depth", 0):
         return True
-    if training is not True:
-        return False
-    static = zx.shape[0] is not None and zx.shape[1] is not None
-    return static or (units is not None and units >= XLA_MIN_UNITS)
+    return bool(training is True) and zx.shape[0] is not None and zx.shape[1] is not None
 
 
 def _bucket_table(limit: int = 1 << 16) -> list[int]:
