@@ -50,7 +50,11 @@ def test_compiled_loops_equal_graph_loops(tf, kind):
 
 
 def test_policy(tf, monkeypatch):
+    from seqkit.layers import fused_rnn
     from seqkit.layers.fused_rnn import XLA_ENV, use_xla
+
+    real_isa = fused_rnn.onednn_isa
+    monkeypatch.setattr(fused_rnn, "onednn_isa", real_isa)  # restored whatever happens
 
     static = tf.zeros([4, 2, 8])
     dynamic = tf.TensorSpec([None, 2, 8])
@@ -59,16 +63,43 @@ def test_policy(tf, monkeypatch):
     @tf.function(input_signature=[dynamic])
     def probe(z):
         seen["dynamic"] = use_xla(z, True)
+        seen["by isa"] = {}
+        for isa in ("avx512", "avx2", "other"):
+            fused_rnn.onednn_isa = lambda isa=isa: isa
+            seen["by isa"][isa] = (use_xla(z, True, 128), use_xla(z, True, 64), use_xla(z, False, 512))
+        fused_rnn.onednn_isa = real_isa
         return z
 
     monkeypatch.delenv(XLA_ENV, raising=False)
     probe.get_concrete_function()
     assert (use_xla(static, True), use_xla(static, False), use_xla(static, None), seen["dynamic"]) == \
         (True, False, False, False)
+    # variable lengths: compiled (padded to a few lengths) in training, for layers of
+    # XLA_MIN_UNITS or more, where oneDNN runs AVX2 kernels
+    assert seen["by isa"] == {"avx512": (False, False, False), "avx2": (True, False, False),
+                              "other": (False, False, False)}
     monkeypatch.setenv(XLA_ENV, "0")
     assert not use_xla(static, True)
     monkeypatch.setenv(XLA_ENV, "1")
     assert use_xla(static, False)
+
+
+def test_onednn_isa(monkeypatch):
+    from seqkit.layers import fused_rnn
+
+    for var in ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(fused_rnn, "_cpu_kind", lambda: "avx512")
+    assert fused_rnn.onednn_isa() == "avx512"
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")  # bench --isa avx2
+    assert fused_rnn.onednn_isa() == "avx2"
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "avx512_core_bf16")
+    assert fused_rnn.onednn_isa() == "avx512"
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "SSE41")
+    assert fused_rnn.onednn_isa() == "other"
+    monkeypatch.setattr(fused_rnn, "_cpu_kind", lambda: "avx2")  # a cap cannot raise the CPU's own
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "ALL")
+    assert fused_rnn.onednn_isa() == "avx2"
 
 
 def test_bucket_lengths():

@@ -140,7 +140,7 @@ class FusedGRU(weight_drop_module.WeightDropConfig, keras.layers.GRU):
         bias = tf.convert_to_tensor(self.cell.bias)  # [2, 3H]: input and recurrent bias
         zx, m = fused_rnn.project_inputs(self, sequences, mask, bias[0], training)  # [T, B, 3H]
         h0 = initial_state[0] if isinstance(initial_state, (list, tuple)) else initial_state
-        xla = fused_rnn.use_xla(zx, training)
+        xla = fused_rnn.use_xla(zx, training, self.units)
         h0 = tf.convert_to_tensor(h0, tf.float32)
         zk, mk, (h0,), trim = fused_rnn.xla_lengths(zx, m, [h0]) if xla else (zx, m, [h0], None)
         h_seq = gru_scan(zk, mk[:, :, None], h0, tf.convert_to_tensor(self.cell.recurrent_kernel), bias[1], xla=xla)

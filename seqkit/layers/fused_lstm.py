@@ -153,7 +153,7 @@ class FusedLSTM(weight_drop_module.WeightDropConfig, keras.layers.LSTM):
             return super().inner_loop(sequences, initial_state, mask, training=training)
         zx, m = fused_rnn.project_inputs(self, sequences, mask, self.cell.bias, training)  # [T, B, 4H]
         h0, c0 = (tf.convert_to_tensor(s, tf.float32) for s in initial_state)
-        xla = fused_rnn.use_xla(zx, training)
+        xla = fused_rnn.use_xla(zx, training, self.units)
         zk, mk, (h0, c0), trim = fused_rnn.xla_lengths(zx, m, [h0, c0]) if xla else (zx, m, [h0, c0], None)
         h_seq, c_last = lstm_scan(zk, mk[:, :, None], h0, c0, tf.convert_to_tensor(self.cell.recurrent_kernel),
                                   xla=xla)

@@ -8,6 +8,7 @@ Used by :class:`seqkit.layers.fused_lstm.FusedLSTM` and
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import threading
 
@@ -92,24 +93,55 @@ def keras_outputs(layer, h_seq, m):
     return h_seq[-1] * seen[-1], tf.transpose(h_seq * seen, [1, 0, 2])
 
 
-def use_xla(zx, training) -> bool:
+#: Under ``auto``, variable-length training batches get the compiled loops only in layers at
+#: least this wide (units): each new padded shape costs about half a second of compiling, which a
+#: small layer's per-step saving repays only over a long run.
+XLA_MIN_UNITS = 128
+#: oneDNN ISA names (``ONEDNN_MAX_CPU_ISA``) below AVX-512.
+_BELOW_AVX512 = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2")
+
+
+@functools.lru_cache(maxsize=1)
+def _cpu_kind() -> str:
+    from seqkit.runs.provenance import cpu_flags, cpu_kind
+
+    return cpu_kind(cpu_flags())
+
+
+def onednn_isa() -> str:
+    """``"avx512"``, ``"avx2"`` or ``"other"``: the vector extensions oneDNN's kernels (TensorFlow's
+    CPU matmuls) use here, the CPU's (``/proc/cpuinfo``) unless ``ONEDNN_MAX_CPU_ISA`` (or
+    ``DNNL_MAX_CPU_ISA``) caps them below AVX-512."""
+    cap = (os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or "").strip().upper()
+    kind = _cpu_kind()
+    if kind == "avx512" and cap in _BELOW_AVX512:
+        return "avx2" if cap.startswith("AVX2") else "other"
+    return kind
+
+
+def use_xla(zx, training, units: int | None = None) -> bool:
     """Whether the fused recurrence runs its forward and BPTT loops compiled by XLA.
 
-    ``SEQKIT_RNN_XLA=auto`` (the default): in training when the batch and time sizes of
-    ``zx [T, B, G]`` are known when the step is traced (stream chunks, fixed-length batches), so
-    XLA compiles once per traced shape, and inside :func:`compiled_loops`; inference, export and
-    variable-length batches keep the graph loops. ``1``: always; a batch whose sizes are unknown
-    at tracing is then padded to one of a few :func:`xla_lengths`, so XLA compiles a bounded set
-    of shapes. ``0``: never.
+    ``SEQKIT_RNN_XLA=auto`` (the default), in training only:
+
+    * when the batch and time sizes of ``zx [T, B, G]`` are known when the step is traced (stream
+      chunks, fixed-length batches): XLA compiles once per traced shape;
+    * on variable-length batches when oneDNN runs AVX2 kernels (:func:`onednn_isa`; an AVX2-only
+      x86 CPU) and the layer has at least :data:`XLA_MIN_UNITS` ``units``: the layer pads each
+      batch to one of a few :func:`xla_lengths`, so XLA compiles a bounded set of shapes;
+
+    and inside :func:`compiled_loops`. Inference and export keep the graph loops. ``1``: always
+    (variable lengths padded as above); ``0``: never.
 
     Why: the loop's per-step work is a small ``[B, H] @ [H, G]`` product and a few element-wise
     gates. In a ``tf.while_loop`` each is one TensorFlow op (oneDNN's small-matrix path on x86),
     with the executor's overhead per op and step; compiled, the body becomes one fused function.
-    Measured in ``bench/`` (``--suite parts``): the LSTM recurrence of the train suite's shape
-    (forward + BPTT) took 24 ms a call compiled against 25 (graph loops, AVX-512) and 29 against
-    44 with oneDNN and XLA capped to AVX2. Why not by default for variable lengths: on
-    ``lm-pydoc-chars`` (LSTM 256, batch 64) an epoch took the same time either way on an AVX-512
-    EPYC, and the first epoch paid 6 s of compilation (README, "Per CPU kind").
+    Measured (``bench/``, README "Per CPU kind", AVX-512 EPYC, with and without oneDNN and XLA
+    capped to AVX2): the LSTM recurrence of the train suite's shape, forward + BPTT, 24 ms a call
+    compiled against 25 with graph loops on AVX-512, 29 against 44 under the AVX2 cap; an epoch of
+    ``lm-pydoc-chars`` (LSTM 256, batch 64, 126 variable-length batches) 7.9 s against 7.7 on
+    AVX-512 (so graph loops there) and 9.5 against 12.4 under the cap, the first epoch paying 2-6 s
+    of compiling.
     """
     mode = os.environ.get(XLA_ENV, "auto").strip().lower()
     if mode in ("0", "false", "off", "no"):
@@ -118,7 +150,11 @@ def use_xla(zx, training) -> bool:
         return True
     if getattr(_FORCED, "depth", 0):
         return True
-    return bool(training is True) and zx.shape[0] is not None and zx.shape[1] is not None
+    if training is not True:
+        return False
+    if zx.shape[0] is not None and zx.shape[1] is not None:
+        return True
+    return units is not None and units >= XLA_MIN_UNITS and onednn_isa() == "avx2"
 
 
 def _bucket_table(limit: int = 1 << 16) -> list[int]:
