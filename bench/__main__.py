@@ -14,6 +14,8 @@ Suites (each in ``bench/suite_NAME.py``, each a ``run(args) -> (rows, extra)``):
 * ``data``   -- tf.data input pipeline throughput against the training step.
 * ``scale``  -- time per step and peak memory against sequence length and width
   (plot to PNG with the ``plot`` extra).
+* ``loops``  -- the fused LSTM's graph loops against its XLA-compiled loops on
+  ``lm-pydoc-chars``'s variable-length batches (the ``SEQKIT_RNN_XLA=auto`` policy's reason).
 * ``corpus`` -- peak RSS of stream-LM training on a 10 MB and a 1 GB text read
   lazily (``text_corpus``), and the counting pass's time.
 
@@ -28,13 +30,13 @@ import importlib
 import os
 import sys
 
-SUITES = ("train", "parts", "stream", "state", "decode", "data", "scale", "corpus")
+SUITES = ("train", "parts", "stream", "state", "decode", "data", "scale", "corpus", "loops")
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m bench",
-        description="seqkit benchmarks (measurements, not tests): train, parts, stream, state, decode, data, scale, corpus. "
+        description="seqkit benchmarks (measurements, not tests): train, parts, stream, state, decode, data, scale, corpus, loops. "
                     "Run from the repository root; reports go to bench/results/SUITE.json and .md.")
     ap.add_argument("--suite", action="append", choices=SUITES + ("all",), required=True,
                     help="suite to run (repeatable; 'all' = every suite)")
@@ -44,7 +46,7 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=None,
                     help="intra-op threads for TF and PyTorch [default: the libraries' own]")
     ap.add_argument("--isa", choices=("avx2",), default=None,
-                    help="cap oneDNN/MKL (TensorFlow) and ATen (PyTorch) kernels to AVX2 on an AVX-512 "
+                    help="cap oneDNN/MKL and XLA (TensorFlow) and ATen (PyTorch) kernels to AVX2 on an AVX-512 "
                          "machine: an approximation of an AVX2 CPU (its kernels, not its cores); "
                          "recorded in the report")
     args = ap.parse_args(argv)

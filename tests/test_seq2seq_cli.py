@@ -125,5 +125,6 @@ def test_predict_keeps_a_line_with_unicode_line_separators_whole(run):
     assert [(r["where"], r["input"]) for r in res] == [("<input>:1", "ab\u2028a"), ("<input>:2", "b\x85b")]
     out = CliRunner().invoke(main, ["predict", str(run), "--format", "jsonl"], input=text)
     assert out.exit_code == 0, out.output + out.stderr
-    rows = [json.loads(x) for x in out.stdout.split("\n") if x]  # the JSON holds U+2028 unescaped
+    assert "\u2028" not in out.stdout and "\x85" not in out.stdout  # escaped in the JSON (json_line)
+    rows = [json.loads(x) for x in out.stdout.splitlines() if x]  # so even splitlines keeps each record whole
     assert [(r["where"], r["input"]) for r in rows] == [("<stdin>:1", "ab\u2028a"), ("<stdin>:2", "b\x85b")]

@@ -9,7 +9,7 @@ import json
 import click
 
 from seqkit.cli.common import read_input, with_common_options
-from seqkit.runs.rundir import strict_json
+from seqkit.runs.rundir import json_line, strict_json
 
 
 @click.command()
@@ -124,7 +124,7 @@ def format_result(res: dict, fmt: str, probabilities: bool) -> str:
         d = {k: v for k, v in res.items() if probabilities or k not in ("probability", "probabilities")}
         if d.get("tokens") is None:
             d.pop("tokens", None)
-        return strict_json(d, ensure_ascii=False)
+        return json_line(d)
     if "label" in res:
         return f"{res['label']}\t{res['probability']:.4f}" if probabilities else res["label"]
     words = res["tokens"] or [str(i) for i in range(len(res["tags"]))]
@@ -139,6 +139,6 @@ def format_pair(res: dict, fmt: str) -> str:
     a sentencepiece target prints its decoded text);
     ``jsonl``: the dict as one JSON line."""
     if fmt == "jsonl":
-        return strict_json(res, ensure_ascii=False)
+        return json_line(res)
     return "\n".join(f"{res['input']}\t{k}\t{h['score']:.4f}\t{h['text'] if 'text' in h else ' '.join(h['output'])}"
                      for k, h in enumerate(res["hypotheses"], start=1))

@@ -120,6 +120,17 @@ def strict_json(obj, **kwargs) -> str:
     return json.dumps(finite_or_null(obj), allow_nan=False, **kwargs)
 
 
+def json_line(obj) -> str:
+    """One line of JSON Lines output: :func:`strict_json`, UTF-8 text kept as it is, except that
+    U+2028, U+2029 and U+0085 inside strings are written escaped (``\\u2028``): valid JSON either
+    way, but a reader that splits lines with Python's ``str.splitlines`` (or a JavaScript one)
+    would break the record at them."""
+    text = strict_json(obj, ensure_ascii=False)
+    for ch in ("\u2028", "\u2029", "\u0085"):
+        text = text.replace(ch, f"\\u{ord(ch):04x}")
+    return text
+
+
 def atomic_write_json(path: str, obj) -> None:
     """Write ``obj`` as strict JSON (:func:`strict_json`), atomically."""
     atomic_write_text(path, strict_json(obj, indent=2, ensure_ascii=False) + "\n")
