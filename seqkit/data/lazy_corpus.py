@@ -87,10 +87,9 @@ def _lines_of(raw: bytes, path: str, line_no: int, file_start: bool = False) -> 
 def _block_lines(text: str, file_start: bool) -> list[str]:
     """:func:`~seqkit.data.text_lines.split_lines` of whole physical lines decoded (a byte-order
     mark is dropped only at the start of a file, as when the file is read whole)."""
-    if not file_start and text.startswith("\ufeff"):
-        text = "\n" + text  # keep a mid-file U+FEFF: split_lines drops it only at the text's start
-        return [ln.rstrip() for ln in split_lines(text)[1:] if ln.strip()]
-    return [ln.rstrip() for ln in split_lines(text) if ln.strip()]
+    # split_lines drops a U+FEFF only at the text's start: behind a "\n" a mid-file one is kept
+    lines = split_lines(text) if file_start else split_lines("\n" + text)[1:]
+    return [ln.rstrip() for ln in lines if ln.strip()]
 
 
 def read_lines(paths, start: tuple[int, int] = (0, 0)):

@@ -67,13 +67,6 @@ class ParallelTextOptions(PairOptions):
     target_column: Optional[Column] = None
 
 
-def aligned_lines(text: str) -> list[str]:
-    """The lines of a text file, split at ``\\n`` only (a form feed or U+2028 inside a sentence
-    does not shift the alignment), ``\\r`` and a byte-order mark dropped
-    (:func:`seqkit.data.lines.split_lines`)."""
-    return split_lines(text)
-
-
 def _trim(lines: list[str]) -> list[str]:
     lines = list(lines)
     while lines and not lines[-1].strip():
@@ -97,8 +90,9 @@ def read_aligned(source_path: str, target_path: str, *, data, options, keys=("da
         DataError: a missing or non-UTF-8 file, different line counts (naming the first line
             without a partner), an empty side or an over-long pair (``file:line``).
     """
-    src = aligned_lines(read_text(source_path, keys[0]))
-    tgt = aligned_lines(read_text(target_path, keys[1]))
+    # split at \n only (seqkit.data.lines): a form feed or U+2028 inside a sentence does not shift the alignment
+    src = split_lines(read_text(source_path, keys[0]))
+    tgt = split_lines(read_text(target_path, keys[1]))
     if len(src) != len(tgt):  # blank lines at the end of a file are no examples
         src, tgt = _trim(src), _trim(tgt)
     if len(src) != len(tgt):
