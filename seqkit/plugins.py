@@ -27,6 +27,7 @@ import sys
 import zipfile
 
 from seqkit.errors import RunDirError
+from seqkit.heads import DEFAULT_HEAD
 
 PLUGINS = "plugins.json"
 BUILTIN = "seqkit (built in)"
@@ -164,7 +165,7 @@ def _recipe_names(raw: dict) -> list[tuple[str, str]]:
     out = []
     for kind, section, key, default in (("data source", "data", "source", None),
                                         ("cell", "model", "cell", "lstm"),
-                                        ("head", "head", "type", "language_model")):
+                                        ("head", "head", "type", DEFAULT_HEAD)):
         sec = raw.get(section)
         name = sec.get(key, default) if isinstance(sec, dict) else default
         if isinstance(name, str):

@@ -26,6 +26,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from seqkit.errors import RecipeError, RegistryError, did_you_mean
+from seqkit.heads import DEFAULT_HEAD
 
 class SplitConfig(BaseModel):
     """How examples are divided into train / valid / test (fractions of examples)."""
@@ -114,7 +115,7 @@ class HeadConfig(BaseModel):
     """``head``: which task head, plus that head's own keys."""
 
     model_config = ConfigDict(extra="allow")
-    type: str = "language_model"
+    type: str = DEFAULT_HEAD
 
 
 class EarlyStoppingConfig(BaseModel):
@@ -747,7 +748,7 @@ def recipe_from_dict(raw: dict, *, source: str = "<recipe>", lines: dict | None 
     plugin_keys = {}
     # plugin keys are validated by each plugin's Options model; find the plugins first
     lookups = (("data", "source", DATA, None), ("model", "cell", CELLS, "lstm"),
-               ("head", "type", HEADS, "language_model"))
+               ("head", "type", HEADS, DEFAULT_HEAD))
     plugins = {}
     for section, key, registry, default in lookups:
         sec = raw.get(section)
@@ -784,10 +785,10 @@ def recipe_from_dict(raw: dict, *, source: str = "<recipe>", lines: dict | None 
     except ValidationError as exc:
         errors.from_pydantic(exc, RecipeModel, ())
         config = None
-    if config is not None and config.data.layout == "stream" and config.head.type != "language_model":
-        errors.add(("data", "layout"), f"'stream' (one token stream read with truncated BPTT) is for "
-                                       f"head.type language_model; a {config.head.type} reads one "
-                                       f"example at a time. Remove data.layout or set it to 'line'.")
+    head_cls = plugins.get("head")
+    if config is not None and head_cls is not None:  # the keys the head cannot apply (its own rules)
+        for key, message in head_cls.check_recipe(config, plugin_opts.get("head")) or ():
+            errors.add(key, message)
     cell = plugins.get("model")
     if config is not None and config.model.weight_drop and cell is not None \
             and not getattr(cell, "supports_weight_drop", False):
@@ -798,8 +799,9 @@ def recipe_from_dict(raw: dict, *, source: str = "<recipe>", lines: dict | None 
                                              f"model.weight_drop (model.dropout still applies).")
     if config is not None:
         _check_training_knobs(config, plugin_opts.get("head"), errors)
-        _check_subword(config, plugins.get("data"), plugin_opts.get("data"), errors)
-        _check_char_embedding(config, plugins.get("data"), plugin_opts.get("data"), errors)
+        _check_subword(config, plugins.get("data"), plugin_opts.get("data"), plugins.get("head"), errors)
+        _check_char_embedding(config, plugins.get("data"), plugin_opts.get("data"), plugins.get("head"),
+                              errors)
     check = getattr(plugins.get("data"), "check_recipe", None)
     if config is not None and "data" in plugin_opts and callable(check):
         for key, message in check(plugin_opts["data"], config) or ():  # e.g. table columns vs the head
@@ -823,10 +825,6 @@ def recipe_from_dict(raw: dict, *, source: str = "<recipe>", lines: dict | None 
 def _check_training_knobs(config: RecipeModel, head_opts, errors: "_Errors") -> None:
     """Refuse ``training`` keys the chosen head cannot apply (named, with the fix)."""
     t = config.training
-    if t.class_weight is not None and config.head.type != "acceptor":
-        errors.add(("training", "class_weight"), f"class weights apply to head.type acceptor (one label "
-                                                 f"per sequence); this recipe's head is "
-                                                 f"{config.head.type}. Remove training.class_weight.")
     if t.label_smoothing > 0 and config.data.layout == "stream":
         errors.add(("training", "label_smoothing"), "the stream language model (data.layout stream) "
                                                     "trains on its own truncated-BPTT loss, without "
@@ -838,20 +836,16 @@ def _check_training_knobs(config: RecipeModel, head_opts, errors: "_Errors") -> 
                                                     "head.crf: false.")
 
 
-def _check_char_embedding(config, source, options, errors) -> None:
-    """``model.char_embedding`` where it applies: an acceptor or tagger reading words (not
-    characters, not sentencepiece pieces), with a registered cell."""
+def _check_char_embedding(config, source, options, head, errors) -> None:
+    """``model.char_embedding`` where it applies: a head reading words (``Head.word_inputs``;
+    not characters, not sentencepiece pieces), with a registered cell. A head without word inputs
+    is refused by its :meth:`~seqkit.heads.base.Head.check_recipe`."""
     from seqkit.registry import CELLS
 
     ce = config.model.char_embedding
-    if ce is None:
+    if ce is None or head is None or not head.word_inputs:
         return
     key = ("model", "char_embedding")
-    if config.head.type not in ("acceptor", "tagger"):
-        errors.add(key, f"character-aware word inputs are for the acceptor and tagger heads (word "
-                        f"inputs); this recipe's head is {config.head.type}. Remove "
-                        f"model.char_embedding.")
-        return
     try:
         CELLS.get(ce.cell)
     except RegistryError as exc:
@@ -874,7 +868,7 @@ def _check_char_embedding(config, source, options, errors) -> None:
                         f"(word inputs) or remove model.char_embedding.")
 
 
-def _check_subword(config, source, options, errors) -> None:
+def _check_subword(config, source, options, head_cls, errors) -> None:
     """``data.tokenizer: sentencepiece`` where it applies: raw text the source splits for the
     language model, the acceptor or the seq2seq source, or a seq2seq ``data.target_tokenizer``;
     ``data.subword`` only with one of them."""
@@ -899,13 +893,12 @@ def _check_subword(config, source, options, errors) -> None:
                                           "memory) is not read into; use char or whitespace, or the "
                                           "text_lines source for a corpus that fits.")
         return
-    head = config.head.type
-    if head == "tagger":
-        errors.add(("data", "tokenizer"), "'sentencepiece' would cut the tagger's tokens into pieces "
-                                          "that no longer match its one-tag-per-token targets; a "
-                                          "tagger reads char or whitespace tokens.")
+    if head_cls is not None and not head_cls.subword_inputs:
+        errors.add(("data", "tokenizer"), f"'sentencepiece' would cut the {config.head.type}'s "
+                                          f"tokens into pieces that no longer match its one-target-"
+                                          f"per-token targets; it reads char or whitespace tokens.")
         return
-    if head in ("acceptor",) and source is not None and options is not None:
+    if head_cls is not None and head_cls.word_inputs and source is not None and options is not None:
         splits = getattr(source, "splits_text", None)
         if callable(splits) and not splits(options):
             errors.add(("data", "tokenizer"), f"'sentencepiece' splits raw text, but the source "

@@ -266,6 +266,15 @@ def _qualname(obj: Any) -> str:
     return f"{mod}.{getattr(obj, '__qualname__', obj)!s}".lstrip(".")
 
 
+def head_class(name: str):
+    """The head class registered as ``name``, or None when there is none (or it is contested):
+    for checks that must not fail where the recipe's own check already names the problem."""
+    try:
+        return HEADS.get(name)
+    except RegistryError:
+        return None
+
+
 CELLS = Registry("cell", "seqkit.cells")
 HEADS = Registry("head", "seqkit.heads")
 DATA = Registry("data source", "seqkit.data")

@@ -123,8 +123,12 @@ class ParallelText(DataSource):
     def check_recipe(cls, options, config) -> list:
         """The head is seq2seq; exactly one way of giving the files (``[(key, message)]``)."""
         out = []
-        if config.head.type != "seq2seq":
-            out.append(("source", f"parallel_text gives (source, target) pairs for head.type seq2seq; "
+        from seqkit.registry import HEADS, head_class
+
+        head = head_class(config.head.type)
+        if head is not None and not _reads_pairs(head):
+            pairs = " or ".join(n for n in HEADS.names() if _reads_pairs(HEADS.get(n)))
+            out.append(("source", f"parallel_text gives (source, target) pairs for head.type {pairs}; "
                                   f"head.type is '{config.head.type}'. Use the table source for it "
                                   f"(source: table, with the columns that head reads)."))
         aligned = [k for k in _ALIGNED if getattr(options, k)]
@@ -184,9 +188,17 @@ class ParallelText(DataSource):
             else:
                 table = read_table(f, o.format, delimiter=o.delimiter, header=o.header, quotes=o.quotes,
                                    key=f"data.{prefix or ''}path")
-                records = records_from_table(table, "seq2seq", o, d)
+                from seqkit.registry import HEADS
+
+                records = records_from_table(table, HEADS.get(self.recipe.head.type), o, d)
             if not records:
                 raise DataError(f"{f[0] if isinstance(f, tuple) else f}: no (source, target) pairs in "
                                 f"the file.")
             out[split] = records
         return out
+
+
+def _reads_pairs(head) -> bool:
+    """Whether ``head`` (a head class) reads (source, target) pairs: its table columns are a
+    source and a target."""
+    return {"source_column", "target_column"} <= set(head.table_columns or {})

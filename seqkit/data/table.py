@@ -56,15 +56,10 @@ Column = Union[str, int]
 EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl",
               ".parquet": "parquet", ".pq": "parquet"}
 
-#: the columns each head reads, with their defaults (header name, column number)
-HEAD_COLUMNS = {
-    "acceptor": {"text_column": ("text", 0), "label_column": ("label", 1)},
-    "tagger": {"tokens_column": ("tokens", 0), "tags_column": ("tags", 1)},
-    "language_model": {"text_column": ("text", 0)},
-    "seq2seq": {"source_column": ("source", 0), "target_column": ("target", 1)},
-}
 COLUMN_KEYS = ("text_column", "label_column", "tokens_column", "tags_column", "source_column",
                "target_column")
+#: keys of the source that a pair-reading head takes besides its columns (``Head.table_keys``)
+PAIR_KEYS = ("target_tokenizer", "target_lowercase", "too_long")
 
 
 # ---------------------------------------------------------------- reading
@@ -365,14 +360,33 @@ def pair_record(source: str, target: str, where: str, *, data, target_tokenizer:
     return Record(text=source, target=tgt, where=where)
 
 
-def records_from_table(table: Table, head: str, options, data) -> list[Record]:
+class TableRow:
+    """One row of a table as a head reads it (:meth:`seqkit.heads.base.Head.table_record`).
+
+    Attributes:
+        where: ``file:line`` (or ``file:row N``) for messages.
+    """
+
+    def __init__(self, row: dict, cols: dict, where: str):
+        self._row, self._cols, self.where = row, cols, where
+
+    def text(self, key: str) -> str:
+        """The cell of the column recipe key ``key`` names, as a stripped string (:func:`cell_text`)."""
+        return cell_text(self._row, self._cols[key], self.where, key)
+
+    def tokens(self, key: str) -> list[str]:
+        """The list cell of the column ``key`` names (:func:`cell_list`)."""
+        return cell_list(self._row, self._cols[key], self.where, key)
+
+
+def records_from_table(table: Table, head, options, data) -> list[Record]:
     """The records of ``head`` from a table (see the module docstring).
 
     Args:
         table: a read :class:`Table`.
-        head: ``acceptor``, ``tagger``, ``language_model`` or ``seq2seq``.
-        options: the source's options (``*_column``, and for seq2seq ``target_tokenizer``,
-            ``target_lowercase``, ``too_long``).
+        head: the head class (``seqkit.registry.HEADS.get(recipe.head.type)``): its
+            ``table_columns`` say which columns it reads, its ``table_record`` makes a record.
+        options: the source's options (``*_column``, and the head's ``table_keys``).
         data: the recipe's ``data`` section.
 
     Raises:
@@ -380,33 +394,10 @@ def records_from_table(table: Table, head: str, options, data) -> list[Record]:
     """
     header = getattr(options, "header", True)
     cols = {}
-    for key, (name, number) in HEAD_COLUMNS[head].items():
+    for key, (name, number) in (head.table_columns or {}).items():
         spec = getattr(options, key, None)
         cols[key] = table.column(spec if spec is not None else (name if header else number), key)
-    out = []
-    for where, row in table.rows:
-        if head == "acceptor":
-            text = cell_text(row, cols["text_column"], where, "text_column")
-            toks = tokenize(text, data.tokenizer)
-            if not toks:
-                raise DataError(f"{where}: the text has no tokens; remove the row.")
-            out.append(Record(tokens=toks, label=cell_text(row, cols["label_column"], where, "label_column"),
-                              where=where))
-        elif head == "tagger":
-            toks = cell_list(row, cols["tokens_column"], where, "tokens_column")
-            tags = cell_list(row, cols["tags_column"], where, "tags_column")
-            if len(toks) != len(tags):
-                raise DataError(f"{where}: {len(toks)} tokens but {len(tags)} tags; a tagger needs one "
-                                f"tag per token.")
-            out.append(Record(tokens=toks, tags=tags, where=where))
-        elif head == "language_model":
-            out.append(Record(text=cell_text(row, cols["text_column"], where, "text_column"), where=where))
-        else:
-            out.append(pair_record(cell_text(row, cols["source_column"], where, "source_column"),
-                                   cell_text(row, cols["target_column"], where, "target_column"), where,
-                                   data=data, target_tokenizer=options.target_tokenizer,
-                                   target_lowercase=options.target_lowercase, too_long=options.too_long))
-    return out
+    return [head.table_record(TableRow(row, cols, where), data, options) for where, row in table.rows]
 
 
 # ---------------------------------------------------------------- recipe keys and checks
@@ -491,15 +482,19 @@ class TableSource(FileSource):
     @classmethod
     def check_recipe(cls, options, config) -> list:
         """The columns fit ``head.type``; keys of other heads are refused (``[(key, message)]``)."""
+        from seqkit.registry import head_class
+
         head = config.head.type
         out = check_split_paths(options) + check_table_keys(options)
-        if head not in HEAD_COLUMNS:
-            return out + [("source", f"a table feeds the heads {', '.join(HEAD_COLUMNS)}; head.type "
+        cls_ = head_class(head)
+        if cls_ is None:  # an unknown head: reported by the recipe's own check
+            return out
+        if not cls_.table_columns:
+            return out + [("source", f"a table feeds the heads {', '.join(_table_heads())}; head.type "
                                      f"is '{head}'. Use a data source made for that head.")]
-        wanted = HEAD_COLUMNS[head]
-        for key in COLUMN_KEYS + ("target_tokenizer", "target_lowercase", "too_long"):
-            pair_key = key in ("target_tokenizer", "target_lowercase", "too_long")
-            if non_default(options, key) and key not in wanted and not (pair_key and head == "seq2seq"):
+        wanted = cls_.table_columns
+        for key in COLUMN_KEYS + PAIR_KEYS:
+            if non_default(options, key) and key not in wanted and key not in getattr(cls_, "table_keys", ()):
                 reads = " and ".join(f"data.{k}" for k in wanted)
                 article = "an" if head[0] in "aeiou" else "a"
                 out.append((key, f"{article} {head} head reads {reads} from a table; {key} is for "
@@ -508,8 +503,11 @@ class TableSource(FileSource):
 
     @classmethod
     def text_tokenizer(cls, recipe) -> str:
-        """Tagger tables hold pre-split tokens (white space); otherwise ``data.tokenizer``."""
-        return "whitespace" if recipe.head.type == "tagger" else recipe.data.tokenizer
+        """The head's ``table_tokenizer`` (a tagger's tables hold pre-split tokens: white space);
+        otherwise ``data.tokenizer``."""
+        from seqkit.registry import head_class
+
+        return getattr(head_class(recipe.head.type), "table_tokenizer", None) or recipe.data.tokenizer
 
     def describe(self) -> str:
         return "table " + ", ".join(f"{k}={v}" for k, v in self.files().items())
@@ -520,9 +518,21 @@ class TableSource(FileSource):
                     if getattr(o, k) == path), "data.path")
         table = read_table(path, o.format, delimiter=o.delimiter, header=o.header, quotes=o.quotes,
                            key=key)
-        return records_from_table(table, r.head.type, o, r.data)
+        from seqkit.registry import HEADS
+
+        return records_from_table(table, HEADS.get(r.head.type), o, r.data)
+
+
+def _table_heads() -> list[str]:
+    """The registered heads a table can feed (those with ``table_columns``)."""
+    from seqkit.registry import HEADS
+
+    return [n for n in HEADS.names() if HEADS.get(n).table_columns]
 
 
 def _heads_of(key: str) -> str:
-    heads = [h for h, cols in HEAD_COLUMNS.items() if key in cols] or ["seq2seq"]
+    from seqkit.registry import HEADS
+
+    heads = [n for n in _table_heads() if key in HEADS.get(n).table_columns
+             or key in getattr(HEADS.get(n), "table_keys", ())]
     return "the " + " and ".join(heads) + " head" + ("s" if len(heads) > 1 else "")

@@ -46,6 +46,21 @@ class AcceptorHead(SequenceHead):
 
     Options = AcceptorOptions
     target_name = "label"
+    class_weights = True
+    diagnostics = "per_sequence"
+    table_columns = {"text_column": ("text", 0), "label_column": ("label", 1)}
+
+    @classmethod
+    def table_record(cls, row, data, options):
+        """A row's text (split by ``data.tokenizer``) and label."""
+        from seqkit.data.records import Record
+        from seqkit.data.vocab import tokenize
+        from seqkit.errors import DataError
+
+        toks = tokenize(row.text("text_column"), data.tokenizer)
+        if not toks:
+            raise DataError(f"{row.where}: the text has no tokens; remove the row.")
+        return Record(tokens=toks, label=row.text("label_column"), where=row.where)
 
     def record_classes(self, record):
         return [record.label]

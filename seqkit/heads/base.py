@@ -14,12 +14,30 @@ A head owns everything between records and a trained model:
   trainable ``keras.Model`` (padding excluded from loss and metrics);
 * :meth:`Head.evaluate` and :meth:`Head.baselines` give the figures in
   ``metrics.json``.
+
+and everything after training, so every command works for a head from a plugin
+(the machinery around a head names none; ``docs/heads.md`` is the full contract):
+
+* :attr:`Head.answers` names the command that answers raw input (``predict``,
+  ``generate`` or ``transduce``); :meth:`Head.read_inputs`, :meth:`Head.predict`
+  and :meth:`Head.format_prediction` are ``seqkit predict`` / ``Run.predict``;
+* :meth:`Head.stepper` (a one-step view, for step exports and streaming),
+  :meth:`Head.export` (default: :func:`seqkit.export.writer.write_step_export`),
+  :meth:`Head.export_metadata`, :meth:`Head.parity_inputs`,
+  :meth:`Head.parity_targets` and :meth:`Head.task_metric` are ``seqkit export``;
+* :meth:`Head.text_functions` gives the text-in/text-out serving signatures;
+* :meth:`Head.stream_export` is what ``seqkit stream`` runs on a lone exported ``.tflite``
+  whose metadata names the head;
+* :attr:`Head.diagnostics` says which of ``seqkit diagnose``'s readings apply;
+* :attr:`Head.table_columns` / :meth:`Head.table_record` let the ``table`` source
+  feed the head, and :meth:`Head.check_recipe` refuses recipe keys the head cannot
+  apply.
 """
 
 from __future__ import annotations
 
 import abc
-from typing import ClassVar
+from typing import ClassVar, Iterator
 
 from pydantic import BaseModel
 
@@ -41,6 +59,31 @@ class Head(abc.ABC):
 
     Options: ClassVar[type[BaseModel]] = NoOptions
     causal: ClassVar[bool] = False
+    #: the command that answers raw input: ``"predict"`` (labels, tags, values: :meth:`predict`),
+    #: ``"generate"`` (continues a prompt) or ``"transduce"`` (one output sequence per source);
+    #: None: the head answers no raw input.
+    answers: ClassVar[str | None] = None
+    #: ``data.layout: stream`` (one token stream read with truncated BPTT) applies.
+    stream_layout: ClassVar[bool] = False
+    #: ``training.class_weight`` applies (one class per example).
+    class_weights: ClassVar[bool] = False
+    #: ``model.char_embedding`` (character-aware word inputs) applies.
+    word_inputs: ClassVar[bool] = False
+    #: ``data.tokenizer: sentencepiece`` applies (the head reads raw text it may cut into pieces).
+    subword_inputs: ClassVar[bool] = True
+    #: ``seqkit export --state internal`` (the state kept inside the TFLite step model) applies.
+    internal_state: ClassVar[bool] = False
+    #: ``seqkit export --full-sequence`` (a pinned ``[B, T]`` whole-sequence TFLite model) applies.
+    full_sequence_export: ClassVar[bool] = False
+    #: ``seqkit diagnose`` readings: ``"per_step"`` (a cross-entropy target at each step, ids as
+    #: :attr:`diagnostic_offset` says), ``"per_sequence"`` (one class per sequence, read from the
+    #: ``pooling`` layer), ``"encoder_decoder"`` (gradient flow only), or None (refused, named).
+    diagnostics: ClassVar[str | None] = None
+    #: how :attr:`diagnostics` reads the dataset's targets: class = target - offset (<0: none).
+    diagnostic_offset: ClassVar[int] = 1
+    #: the table columns the head reads: ``{recipe key: (header name, column number)}``; None:
+    #: the ``table`` source cannot feed it.
+    table_columns: ClassVar[dict | None] = None
 
     def __init__(self, recipe, vocab=None):
         self.recipe = recipe
@@ -170,3 +213,219 @@ class Head(abc.ABC):
     def format_metrics(self, figures: dict) -> list[str]:
         """Console lines for one split's figures (default: ``name value`` pairs)."""
         return [", ".join(f"{k} {v:.4f}" for k, v in figures.items() if isinstance(v, (int, float)))]
+
+    # ---------------------------------------------------------------- recipe
+    @classmethod
+    def check_recipe(cls, config, options) -> list:
+        """Recipe keys this head cannot apply, as ``[((section, key), message)]`` (default: the
+        generic rules read from the class attributes above; override to add the head's own).
+
+        Args:
+            config: the validated core recipe (``seqkit.recipe.RecipeModel``).
+            options: the head's validated :attr:`Options`.
+        """
+        from seqkit.registry import HEADS
+
+        def those(attr, sep=" or "):
+            names = [n for n in HEADS.names() if getattr(HEADS.get(n), attr, False)]
+            return sep.join(names) or "no registered head"
+
+        out, head, t = [], config.head.type, config.training
+        if config.data.layout == "stream" and not cls.stream_layout:
+            out.append((("data", "layout"), f"'stream' (one token stream read with truncated BPTT) is "
+                                            f"for head.type {those('stream_layout')}; a {head} reads one "
+                                            f"example at a time. Remove data.layout or set it to 'line'."))
+        if t.class_weight is not None and not cls.class_weights:
+            out.append((("training", "class_weight"), f"class weights apply to head.type "
+                                                      f"{those('class_weights')} (one label per "
+                                                      f"sequence); this recipe's head is {head}. Remove "
+                                                      f"training.class_weight."))
+        if config.model.char_embedding is not None and not cls.word_inputs:
+            out.append((("model", "char_embedding"), f"character-aware word inputs are for the "
+                                                     f"{those('word_inputs', ' and ')} heads (word "
+                                                     f"inputs); this "
+                                                     f"recipe's head is {head}. Remove "
+                                                     f"model.char_embedding."))
+        return out
+
+    # ---------------------------------------------------------------- tables
+    @classmethod
+    def table_record(cls, row, data, options):
+        """One record from one table row (the ``table`` source; see :attr:`table_columns`).
+
+        Args:
+            row: a :class:`seqkit.data.table.TableRow`: ``row.text(key)`` the cell of the column
+                the recipe key names, as a string; ``row.tokens(key)`` a list cell (JSON list or
+                white-space separated); ``row.where`` ``file:line``.
+            data: the recipe's ``data`` section; options: the source's options.
+
+        Returns:
+            A :class:`seqkit.data.records.Record`.
+
+        Raises:
+            seqkit.errors.DataError: a bad row (naming ``row.where``).
+        """
+        from seqkit.errors import DataError
+
+        raise DataError(f"{row.where}: the head '{cls.__name__}' reads no tables.")
+
+    # ---------------------------------------------------------------- answers
+    def read_inputs(self, text: str, name: str, input_format: str = "auto") -> list:
+        """Parse raw prediction input (``seqkit predict --input``, ``Run.predict``) into records
+        without targets.
+
+        Args:
+            text: the whole input; name: how messages name it (a file name or ``<stdin>``);
+            input_format: ``auto``, ``text``, ``conll`` or ``ts`` (``auto``: the head's own choice).
+
+        Returns:
+            ``list[Record]`` (default: one record per non-empty line, tokens split as in training).
+
+        Raises:
+            seqkit.errors.SeqkitError: malformed input, or an input format the head cannot read.
+        """
+        from seqkit.data.lines import split_lines
+        from seqkit.data.records import Record
+        from seqkit.errors import SeqkitError
+
+        if input_format not in ("auto", "text"):
+            raise SeqkitError(f"{name}: --input-format {input_format}: this run's head reads text, "
+                              f"one sequence per line (--input-format text).")
+        split = self.tokenizer.split
+        records = [Record(tokens=split(line), text=line, where=f"{name}:{n}")
+                   for n, line in enumerate(split_lines(text), start=1) if line.strip()]
+        if not records:
+            raise SeqkitError(f"{name}: no input sequences (empty input).")
+        return records
+
+    def predict(self, model, records: list) -> list:
+        """Answer every record (what ``seqkit predict --format jsonl`` prints, one dict a line).
+
+        Returns:
+            One JSON-able dict per record, in input order, holding at least ``"where"``.
+
+        Raises:
+            seqkit.errors.SeqkitError: the head answers no raw input (the default).
+        """
+        from seqkit.errors import SeqkitError
+
+        raise SeqkitError(f"head '{self.recipe.head.type}' does not answer raw input with `predict`"
+                          + (f"; use `seqkit {self.answers}`." if self.answers else "."))
+
+    def format_prediction(self, result: dict, fmt: str = "text", probabilities: bool = False) -> str:
+        """One output line for one :meth:`predict` result: ``fmt`` ``"jsonl"`` (the dict as one JSON
+        line, without probabilities unless asked) or ``"text"`` (default: the values of the keys
+        other than ``where`` and the probabilities, tab-separated)."""
+        from seqkit.runs.rundir import json_line
+
+        hidden = ("probability", "probabilities")
+        if fmt == "jsonl":
+            return json_line({k: v for k, v in result.items() if probabilities or k not in hidden})
+        vals = [v for k, v in result.items() if k != "where" and (probabilities or k not in hidden)]
+        return "\t".join(" ".join(map(str, v)) if isinstance(v, list) else str(v) for v in vals)
+
+    # ---------------------------------------------------------------- export
+    def stepper(self, model):
+        """The one-step view of ``model`` that step exports and streaming run: an object with
+        ``input_spec()`` (``tf.TensorSpec`` of one step's input, ``[B]`` or ``[B, D]``),
+        ``state_names()`` / ``state_sizes()`` (one ``[B, size]`` float32 tensor each),
+        ``initial_state(batch_size) -> list`` and ``step(x_t, states) -> (logits [B, C], states)``.
+
+        Raises:
+            seqkit.errors.SeqkitError: the head has no step model (the default), e.g. a
+                bidirectional encoder.
+        """
+        from seqkit.errors import SeqkitError
+
+        raise SeqkitError(f"head '{self.recipe.head.type}' has no step model to export; export it as "
+                          f"a full-sequence model (--full-sequence) instead.")
+
+    def export(self, prep, model, out: str, options, calibration: list | None) -> dict:
+        """Write the export of a loaded run into the staged directory ``out``; return the parity
+        report. Default: :func:`seqkit.export.writer.write_step_export` (a step model, or a
+        full-sequence one, checked by :class:`seqkit.export.parity.ParityCase`).
+
+        Args:
+            prep, model: the loaded run; out: the (staged) export directory to fill;
+            options: :class:`seqkit.export.options.ExportOptions`; calibration: the records a
+            full-integer export calibrates on (None otherwise).
+
+        Raises:
+            seqkit.errors.SeqkitError: an option the head cannot honour, a conversion failure, or
+                a parity failure (nothing is written then).
+        """
+        from seqkit.export.writer import write_step_export
+
+        return write_step_export(prep, model, out, options, calibration)
+
+    def export_metadata(self, stepper, full_sequence: bool) -> dict:
+        """The head's own entries of an export's metadata (labels, output meaning, ...), merged
+        into the generic ones (:func:`seqkit.export.writer.metadata_for`). Default: none."""
+        return {}
+
+    def parity_inputs(self, records: list, length: int | None = None):
+        """``(x, lengths [N] int)``: held-out records as the export's raw inputs ``x``
+        (``[N, T]`` int32 ids, 0 padding; or ``[N, T, D]`` float32 frames, NaN padding), ``T``
+        pinned to ``length`` when given. Default: the training inputs of :meth:`dataset`."""
+        import numpy as np
+
+        xs = [np.asarray(x) for x, _ in self.dataset(records, training=False).unbatch()]
+        x = np.zeros((len(xs), length or max(len(v) for v in xs), *xs[0].shape[1:]), xs[0].dtype)
+        lengths = []
+        for i, v in enumerate(xs):
+            v = v[:x.shape[1]]
+            x[i, :len(v)] = v
+            valid = (v != 0) if v.dtype.kind in "iu" else ~np.isnan(v).reshape(len(v), -1).any(-1)
+            lengths.append(int(valid.reshape(len(v), -1).any(-1).sum()))
+        return x, np.asarray(lengths)
+
+    def parity_targets(self, records: list, T: int):
+        """Gold targets aligned with :meth:`parity_inputs` for :meth:`task_metric` (``[N, T]`` or
+        ``[N]``), or None (the default: the parity report then has no task figure)."""
+        return None
+
+    def task_metric(self, logits, targets, valid) -> dict:
+        """The task's own figure of exported ``logits`` against :meth:`parity_targets`
+        (``{"<metric>": float, "scored": int}``). Default: arg-max accuracy, targets = class + 1."""
+        import numpy as np
+
+        keep = valid & (targets > 0)
+        z, y = logits[keep], targets[keep]
+        return {"accuracy": float(np.mean(z.argmax(-1) + 1 == y)) if len(y) else float("nan"),
+                "scored": int(len(y))}
+
+    # ---------------------------------------------------------------- serving
+    def text_unsupported(self) -> str | None:
+        """Why the run cannot take raw strings in the graph (a sentence), or None when it can
+        (default: a head without :meth:`text_functions` cannot)."""
+        return f"its head '{self.recipe.head.type}' has no text signatures"
+
+    def text_functions(self, prep, model, *, greedy: bool = False, max_length: int | None = None):
+        """The text-in/text-out signatures (see :mod:`seqkit.inference.serving`): an object with
+        ``signatures`` ``{name: fn(text [B] tf.string) -> dict}`` and ``tables`` (lookup tables a
+        SavedModel must track). Default: refused, naming :meth:`text_unsupported`.
+
+        Raises:
+            seqkit.errors.SeqkitError: the head has no text signatures.
+        """
+        from seqkit.errors import SeqkitError
+
+        raise SeqkitError(f"this run cannot serve text: {self.text_unsupported()}.")
+
+    # ---------------------------------------------------------------- streaming an export
+    @classmethod
+    def stream_export(cls, export: str, metadata: dict, request) -> "Iterator[str]":
+        """Run an exported ``.tflite`` of this head on ``request`` and yield the output lines
+        (what ``seqkit stream`` prints; :func:`seqkit.api.stream`).
+
+        Args:
+            export: the export directory or the ``.tflite`` file; metadata: its validated
+                metadata (``metadata["head"]`` names this head).
+            request: :class:`seqkit.runtime.request.StreamRequest` (prompt, input text, decoding).
+
+        Raises:
+            seqkit.errors.SeqkitError: the head has no runtime (the default), or a bad request.
+        """
+        from seqkit.errors import SeqkitError
+
+        raise SeqkitError(f"{export}: head '{metadata.get('head')}' has no streaming runtime.")

@@ -77,6 +77,19 @@ class LanguageModelHead(Head):
 
     Options = LanguageModelOptions
     causal = True
+    answers = "generate"
+    stream_layout = True
+    internal_state = True
+    diagnostics = "per_step"
+    diagnostic_offset = 0
+    table_columns = {"text_column": ("text", 0)}
+
+    @classmethod
+    def table_record(cls, row, data, options):
+        """A row's text (one example)."""
+        from seqkit.data.records import Record
+
+        return Record(text=row.text("text_column"), where=row.where)
 
     def check_records(self, records, split):
         """Lines longer than ``data.max_length - 1`` tokens are split into pieces (counted warning)."""

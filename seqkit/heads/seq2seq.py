@@ -112,6 +112,20 @@ class Seq2SeqHead(Head):
     """
 
     Options = Seq2SeqOptions
+    answers = "transduce"
+    diagnostics = "encoder_decoder"
+    table_columns = {"source_column": ("source", 0), "target_column": ("target", 1)}
+    #: source keys the table reads for this head besides its columns
+    table_keys = ("target_tokenizer", "target_lowercase", "too_long")
+
+    @classmethod
+    def table_record(cls, row, data, options):
+        """A row's (source, target) pair (:func:`seqkit.data.parallel.pair_record`)."""
+        from seqkit.data.parallel import pair_record
+
+        return pair_record(row.text("source_column"), row.text("target_column"), row.where, data=data,
+                           target_tokenizer=options.target_tokenizer,
+                           target_lowercase=options.target_lowercase, too_long=options.too_long)
 
     def __init__(self, recipe, vocab=None, target_vocab=None):
         super().__init__(recipe, vocab)

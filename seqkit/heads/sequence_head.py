@@ -26,6 +26,10 @@ class SequenceHead(Head):
 
     allow_split = False
     target_name = "label"
+    answers = "predict"
+    word_inputs = True
+    internal_state = True
+    full_sequence_export = True
 
     def __init__(self, recipe, vocab=None):
         super().__init__(recipe, None)

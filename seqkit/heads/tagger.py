@@ -73,6 +73,23 @@ class TaggerHead(SequenceHead):
     """One tag per step: logits ``[B, T, C]``; padding excluded from loss and metrics."""
 
     Options = TaggerOptions
+    subword_inputs = False
+    diagnostics = "per_step"
+    table_columns = {"tokens_column": ("tokens", 0), "tags_column": ("tags", 1)}
+    #: tables hold pre-split tokens (white space), whatever ``data.tokenizer`` says
+    table_tokenizer = "whitespace"
+
+    @classmethod
+    def table_record(cls, row, data, options):
+        """A row's tokens and tags (list cells), one tag per token."""
+        from seqkit.data.records import Record
+        from seqkit.errors import DataError
+
+        toks, tags = row.tokens("tokens_column"), row.tokens("tags_column")
+        if len(toks) != len(tags):
+            raise DataError(f"{row.where}: {len(toks)} tokens but {len(tags)} tags; a tagger needs one "
+                            f"tag per token.")
+        return Record(tokens=toks, tags=tags, where=row.where)
     allow_split = True
     target_name = "tag"
 
