@@ -247,7 +247,7 @@ def test_flags_that_do_not_apply_are_refused(runs, tiny_lm_export, tmp_path):
     from seqkit.errors import SeqkitError
     from seqkit.export.writer import export_run
 
-    with pytest.raises(SeqkitError, match="a language model streams"):
+    with pytest.raises(SeqkitError, match="a language_model run exports the step model"):
         export_run(runs["lstm"], str(tmp_path / "fs"), full_sequence=True, parity_examples=2)
     with pytest.raises(SeqkitError, match="--quantize float16 applies to the TFLite model"):
         export_run(runs["lstm"], str(tmp_path / "sm"), fmt="saved_model", quantize="float16")

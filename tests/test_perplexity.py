@@ -29,7 +29,7 @@ def test_perplexity_worked_numbers():
 
 
 def test_every_report_follows_the_rule():
-    from seqkit.export.parity import task_metric
+    from seqkit.heads.language_model import LanguageModelHead
     from seqkit.heads.stream_lm import figures
     from seqkit.runs.rundir import strict_json
 
@@ -45,9 +45,9 @@ def test_every_report_follows_the_rule():
     # export parity: one position, logits (0, -800): -log softmax = 800 + log(1 + e^-800) = 800 nats
     logits = np.array([[[0.0, -800.0]]], np.float32)  # [B=1, T=1, V=2]; target id 1 (the -800 logit)
     with np.errstate(over="raise"):
-        got = task_metric("language_model", logits, np.array([[1]]), np.array([[True]]))
+        got = LanguageModelHead.task_metric(logits, np.array([[1]]), np.array([[True]]))
     assert got == {"perplexity": math.inf, "scored": 1}
-    got = task_metric("language_model", np.array([[[0.0, -100.0]]], np.float32), np.array([[1]]),
+    got = LanguageModelHead.task_metric(np.array([[[0.0, -100.0]]], np.float32), np.array([[1]]),
                       np.array([[True]]))
     assert got["perplexity"] == pytest.approx(2.6881171418161356e43, rel=1e-6)
 

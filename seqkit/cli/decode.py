@@ -9,6 +9,7 @@ import json
 import click
 
 from seqkit.cli.common import read_input, with_common_options
+from seqkit.inference.predict import format_result  # noqa: F401  (seqkit predict's lines; re-exported)
 from seqkit.runs.rundir import json_line, strict_json
 
 
@@ -89,13 +90,13 @@ def predict(run_dir, input_path, input_format, out_format, probabilities, beam_w
         input_format = "ts"
     results = run.predict(text, input_format=input_format, beam_width=beam_width, n_best=n_best,
                           length_penalty=length_penalty, name=name)
-    if run.prepared.recipe.head.type == "seq2seq":
-
+    head = run.prepared.head
+    if head.answers == "transduce":
         for res in results:
             click.echo(format_pair(res, out_format))
         return
     for res in results:
-        click.echo(format_result(res, out_format, probabilities))
+        click.echo(head.format_prediction(res, out_format, probabilities))
 
 
 @click.command()
@@ -115,23 +116,6 @@ def attention(run_dir, text, out, beam_width):
     src = next(line.strip() for line in split_lines(text) if line.strip())  # the line aligned
     draw(source, target, w, out, title=f"{src} -> {' '.join(target[:-1])}")
     click.echo(f"{out}: {len(target)} x {len(source)} attention weights ({' '.join(target[:-1])})")
-
-
-def format_result(res: dict, fmt: str, probabilities: bool) -> str:
-    """One output line: ``text`` (``label`` / ``word/TAG ...``; with ``probabilities``,
-    ``label<TAB>p`` / ``word/TAG/p``) or ``jsonl``."""
-    if fmt == "jsonl":
-        d = {k: v for k, v in res.items() if probabilities or k not in ("probability", "probabilities")}
-        if d.get("tokens") is None:
-            d.pop("tokens", None)
-        return json_line(d)
-    if "label" in res:
-        return f"{res['label']}\t{res['probability']:.4f}" if probabilities else res["label"]
-    words = res["tokens"] or [str(i) for i in range(len(res["tags"]))]
-    more = f" ... ({res['untagged_steps']} more steps, not tagged)" if res.get("untagged_steps") else ""
-    if probabilities:
-        return " ".join(f"{w}/{t}/{p:.4f}" for w, t, p in zip(words, res["tags"], res["probability"])) + more
-    return " ".join(f"{w}/{t}" for w, t in zip(words, res["tags"])) + more
 
 
 def format_pair(res: dict, fmt: str) -> str:

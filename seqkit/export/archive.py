@@ -44,11 +44,7 @@ def stepper_for(prep, model):
     Raises:
         SeqkitError: the head has no step model (e.g. a bidirectional encoder).
     """
-    make = getattr(prep.head, "stepper", None)
-    if make is None:
-        raise SeqkitError(f"head '{prep.recipe.head.type}' has no step model to export; "
-                          f"export it as a full-sequence model instead.")
-    return make(model)
+    return prep.head.stepper(model)  # the head's own refusal when it has none
 
 
 def predict_input_spec(prep, batch: int | None = None, length: int | None = None):
@@ -174,7 +170,7 @@ def build_archive(prep, model, *, with_step: bool = True, text: bool = False,
     i32 = lambda name, shape=(): tf.TensorSpec(shape, tf.int32, name=name)  # noqa: E731
     archive.add_endpoint("step", step, input_signature=[st.input_spec(), *state_specs])
     archive.add_endpoint("initial_state", initial_state, input_signature=[i32("batch_size")])
-    if step_only or prep.recipe.head.type != "language_model":
+    if step_only or prep.head.answers != "generate":  # generation signatures for generating heads
         return archive, st
     archive.add_endpoint("generate", generate,
                          input_signature=[i32("prompt", [None, None]), i32("max_length")])

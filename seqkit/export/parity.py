@@ -1,11 +1,12 @@
 """Parity of an exported model with the Keras full-sequence model, measured before writing.
 
-Language model and tagger: logits per valid position. Acceptor: the step
-model's running answer at each sequence's last valid step (its full-sequence
-answer) against the Keras acceptor's ``[N, C]``. Each comparison also gives the
-task metric of both models on the same held-out records (:func:`task_metric`:
-perplexity for a language model, accuracy for an acceptor or tagger), so a
-quantized export's cost is read in the task's own unit.
+A model whose logits are ``[N, T, C]``: logits per valid position. One whose logits are
+``[N, C]`` (one answer per sequence): the step model's running answer at each sequence's last
+valid step (its full-sequence answer) against the Keras model's. The head gives the inputs
+(:meth:`~seqkit.heads.base.Head.parity_inputs`), the gold targets and its task metric
+(:meth:`~seqkit.heads.base.Head.parity_targets`, :meth:`~seqkit.heads.base.Head.task_metric`:
+e.g. perplexity, accuracy), so each comparison also gives the task figure of both models on the
+same held-out records, and a quantized export's cost is read in the task's own unit.
 """
 
 from __future__ import annotations
@@ -31,55 +32,6 @@ def padded_pairs(prep, examples: list):
     for i, r in enumerate(rows):
         valid[i, : len(r)] = True
     return x, valid
-
-
-def task_targets(prep, examples: list, T: int) -> np.ndarray | None:
-    """Gold targets of ``examples`` aligned with :class:`ParityCase` inputs: language model
-    ``[N, T]`` next-token ids, tagger ``[N, T]`` tag ids + 1, acceptor ``[N]`` class ids + 1
-    (0 = padding or a class unseen in training: not scored); None for other heads or records
-    without targets."""
-    from seqkit.data.vocab import tokenize
-
-    kind, head, d = prep.recipe.head.type, prep.head, prep.recipe.data
-    try:
-        if kind == "language_model":
-            y = np.zeros((len(examples), T), np.int32)
-            for i, ex in enumerate(examples):
-                ids = prep.vocab.encode(tokenize(getattr(ex, "text", ex), d.tokenizer, d.lowercase))
-                t = np.asarray(head.to_pair(np.asarray(ids, np.int32))[1])[: min(d.max_length, T)]
-                y[i, : len(t)] = t
-            return y
-        if kind == "tagger":
-            y = np.zeros((len(examples), T), np.int32)
-            for i, ex in enumerate(examples):
-                t = head.encode_target(ex)[:T]
-                y[i, : len(t)] = t
-            return y
-        if kind == "acceptor":
-            return np.asarray([head.encode_target(ex) for ex in examples], np.int32)
-    except (AttributeError, TypeError, KeyError, ValueError):  # unlabelled records
-        return None
-    return None
-
-
-def task_metric(kind: str, logits: np.ndarray, targets: np.ndarray, valid: np.ndarray) -> dict:
-    """The task metric of ``logits`` against gold ``targets`` (see :func:`task_targets`).
-
-    Language model: ``{"perplexity": exp(mean over valid positions of -log softmax(z)[y])}``;
-    acceptor / tagger: ``{"accuracy": mean(argmax(z) + 1 == y)}`` over valid positions with
-    ``y > 0`` (a CRF tagger: the emissions' arg-max). Also ``"scored"``: the positions counted.
-    """
-    keep = valid & (targets > 0)
-    z, y = logits[keep].astype(np.float64), targets[keep]
-    if kind == "language_model":
-        m = z.max(-1, keepdims=True)
-        lse = (m + np.log(np.exp(z - m).sum(-1, keepdims=True)))[:, 0]
-        nll = lse - z[np.arange(len(y)), y] if len(y) else np.zeros(0)
-        from seqkit.metrics.perplexity import perplexity  # inf, not an overflow warning, above 709.78 nats
-
-        return {"perplexity": perplexity(nll.mean()) if len(y) else float("nan"), "scored": int(len(y))}
-    return {"accuracy": float(np.mean(z.argmax(-1) + 1 == y)) if len(y) else float("nan"),
-            "scored": int(len(y))}
 
 
 def stream_logits(step_fn, reset_fn, x: np.ndarray) -> np.ndarray:
@@ -108,7 +60,8 @@ def compare(reference: np.ndarray, other: np.ndarray, valid: np.ndarray) -> dict
 
 
 def sequence_inputs(prep, examples: list, length: int | None = None):
-    """``(x, lengths [N] int)``: acceptor/tagger records as the export's raw inputs.
+    """``(x, lengths [N] int)``: records of a head with ``inputs`` (token ids or frames,
+    :class:`~seqkit.heads.sequence_inputs.SequenceInputs`) as the export's raw inputs.
 
     ``x`` is ``tokens [N, T] int32`` (0 padding; ``model.char_embedding``: ``[N, T, 1 + W]``) or
     *raw* (not normalised)
@@ -140,35 +93,28 @@ class ParityCase:
         length: pin the time axis to this many steps (full-sequence exports).
 
     Attributes:
-        x: the export's raw inputs (see :func:`sequence_inputs`; LM: ``tokens [N, T]``).
-        reference: Keras logits, ``[N, T, C]`` or ``[N, C]`` (acceptor).
-        valid: positions compared (``[N, T]`` bool, or ``[N]`` all True for an acceptor).
+        x: the export's raw inputs (the head's :meth:`~seqkit.heads.base.Head.parity_inputs`).
+        reference: Keras logits, ``[N, T, C]`` or ``[N, C]`` (one answer per sequence).
+        valid: positions compared (``[N, T]`` bool, or ``[N]`` all True for ``[N, C]``).
     """
 
     def __init__(self, prep, model, examples: list, length: int | None = None):
-        if hasattr(prep.head, "inputs"):
-            self.x, self.lengths = sequence_inputs(prep, examples, length)
-        else:
-            self.x, valid = padded_pairs(prep, examples)
-            self.x, valid = self.x[:, :length], valid[:, :length]
-            self.lengths = valid.sum(axis=1)
-        keras_x = self.x
-        if self.x.dtype.kind == "f":  # frames: the Keras model reads normalised frames (NaN stays NaN)
-            keras_x = prep.head.inputs.normalizer(self.x)
-        self.reference = np.asarray(model(keras_x, training=False))
+        self.head = prep.head
+        self.x, self.lengths = self.head.parity_inputs(examples, length)
+        self.lengths = np.asarray(self.lengths)
+        self.reference = np.asarray(model(self.head.keras_inputs(self.x), training=False))
         self.per_sequence = self.reference.ndim == 2
         T = self.x.shape[1]
         self.valid = (np.ones(len(self.x), bool) if self.per_sequence
                       else np.arange(T)[None, :] < self.lengths[:, None])
-        self.kind = prep.recipe.head.type
-        self.targets = task_targets(prep, examples, T)
+        self.targets = self.head.parity_targets(examples, T)
         self.keras_task = self.task(self.reference)
 
     def task(self, logits: np.ndarray) -> dict | None:
-        """:func:`task_metric` of ``logits`` (shaped as :attr:`reference`), None without targets."""
+        """The head's task metric of ``logits`` (shaped as :attr:`reference`), None without targets."""
         if self.targets is None:
             return None
-        return task_metric(self.kind, logits, self.targets, self.valid)
+        return self.head.task_metric(logits, self.targets, self.valid)
 
     def _with_task(self, res: dict, logits: np.ndarray) -> dict:
         if self.targets is not None:

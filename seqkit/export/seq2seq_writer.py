@@ -98,8 +98,8 @@ def subword_metadata(prep) -> dict:
 def export_seq2seq(prep, model, out: str, *, fmt: str, quantize: str, tolerance: float | None,
                    min_agreement: float, parity_examples: int, length: int | None,
                    io_type: str = "float", calibration: list | None = None) -> dict:
-    """Export a loaded seq2seq run (called by :func:`seqkit.export.writer.export_run`, which
-    checked the arguments); return the parity report.
+    """Export a loaded seq2seq run (:meth:`seqkit.heads.seq2seq.Seq2SeqHead.export`, called by
+    :func:`seqkit.export.writer.export_run`, which checked the arguments); return the parity report.
 
     Args:
         length: the pinned encoder length ``S_max`` (default the run's ``data.max_length``).

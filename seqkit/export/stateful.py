@@ -48,7 +48,6 @@ import numpy as np
 from seqkit.errors import SeqkitError
 
 STATE_OPS = ("ASSIGN_VARIABLE", "READ_VARIABLE", "VAR_HANDLE")
-STATEFUL_HEADS = ("language_model", "acceptor", "tagger")
 
 
 def check_stateful_request(prep, *, fmt: str, full_sequence: bool, batch: int, run_dir: str) -> None:
@@ -59,13 +58,15 @@ def check_stateful_request(prep, *, fmt: str, full_sequence: bool, batch: int, r
             bidirectional encoder, or ``batch < 1``, naming what is supported.
     """
     head = prep.recipe.head.type
-    if head not in STATEFUL_HEADS:
+    if not prep.head.internal_state:
+        from seqkit.registry import HEADS
+
+        which = ", ".join(n for n in HEADS.names() if HEADS.get(n).internal_state)
         raise SeqkitError(
-            f"--state internal: supported for the step models of {', '.join(STATEFUL_HEADS)} runs; "
-            f"this run's head is '{head}'. A seq2seq decoder's beam search reorders its beams' "
-            f"states every step, which a state kept inside the model cannot follow, and its "
-            f"encoder is a full-sequence model. Export {run_dir} without --state (explicit "
-            f"states: encode + decode_step).")
+            f"--state internal: supported for the step models of {which} runs; this run's head "
+            f"is '{head}', whose export keeps its states explicit (an encoder-decoder's beam "
+            f"search, for one, reorders its beams' states every step, which a state kept inside "
+            f"the model cannot follow). Export {run_dir} without --state.")
     if full_sequence:
         raise SeqkitError("--state internal keeps a step model's recurrent state between calls; a "
                           "--full-sequence model has none to keep. Drop one of the two.")

@@ -44,10 +44,8 @@ from seqkit import log
 from seqkit.errors import SeqkitError
 from seqkit.runs.rundir import strict_json
 
-FORMATS = ("tflite", "saved_model", "all")
-STATES = ("explicit", "internal")
-DEFAULT_TOLERANCE = {"none": 1e-4, "float16": None, "dynamic-range": None, "int8": None, "int16x8": None}
-DEFAULT_AGREEMENT = {"none": 0.999, "float16": 0.99, "dynamic-range": 0.99, "int8": 0.95, "int16x8": 0.98}
+from seqkit.export.options import (DEFAULT_AGREEMENT, DEFAULT_TOLERANCE, FORMATS, STATES,  # noqa: F401
+                                   ExportOptions)
 
 
 @contextlib.contextmanager
@@ -155,29 +153,7 @@ def metadata_for(prep, stepper, quantize: str, full_sequence: dict | None = None
     if full_sequence:
         meta["full_sequence"] = {"batch": full_sequence["batch"], "length": full_sequence["length"],
                                  "input": describe(full_sequence["spec"])}
-    head = prep.head
-    if hasattr(head, "inputs"):  # acceptor / tagger
-        from seqkit.data.base import text_tokenizer
-
-        meta["labels"] = list(head.labels.names)
-        meta["token_mode"] = text_tokenizer(prep.recipe)
-        if head.inputs.chars is not None:  # model.char_embedding (seqkit.data.word_chars)
-            meta["char_vocab"] = list(head.inputs.chars.vocab.tokens)
-            meta["max_chars"] = head.inputs.chars.max_chars
-            meta["char_input"] = ("each step is [word id, then the ids in char_vocab of the word's "
-                                  "first max_chars characters as written (not lower-cased), 1 for an "
-                                  "unknown character, 0 padding]: int32 [1 + max_chars]")
-        if head.inputs.kind == "frames":
-            meta["normalizer"] = {"mean": head.inputs.normalizer.mean.tolist(),
-                                  "std": head.inputs.normalizer.std.tolist(),
-                                  "applied": "inside the model: feed raw frames"}
-        if prep.recipe.head.type == "acceptor":
-            meta["pooling"] = head.options.pooling
-            meta["output"] = ("logits [B, C]: running class scores (the answer if the sequence "
-                              "ended at this step)" if stepper is not None else "logits [B, C]")
-        else:
-            meta["output"] = "logits [B, C]: this step's tag scores" if stepper is not None \
-                else "logits [B, T, C]"
+    meta.update(prep.head.export_metadata(stepper, bool(full_sequence)))  # labels, output, ...
     return meta
 
 
@@ -236,17 +212,61 @@ def _check_tags(res: dict, what: str, ref: list, got: list, min_agreement: float
                           f"{res['viterbi_agreement']:.4f} < {min_agreement}; nothing was written.")
 
 
-def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "none",
-               tolerance: float | None = None, min_agreement: float | None = None,
-               parity_examples: int = 32, overwrite: bool = False, full_sequence: bool = False,
-               batch: int = 1, length: int | None = None, state: str = "explicit",
-               io_type: str = "float", calibration_examples: int = 128,
-               cell_scaling: bool = True) -> dict:
-    """Export a trained run; return the parity report.
+def export_run(run_dir: str, out: str, options: ExportOptions | None = None, **kwargs) -> dict:
+    """Export a trained run; return the parity report (what ``seqkit export`` does).
+
+    The run's head writes the export (:meth:`seqkit.heads.base.Head.export`; default
+    :func:`write_step_export`), staged in ``OUT.partial-PID`` and renamed to ``out`` only after
+    its parity check passed.
 
     Args:
         run_dir: a run directory.
         out: the export directory (must not exist, or be empty, unless ``overwrite``).
+        options: an :class:`~seqkit.export.options.ExportOptions`; or its fields as keyword
+            arguments (``fmt="all", quantize="int8", ...``).
+
+    Raises:
+        SeqkitError: bad options, an option the run's head cannot honour, a non-builtin op, a
+            conversion the converter refuses, or a parity failure (nothing is written then).
+    """
+    from seqkit.training.train import load_run
+
+    if options is None:
+        options = ExportOptions(**kwargs)
+    elif kwargs:
+        raise SeqkitError("export_run: give an ExportOptions or keyword options, not both.")
+    o = options.check()
+    check_out(out, run_dir, o.overwrite)
+    prep, model = load_run(run_dir, with_data=True)
+    calib = calibration_for(prep, o.quantize, o.calibration_examples)
+    if o.state == "internal":
+        from seqkit.export.stateful import check_stateful_request
+
+        check_stateful_request(prep, fmt=o.fmt, full_sequence=o.full_sequence, batch=o.batch, run_dir=run_dir)
+    return prep.head.export(prep, model, out, o, calib)
+
+
+def has_stepper(head) -> bool:
+    """Whether ``head`` offers a step model (it overrides :meth:`~seqkit.heads.base.Head.stepper`)."""
+    from seqkit.heads.base import Head
+
+    return type(head).stepper is not Head.stepper
+
+
+def write_step_export(prep, model, out: str, options: ExportOptions, calib: list | None) -> dict:
+    """The default :meth:`~seqkit.heads.base.Head.export`: a step model (the head's
+    :meth:`~seqkit.heads.base.Head.stepper`) or, with ``full_sequence``, a whole-sequence model,
+    as TFLite and/or SavedModel, written into ``out`` through :func:`staged_dir` after the parity
+    check (:class:`~seqkit.export.parity.ParityCase`) passed; return the parity report.
+
+    ``options`` (:class:`~seqkit.export.options.ExportOptions`, checked) holds what follows.
+
+    Args:
+        prep, model: the loaded run (:func:`seqkit.training.train.load_run`, with its data).
+        out: the export directory (must not exist, or be empty, unless ``overwrite``).
+        calib: the training records a full-integer export calibrates on (else None).
+
+    Options:
         fmt: ``"tflite"``, ``"saved_model"`` or ``"all"``.
         quantize: TFLite precision: ``"none"`` (float32), ``"float16"`` / ``"dynamic-range"``
             (float16 / int8 weights, float activations), ``"int8"`` (int8 weights and
@@ -271,23 +291,20 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
             ``[batch, length]`` input instead of the step model (the only choice for a
             bidirectional encoder); the SavedModel keeps ``step`` when the head can stream.
         batch, length: the pinned shape (``length`` default: the run's ``data.max_length``).
-            A ``seq2seq`` run is exported by :func:`seqkit.export.seq2seq_writer.export_seq2seq`
-            (its encoder is always full-sequence, pinned to ``[1, length]``, whatever
-            ``full_sequence`` says; ``batch`` must be 1).
             With ``state="internal"``, ``batch`` is the rows of the state kept inside the model.
         state: ``"explicit"`` (the step model takes and returns every state tensor) or
             ``"internal"`` (the TFLite step model keeps its state in resource variables and has
-            a ``reset`` signature, see :mod:`seqkit.export.stateful`; language model, acceptor,
-            tagger). The parity report's ``tflite`` then also holds
+            a ``reset`` signature, see :mod:`seqkit.export.stateful`; heads with
+            ``internal_state``). The parity report's ``tflite`` then also holds
             ``explicit_state_max_abs_diff`` (against the explicit-state TFLite model).
 
     The report's comparisons also hold ``task`` (``{"metric", "keras", "export", "scored"}``:
     perplexity or accuracy of Keras and of the export on the same held-out records).
 
     Raises:
-        SeqkitError: bad arguments, a step export of a head that cannot stream (bidirectional),
-            ``state="internal"`` where it does not apply (seq2seq, full-sequence, SavedModel
-            only), a non-builtin op, a conversion the converter refuses, or a parity failure.
+        SeqkitError: a step export of a head that cannot stream (bidirectional), a
+            full-sequence export of a head without ``full_sequence_export``, a non-builtin op, a
+            conversion the converter refuses, or a parity failure.
     """
     import numpy as np
     import tensorflow as tf
@@ -302,53 +319,28 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
     from seqkit.export.unrolled import unrolled
     from seqkit.runtime.full_sequence import FullSequenceModel
     from seqkit.runtime.streaming import StreamingModel
-    from seqkit.training.train import load_run
     from seqkit.inference.serving import text_unsupported
 
-    if fmt not in FORMATS:
-        raise SeqkitError(f"--format {fmt}: expected one of {', '.join(FORMATS)}.")
-    if state not in STATES:
-        raise SeqkitError(f"--state {state}: expected one of {', '.join(STATES)}.")
-    check_out(out, run_dir, overwrite)
-    if batch < 1 or (length is not None and length < 1):
-        raise SeqkitError(f"--batch {batch} --length {length}: the pinned shape needs positive sizes.")
-    if fmt == "saved_model" and quantize != "none":
-        raise SeqkitError(f"--quantize {quantize} applies to the TFLite model; a SavedModel keeps "
-                          f"float32 weights. Use --format tflite or --format all with --quantize.")
-    check_quantize(quantize, io_type, fmt, calibration_examples)
-    tolerance = DEFAULT_TOLERANCE[quantize] if tolerance is None else tolerance
-    min_agreement = DEFAULT_AGREEMENT[quantize] if min_agreement is None else min_agreement
-    prep, model = load_run(run_dir, with_data=True)
-    calib = calibration_for(prep, quantize, calibration_examples)
-    if state == "internal":
-        from seqkit.export.stateful import check_stateful_request
-
-        check_stateful_request(prep, fmt=fmt, full_sequence=full_sequence, batch=batch, run_dir=run_dir)
-    if prep.recipe.head.type == "seq2seq":  # encoder (full sequence) + decoder step signatures
-        if batch != 1:
-            raise SeqkitError(f"--batch {batch}: a seq2seq export pins its encoder to one source "
-                              f"per call ([1, --length]); drop --batch. Beam search still steps "
-                              f"its K beams together (decode_step takes any number of rows).")
-        from seqkit.export.seq2seq_writer import export_seq2seq
-
-        return export_seq2seq(prep, model, out, fmt=fmt, quantize=quantize, tolerance=tolerance,
-                              min_agreement=min_agreement, parity_examples=parity_examples,
-                              length=length, io_type=io_type, calibration=calib)
-    if full_sequence and prep.recipe.head.type == "language_model":
-        raise SeqkitError("--full-sequence: a language model streams (its TFLite artefact is the "
-                          "step model that `seqkit stream` runs token by token); --full-sequence "
-                          "is for bidirectional acceptors and taggers. Drop --full-sequence.")
+    fmt, quantize, full_sequence = options.fmt, options.quantize, options.full_sequence
+    tolerance, min_agreement = options.tolerance, options.min_agreement
+    batch, length, state, io_type = options.batch, options.length, options.state, options.io_type
+    parity_examples, run_dir = options.parity_examples, prep.run_dir or "RUN_DIR"
+    if full_sequence and not prep.head.full_sequence_export:
+        raise SeqkitError(f"--full-sequence: a {prep.recipe.head.type} run exports the step model that "
+                          f"`seqkit stream` runs one input at a time; --full-sequence (a pinned "
+                          f"whole-sequence model) is for heads that answer whole sequences from a "
+                          f"bidirectional encoder. Drop --full-sequence.")
     if not full_sequence and ((batch != 1 and state != "internal") or length is not None):
         raise SeqkitError("--batch / --length pin the shape of a --full-sequence export (and "
                           "--length the encoder of a seq2seq export; --batch also the state of "
                           "--state internal); this export has none. Add --full-sequence or drop them.")
-    can_step = hasattr(prep.head, "stepper") and not prep.recipe.model.bidirectional
+    can_step = has_stepper(prep.head) and not prep.recipe.model.bidirectional
     if prep.recipe.model.bidirectional and not full_sequence and fmt != "saved_model":
         from seqkit.heads.sequence_stepper import refuse_bidirectional
 
         raise refuse_bidirectional(run_dir)  # fail before writing anything
     scaled = scaling = None
-    if quantize == "int8" and cell_scaling and can_step and not full_sequence:
+    if quantize == "int8" and options.cell_scaling and can_step and not full_sequence:
         from seqkit.export.cell_scaling import scaled_stepper, stepper_inputs
 
         scaled, scaling = scaled_stepper(stepper_for(prep, model), *stepper_inputs(prep, calib))
@@ -356,9 +348,7 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
     held_out = prep.splits.get("test") or prep.splits.get("valid") or prep.splits["train"]
     case = ParityCase(prep, model, held_out[:parity_examples], length)
     if length is not None:
-        from seqkit.export.parity import sequence_inputs
-
-        _, full = sequence_inputs(prep, held_out[:parity_examples])
+        full = np.asarray(prep.head.parity_inputs(held_out[:parity_examples])[1])
         if (full > length).any():
             log.warn(f"{int((full > length).sum())} of {len(full)} held-out examples are longer than "
                      f"--length {length}: the parity check compares their first {length} steps, and "
@@ -418,7 +408,7 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
                 if crf is not None:
                     _check_tags(report["saved_model"], "SavedModel step + Viterbi", ref_tags,
                                 _viterbi_rows(z, case.lengths, crf), 0.999)
-            if hasattr(prep.head, "inputs"):
+            if "predict" in loaded.signatures:
                 pred = loaded.signatures["predict"](**{predict_input_spec(prep).name: tf.constant(case.x)})
                 report["saved_model_predict"] = case.check_full(pred["logits"].numpy())
                 _check(report["saved_model_predict"], "SavedModel predict", 1e-4, 0.999)
@@ -500,20 +490,6 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
         with open(os.path.join(tmp, "parity.json"), "w", encoding="utf-8") as f:
             f.write(strict_json(report, indent=2))
     return report
-
-
-def check_quantize(quantize: str, io_type: str, fmt: str, calibration_examples: int) -> None:
-    """Refuse a bad ``--quantize`` / ``--io-type`` / ``--calibration-examples`` before loading.
-
-    Raises:
-        SeqkitError: an unknown mode, integer I/O without a full-integer mode, or fewer than
-            one calibration example.
-    """
-    from seqkit.export.tflite import check_modes
-
-    check_modes(quantize, io_type)
-    if calibration_examples < 1:
-        raise SeqkitError(f"--calibration-examples {calibration_examples}: at least 1 needed.")
 
 
 def calibration_for(prep, quantize: str, n: int) -> list | None:

@@ -47,6 +47,7 @@ class AcceptorHead(SequenceHead):
     Options = AcceptorOptions
     target_name = "label"
     class_weights = True
+    text_role = "classify"
     diagnostics = "per_sequence"
     table_columns = {"text_column": ("text", 0), "label_column": ("label", 1)}
 
@@ -126,6 +127,21 @@ class AcceptorHead(SequenceHead):
             x = keras.layers.Dropout(self.options.output_dropout, name="output_dropout")(x)
         logits = keras.layers.Dense(len(self.labels), name="logits")(x)
         return keras.Model(inp, logits, name="acceptor")
+
+    def export_metadata(self, stepper, full_sequence):
+        """The sequence heads' metadata, and ``pooling``."""
+        return {**super().export_metadata(stepper, full_sequence), "pooling": self.options.pooling}
+
+    def output_meaning(self, step):
+        return ("logits [B, C]: running class scores (the answer if the sequence ended at this "
+                "step)" if step else "logits [B, C]")
+
+    def parity_targets(self, records, T):
+        """Class ids + 1, ``[N]`` (0: a class unseen in training, not scored)."""
+        try:
+            return np.asarray([self.encode_target(r) for r in records], np.int32)
+        except (AttributeError, TypeError, KeyError, ValueError):  # unlabelled records
+            return None
 
     def scores(self, true: list, pred: list) -> dict:
         """Accuracy, macro-F1 and per-class figures of label lists."""

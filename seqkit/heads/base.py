@@ -63,6 +63,11 @@ class Head(abc.ABC):
     #: ``"generate"`` (continues a prompt) or ``"transduce"`` (one output sequence per source);
     #: None: the head answers no raw input.
     answers: ClassVar[str | None] = None
+    #: the text signatures it serves (:data:`seqkit.inference.serving.ROLES`): ``"classify"``,
+    #: ``"tag"``, ``"generate"``, ``"transduce"``; None: none (or override :meth:`text_functions`)
+    text_role: ClassVar[str | None] = None
+    #: how messages name the head's runs (default: its registered name)
+    title: ClassVar[str | None] = None
     #: ``data.layout: stream`` (one token stream read with truncated BPTT) applies.
     stream_layout: ClassVar[bool] = False
     #: ``training.class_weight`` applies (one class per example).
@@ -379,6 +384,10 @@ class Head(abc.ABC):
             lengths.append(int(valid.reshape(len(v), -1).any(-1).sum()))
         return x, np.asarray(lengths)
 
+    def keras_inputs(self, x):
+        """The export's raw inputs ``x`` as the Keras model reads them (default: as they are)."""
+        return x
+
     def parity_targets(self, records: list, T: int):
         """Gold targets aligned with :meth:`parity_inputs` for :meth:`task_metric` (``[N, T]`` or
         ``[N]``), or None (the default: the parity report then has no task figure)."""
@@ -397,20 +406,30 @@ class Head(abc.ABC):
     # ---------------------------------------------------------------- serving
     def text_unsupported(self) -> str | None:
         """Why the run cannot take raw strings in the graph (a sentence), or None when it can
-        (default: a head without :meth:`text_functions` cannot)."""
-        return f"its head '{self.recipe.head.type}' has no text signatures"
+        (default: a head without :attr:`text_role` cannot; one with it, unless its inputs are no
+        vocabulary tokens, :func:`seqkit.inference.serving.text_reason`)."""
+        if self.text_role is None:
+            return f"its head '{self.recipe.head.type}' has no text signatures"
+        from seqkit.inference.serving import text_reason
 
-    def text_functions(self, prep, model, *, greedy: bool = False, max_length: int | None = None):
+        return text_reason(self)
+
+    def text_functions(self, prep, model, *, max_length: int | None = None):
         """The text-in/text-out signatures (see :mod:`seqkit.inference.serving`): an object with
-        ``signatures`` ``{name: fn(text [B] tf.string) -> dict}`` and ``tables`` (lookup tables a
-        SavedModel must track). Default: refused, naming :meth:`text_unsupported`.
+        ``signatures`` ``{name: fn(text [B] tf.string) -> dict}`` (the first is the default) and
+        ``tables`` (lookup tables a SavedModel must track). Default:
+        :class:`seqkit.inference.serving.TextFunctions` of :attr:`text_role`.
 
         Raises:
-            seqkit.errors.SeqkitError: the head has no text signatures.
+            seqkit.errors.SeqkitError: the head has no text signatures (:meth:`text_unsupported`).
         """
         from seqkit.errors import SeqkitError
+        from seqkit.inference.serving import TextFunctions
 
-        raise SeqkitError(f"this run cannot serve text: {self.text_unsupported()}.")
+        why = self.text_unsupported()
+        if why is not None:
+            raise SeqkitError(f"this run cannot serve text: {why}.")
+        return TextFunctions(prep, model, role=self.text_role, max_length=max_length)
 
     # ---------------------------------------------------------------- streaming an export
     @classmethod

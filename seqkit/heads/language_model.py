@@ -78,6 +78,7 @@ class LanguageModelHead(Head):
     Options = LanguageModelOptions
     causal = True
     answers = "generate"
+    text_role = "generate"
     stream_layout = True
     internal_state = True
     diagnostics = "per_step"
@@ -249,6 +250,47 @@ class LanguageModelHead(Head):
         from seqkit.registry import CELLS
 
         return LanguageModelStepper(model, CELLS.get(self.recipe.model.cell).state_names)
+
+    # ---------------------------------------------------------------- export parity
+    def parity_inputs(self, records, length=None):
+        """Teacher-forced inputs of held-out lines (:func:`seqkit.export.parity.padded_pairs`),
+        ``tokens [N, T] int32``, cut to ``length`` steps when given."""
+        import types
+
+        from seqkit.export.parity import padded_pairs
+
+        x, valid = padded_pairs(types.SimpleNamespace(head=self, recipe=self.recipe, vocab=self.vocab),
+                                records)
+        x, valid = x[:, :length], valid[:, :length]
+        return x, valid.sum(axis=1)
+
+    def parity_targets(self, records, T):
+        """Next-token ids ``[N, T]`` (0: padding)."""
+        import numpy as np
+
+        from seqkit.data.vocab import tokenize
+
+        d = self.recipe.data
+        y = np.zeros((len(records), T), np.int32)
+        for i, ex in enumerate(records):
+            ids = self.vocab.encode(tokenize(getattr(ex, "text", ex), d.tokenizer, d.lowercase))
+            t = np.asarray(self.to_pair(np.asarray(ids, np.int32))[1])[: min(d.max_length, T)]
+            y[i, : len(t)] = t
+        return y
+
+    @staticmethod
+    def task_metric(logits, targets, valid):
+        """``{"perplexity": exp(mean over valid positions of -log softmax(z)[y]), "scored"}``."""
+        import numpy as np
+
+        from seqkit.metrics.perplexity import perplexity  # inf, not an overflow warning, above 709.78 nats
+
+        keep = valid & (targets > 0)
+        z, y = logits[keep].astype(np.float64), targets[keep]
+        m = z.max(-1, keepdims=True)
+        lse = (m + np.log(np.exp(z - m).sum(-1, keepdims=True)))[:, 0]
+        nll = lse - z[np.arange(len(y)), y] if len(y) else np.zeros(0)
+        return {"perplexity": perplexity(nll.mean()) if len(y) else float("nan"), "scored": int(len(y))}
 
     def fit_stream(self, model):
         """``model.fit``'s stand-in for ``data.layout: stream`` (:func:`seqkit.heads.stream_lm.fit_stream`)."""

@@ -113,6 +113,8 @@ class Seq2SeqHead(Head):
 
     Options = Seq2SeqOptions
     answers = "transduce"
+    text_role = "transduce"
+    title = "encoder-decoder (seq2seq)"
     diagnostics = "encoder_decoder"
     table_columns = {"source_column": ("source", 0), "target_column": ("target", 1)}
     #: source keys the table reads for this head besides its columns
@@ -458,6 +460,25 @@ class Seq2SeqHead(Head):
                                  dropout=o.decoder_dropout, name="decoder")
         logits = decoder(dec_in, enc_out[0], ops.not_equal(src, 0), list(enc_out[1:]))
         return keras.Model([src, dec_in], logits, name="seq2seq")
+
+    def export(self, prep, model, out, options, calibration):
+        """An encoder (full sequence, pinned ``[1, length]``) + ``decode_step`` export
+        (:func:`seqkit.export.seq2seq_writer.export_seq2seq`).
+
+        Raises:
+            SeqkitError: ``batch`` other than 1, ``full_sequence``; as ``export_seq2seq``.
+        """
+        from seqkit.errors import SeqkitError
+        from seqkit.export.seq2seq_writer import export_seq2seq
+
+        if options.batch != 1:
+            raise SeqkitError(f"--batch {options.batch}: a seq2seq export pins its encoder to one source "
+                              f"per call ([1, --length]); drop --batch. Beam search still steps "
+                              f"its K beams together (decode_step takes any number of rows).")
+        o = options
+        return export_seq2seq(prep, model, out, fmt=o.fmt, quantize=o.quantize, tolerance=o.tolerance,
+                              min_agreement=o.min_agreement, parity_examples=o.parity_examples,
+                              length=o.length, io_type=o.io_type, calibration=calibration)
 
     def stepper(self, model) -> "Seq2SeqStepper":
         """The encoder pass plus one-step decoder of ``model``, for :mod:`seqkit.inference.decoding`."""

@@ -158,6 +158,67 @@ class SequenceHead(Head):
                                pooling=getattr(self.options, "pooling", None),
                                bidirectional=self.recipe.model.bidirectional)
 
+    # ---------------------------------------------------------------- export
+    def export_metadata(self, stepper, full_sequence):
+        """``labels`` (class id = position), ``token_mode`` (how raw text is split), the character
+        vocabulary (``model.char_embedding``), the frame ``normalizer`` (applied inside the model),
+        and ``output`` (:meth:`output_meaning`)."""
+        from seqkit.data.base import text_tokenizer
+
+        meta = {"labels": list(self.labels.names), "token_mode": text_tokenizer(self.recipe)}
+        if self.inputs.chars is not None:  # model.char_embedding (seqkit.data.word_chars)
+            meta["char_vocab"] = list(self.inputs.chars.vocab.tokens)
+            meta["max_chars"] = self.inputs.chars.max_chars
+            meta["char_input"] = ("each step is [word id, then the ids in char_vocab of the word's "
+                                  "first max_chars characters as written (not lower-cased), 1 for an "
+                                  "unknown character, 0 padding]: int32 [1 + max_chars]")
+        if self.inputs.kind == "frames":
+            meta["normalizer"] = {"mean": self.inputs.normalizer.mean.tolist(),
+                                  "std": self.inputs.normalizer.std.tolist(),
+                                  "applied": "inside the model: feed raw frames"}
+        meta["output"] = self.output_meaning(stepper is not None)
+        return meta
+
+    def output_meaning(self, step: bool) -> str:
+        """What an export's ``logits`` mean (metadata ``output``) for a step or whole-sequence model."""
+        return "logits [B, C]: this step's scores" if step else "logits [B, T, C]"
+
+    def parity_inputs(self, records, length=None):
+        """Records as the export's raw inputs (:func:`seqkit.export.parity.sequence_inputs`)."""
+        import types
+
+        from seqkit.export.parity import sequence_inputs
+
+        return sequence_inputs(types.SimpleNamespace(head=self), records, length)
+
+    def keras_inputs(self, x):
+        """Raw export inputs as the Keras model reads them: frames normalised (NaN stays NaN)."""
+        return self.inputs.normalizer(x) if x.dtype.kind == "f" else x
+
+    # ---------------------------------------------------------------- answers
+    def read_inputs(self, text, name, input_format="auto"):
+        """Prediction input as records (:func:`seqkit.inference.predict.read_records`: text lines,
+        CoNLL, or ``.ts`` frames)."""
+        import types
+
+        from seqkit.inference.predict import read_records
+
+        return read_records(text, name, input_format, types.SimpleNamespace(head=self, recipe=self.recipe))
+
+    def predict(self, model, records):
+        """Labels or tags with their probabilities (:func:`seqkit.inference.predict.predict`)."""
+        import types
+
+        from seqkit.inference.predict import predict
+
+        return predict(types.SimpleNamespace(head=self, recipe=self.recipe), model, records)
+
+    def format_prediction(self, result, fmt="text", probabilities=False):
+        """``label`` / ``word/TAG ...`` lines (:func:`seqkit.inference.predict.format_result`)."""
+        from seqkit.inference.predict import format_result
+
+        return format_result(result, fmt, probabilities)
+
     def loss(self):
         from seqkit.training.losses import MaskedSparseCrossEntropy
 

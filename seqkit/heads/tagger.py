@@ -74,6 +74,7 @@ class TaggerHead(SequenceHead):
 
     Options = TaggerOptions
     subword_inputs = False
+    text_role = "tag"
     diagnostics = "per_step"
     table_columns = {"tokens_column": ("tokens", 0), "tags_column": ("tags", 1)}
     #: tables hold pre-split tokens (white space), whatever ``data.tokenizer`` says
@@ -195,6 +196,22 @@ class TaggerHead(SequenceHead):
             joined[i].append(p)
         return [(np.concatenate([t for t, _ in ps]), np.concatenate([p for _, p in ps], axis=0))
                 for ps in joined]
+
+    def output_meaning(self, step):
+        return "logits [B, C]: this step's tag scores" if step else "logits [B, T, C]"
+
+    def parity_targets(self, records, T):
+        """Tag ids + 1, ``[N, T]`` (0: padding or a tag unseen in training, not scored)."""
+        import numpy as np
+
+        try:
+            y = np.zeros((len(records), T), np.int32)
+            for i, r in enumerate(records):
+                t = self.encode_target(r)[:T]
+                y[i, : len(t)] = t
+            return y
+        except (AttributeError, TypeError, KeyError, ValueError):  # unlabelled records
+            return None
 
     def scores(self, true_seqs: list, pred_seqs: list) -> dict:
         """Token accuracy, macro-F1, per-tag figures and (BIO/BIOES) entity F1 of tag sequences."""

@@ -22,6 +22,7 @@ from seqkit import log
 from seqkit.data.records import Record
 from seqkit.data.vocab import tokenize
 from seqkit.errors import SeqkitError
+from seqkit.runs.rundir import json_line
 
 
 def read_records(text: str, name: str, fmt: str, prep) -> list[Record]:
@@ -81,7 +82,7 @@ def predict(prep, model, records: list[Record]) -> list[dict]:
     head = prep.head
     names = head.labels.names
     out = []
-    if prep.recipe.head.type == "tagger" or hasattr(head, "predict_tags"):
+    if hasattr(head, "predict_paths") or hasattr(head, "predict_tags"):  # one class per step
         paths = (head.predict_paths(model, records) if hasattr(head, "predict_paths") else
                  [(np.argmax(p, axis=-1), p) for p in head.predict_tags(model, records)])
         for r, (ids, p) in zip(records, paths):  # ids: arg-max, or a CRF tagger's Viterbi path
@@ -99,3 +100,20 @@ def predict(prep, model, records: list[Record]) -> list[dict]:
         out.append({"where": r.where, "label": names[i], "probability": round(float(p[i]), 6),
                     "probabilities": {n: round(float(v), 6) for n, v in zip(names, p)}})
     return out
+
+
+def format_result(res: dict, fmt: str, probabilities: bool) -> str:
+    """One output line: ``text`` (``label`` / ``word/TAG ...``; with ``probabilities``,
+    ``label<TAB>p`` / ``word/TAG/p``) or ``jsonl``."""
+    if fmt == "jsonl":
+        d = {k: v for k, v in res.items() if probabilities or k not in ("probability", "probabilities")}
+        if d.get("tokens") is None:
+            d.pop("tokens", None)
+        return json_line(d)
+    if "label" in res:
+        return f"{res['label']}\t{res['probability']:.4f}" if probabilities else res["label"]
+    words = res["tokens"] or [str(i) for i in range(len(res["tags"]))]
+    more = f" ... ({res['untagged_steps']} more steps, not tagged)" if res.get("untagged_steps") else ""
+    if probabilities:
+        return " ".join(f"{w}/{t}/{p:.4f}" for w, t, p in zip(words, res["tags"], res["probability"])) + more
+    return " ".join(f"{w}/{t}" for w, t in zip(words, res["tags"])) + more

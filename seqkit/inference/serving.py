@@ -35,16 +35,16 @@ import functools
 from seqkit.data.vocab import END_ID, PAD_ID, START_ID
 from seqkit.errors import SeqkitError
 
-#: The head types with text signatures.
-TEXT_HEADS = ("acceptor", "tagger", "language_model", "seq2seq")
-
-
 def text_unsupported(prep) -> str | None:
-    """Why the run cannot take raw text (a sentence for messages), or None when it can."""
-    kind = prep.recipe.head.type
-    if kind not in TEXT_HEADS:
-        return f"its head '{kind}' (a plugin head) has no text signatures"
-    inputs = getattr(prep.head, "inputs", None)
+    """Why the run cannot take raw text (a sentence for messages), or None when it can: the
+    head's own answer (:meth:`seqkit.heads.base.Head.text_unsupported`)."""
+    return prep.head.text_unsupported()
+
+
+def text_reason(head) -> str | None:
+    """The reasons shared by the text signatures below: inputs that are not tokens of a vocabulary
+    the graph can look up (frames, character-aware words, sentencepiece pieces), or None."""
+    inputs = getattr(head, "inputs", None)
     if inputs is not None and inputs.kind != "tokens":
         return (f"it reads {inputs.width}-channel frames, not text (feed frames to the `predict` "
                 f"signature of `seqkit export --format saved_model` instead)")
@@ -52,12 +52,18 @@ def text_unsupported(prep) -> str | None:
         return ("it reads each word's characters too (model.char_embedding), which the text "
                 "signatures do not look up: use run.predict, `seqkit stream` (it packs the "
                 "characters itself) or the id signatures (tokens [B, T, 1 + max_chars])")
-    d = prep.recipe.data
-    if d.tokenizer == "sentencepiece" or getattr(prep.head, "target_subword", False):
+    d = head.recipe.data
+    if d.tokenizer == "sentencepiece" or getattr(head, "target_subword", False):
         return ("its tokenizer is sentencepiece, whose pieces the graph cannot cut with tf.strings "
                 "alone (TensorFlow Text's SentencepieceTokenizer would; seqkit does not depend on it): "
                 "use run.predict / run.generate / run.transduce, or the id signatures of the export")
     return None
+
+
+#: the text signatures of each role: ``{role: {signature name: TextFunctions method}}``
+ROLES = {"classify": {"predict_text": "acceptor"}, "tag": {"predict_text": "tagger"},
+         "generate": {"generate_text": "generate"},
+         "transduce": {"predict_text": "transduce_beam", "generate_text": "transduce_greedy"}}
 
 
 def _names(values):
@@ -79,7 +85,10 @@ class TextFunctions:
 
     Args:
         prep, model: the loaded run (:func:`seqkit.training.train.load_run`).
-        max_length: the language model's most new tokens [default: ``decoding.max_length``].
+        role: what the head's signatures do (:data:`ROLES`): ``"classify"`` (one label per
+            string), ``"tag"`` (one tag per token), ``"generate"`` (continue the string) or
+            ``"transduce"`` (one output sequence per string).
+        max_length: ``generate``'s most new tokens [default: ``decoding.max_length``].
 
     Attributes:
         signatures: ``{"predict_text" | "generate_text": fn(text [B] tf.string) -> dict}``.
@@ -89,31 +98,25 @@ class TextFunctions:
         SeqkitError: the run cannot take text (:func:`text_unsupported`).
     """
 
-    def __init__(self, prep, model, *, max_length: int | None = None):
+    def __init__(self, prep, model, *, role: str, max_length: int | None = None):
         from seqkit.data.text_ids import TextEncoder
 
         why = text_unsupported(prep)
         if why is not None:
             raise SeqkitError(f"this run cannot serve text: {why}.")
-        self.prep, self.model = prep, model
+        self.prep, self.model, self.role = prep, model, role
         r = prep.recipe
-        self.kind = r.head.type
         d = r.data
-        if self.kind in ("acceptor", "tagger"):
+        if role in ("classify", "tag"):
             from seqkit.data.base import text_tokenizer
 
             self.encoder = TextEncoder(prep.head.vocab, tokenizer=text_tokenizer(r), lowercase=d.lowercase,
                                        lower_tokens=True)
-            self.signatures = {"predict_text": self.acceptor if self.kind == "acceptor" else self.tagger}
-        elif self.kind == "language_model":
-            self.encoder = TextEncoder(prep.head.vocab, tokenizer=d.tokenizer, lowercase=d.lowercase,
-                                       lower_tokens=False)
-            self.max_length = int(max_length or r.decoding.max_length)
-            self.signatures = {"generate_text": self.generate}
         else:
             self.encoder = TextEncoder(prep.head.vocab, tokenizer=d.tokenizer, lowercase=d.lowercase,
-                                       lower_tokens=False, strip=True)
-            self.signatures = {"predict_text": self.transduce_beam, "generate_text": self.transduce_greedy}
+                                       lower_tokens=False, strip=role == "transduce")
+        self.max_length = int(max_length or r.decoding.max_length)
+        self.signatures = {name: getattr(self, method) for name, method in ROLES[role].items()}
         self.tables = list(self.encoder.tables)
 
     # ---------------------------------------------------------------- acceptor / tagger
@@ -295,7 +298,7 @@ def add_text_endpoints(archive, prep, model) -> list[str]:
     ``model``; nothing for a run that cannot take text. Returns the names added."""
     if text_unsupported(prep) is not None:
         return []
-    fns = TextFunctions(prep, model)
+    fns = prep.head.text_functions(prep, model)
     for table in fns.tables:
         archive.track(table)
     for name, fn in fns.signatures.items():
@@ -316,15 +319,16 @@ def serving_model(prep, model, *, greedy: bool = False, max_length: int | None =
             not use it.
     """
     kind = prep.recipe.head.type
-    if greedy and kind != "seq2seq":
-        raise SeqkitError(f"serving_model(greedy=True) is for seq2seq runs (a language model's "
-                          f"text model is always greedy); this run's head is '{kind}'.")
-    if max_length is not None and (kind != "language_model" or max_length < 1):
+    fns = prep.head.text_functions(prep, model, max_length=max_length)
+    names = list(fns.signatures)
+    if greedy and "generate_text" not in names[1:]:
+        raise SeqkitError(f"serving_model(greedy=True) is for runs with a greedy signature beside "
+                          f"their beam search (encoder-decoders; a generating head's text model is "
+                          f"always greedy); this run's head is '{kind}'.")
+    if max_length is not None and (names != ["generate_text"] or max_length < 1):
         raise SeqkitError(f"serving_model(max_length={max_length}): the most new tokens of a "
-                          f"language model, a positive integer; this run's head is '{kind}'.")
-    fns = TextFunctions(prep, model, max_length=max_length)
-    name = "generate_text" if kind == "language_model" or greedy else "predict_text"
-    return _serving_class()(fns, name)
+                          f"generating head, a positive integer; this run's head is '{kind}'.")
+    return _serving_class()(fns, "generate_text" if greedy else names[0])
 
 
 @functools.lru_cache(maxsize=1)

@@ -63,10 +63,3 @@ def predict_pairs(prep, model, sources: list, *, beam_width: int, n_best: int,
 
     return [{"where": w, "input": s, "hypotheses": [hyp(out, score) for out, score in h]}
             for (w, s), h in zip(sources, hyps)]
-
-
-def check_run_is_seq2seq(prep, run_dir: str, command: str) -> None:
-    """Raises SeqkitError unless the run's head is ``seq2seq``."""
-    if prep.recipe.head.type != "seq2seq":
-        raise SeqkitError(f"{run_dir}: `seqkit {command}` needs an encoder-decoder (seq2seq) run; "
-                          f"this run's head is '{prep.recipe.head.type}'.")

@@ -119,8 +119,7 @@ class Run:
 
     @property
     def head(self) -> str:
-        """The head type: ``"language_model"``, ``"acceptor"``, ``"tagger"``, ``"seq2seq"`` or a
-        plugin head's name."""
+        """The head type (``head.type``): a built-in head's name or a plugin head's."""
         return self.recipe.head.type
 
     @property
@@ -153,9 +152,21 @@ class Run:
         saved = read_json(os.path.join(self.path, METRICS), default={})
         return saved if isinstance(saved, dict) else {}
 
-    def _need(self, prep, heads: tuple, message: str) -> None:
-        if prep.recipe.head.type not in heads:
-            raise SeqkitError(message.format(path=self.path, head=prep.recipe.head.type))
+    def _need(self, prep, verb: str, command: str | None = None) -> None:
+        """Refuse a run whose head does not answer with ``verb`` (``Head.answers``), naming the
+        heads that do and the command this run's head answers with."""
+        if prep.head.answers == verb:
+            return
+        from seqkit.registry import HEADS
+
+        titles = [getattr(HEADS.get(n), "title", None) or n for n in HEADS.names()
+                  if HEADS.get(n).answers == verb]
+        which = " or ".join(titles) or "no registered"
+        article = "an" if which[0] in "aeiou" else "a"
+        own = prep.head.answers
+        raise SeqkitError(f"{self.path}: {command or verb} needs {article} {which} run; this run's head "
+                          f"is '{prep.recipe.head.type}'"
+                          + (f" (use `seqkit {own}`)." if own and own != verb else "."))
 
     # ------------------------------------------------------------ evaluate
 
@@ -277,9 +288,7 @@ class Run:
         from seqkit.inference.generate import generate_beam, generate_text
 
         prep, model = self._load()
-        if prep.recipe.head.type != "language_model":
-            raise SeqkitError(f"{self.path}: generate needs a language_model run; this run's head is "
-                              f"'{prep.recipe.head.type}'.")
+        self._need(prep, "generate")
         dec = prep.recipe.decoding
         max_length = max_length or dec.max_length
         if beam_asked or (dec.strategy == "beam" and not greedy):
@@ -328,20 +337,19 @@ class Run:
         """
         text = _texts(inputs, "predict")
         prep, model = self._load()
-        if prep.recipe.head.type == "seq2seq":
+        if prep.head.answers == "transduce":
             return self.transduce(text, beam_width=beam_width, n_best=n_best or 1,
                                   length_penalty=length_penalty, name=name)
         if beam_width is not None or n_best is not None or length_penalty is not None:
-            raise SeqkitError(f"{self.path}: --beam-width/--n-best/--length-penalty are for seq2seq runs; "
-                              f"this run's head is '{prep.recipe.head.type}'.")
-        if prep.recipe.head.type not in ("acceptor", "tagger") and not hasattr(prep.head, "predict_proba"):
-            raise SeqkitError(f"{self.path}: predict needs an acceptor or tagger run; this run's head is "
-                              f"'{prep.recipe.head.type}' (use `seqkit generate` for a language model).")
-        from seqkit.inference.predict import predict, read_records
+            from seqkit.registry import HEADS
 
+            which = " or ".join(n for n in HEADS.names() if HEADS.get(n).answers == "transduce")
+            raise SeqkitError(f"{self.path}: --beam-width/--n-best/--length-penalty are for {which} runs; "
+                              f"this run's head is '{prep.recipe.head.type}'.")
+        self._need(prep, "predict")
         if input_format not in ("auto", "text", "conll", "ts"):
             raise SeqkitError(f"input_format {input_format!r}: expected auto, text, conll or ts.")
-        return predict(prep, model, read_records(text, name, input_format, prep))
+        return prep.head.predict(model, prep.head.read_inputs(text, name, input_format))
 
     def transduce(self, sources, *, beam_width: int | None = None, n_best: int = 1,
                   length_penalty: float | None = None, name: str = "<input>") -> list:
@@ -367,8 +375,7 @@ class Run:
 
         text = _texts(sources, "transduce")
         prep, model = self._load()
-        self._need(prep, ("seq2seq",), "{path}: transduce needs an encoder-decoder (seq2seq) run; "
-                                       "this run's head is '{head}'.")
+        self._need(prep, "transduce")
         dec = prep.recipe.decoding
         width = dec.beam_width if beam_width is None else beam_width
         alpha = dec.length_penalty if length_penalty is None else length_penalty
@@ -394,10 +401,10 @@ class Run:
         import numpy as np
 
         from seqkit.diagnostics.alignment import alignment
-        from seqkit.inference.transduce import check_run_is_seq2seq, read_sources
+        from seqkit.inference.transduce import read_sources
 
         prep, model = self._load()
-        check_run_is_seq2seq(prep, self.path, "attention")
+        self._need(prep, "transduce", "`seqkit attention`")
         [(_, src)] = read_sources(text, name, prep.head)[:1]
         source, target, w = alignment(prep, model, src, beam_width=beam_width or prep.recipe.decoding.beam_width)
         return Alignment(source, target, np.asarray(w, "float32"))
@@ -484,10 +491,17 @@ class Run:
         from seqkit.guards import check_writable
 
         import_tensorflow_quietly()
-        from seqkit.export.writer import FORMATS
+        from seqkit.export.options import FORMATS, ExportOptions
 
         if format not in FORMATS + ("keras",):
             raise SeqkitError(f"--format {format}: expected one of {', '.join(FORMATS + ('keras',))}.")
+        options = ExportOptions(fmt=format, quantize=quantize, tolerance=tolerance,
+                                min_agreement=min_agreement, parity_examples=parity_examples,
+                                overwrite=overwrite, full_sequence=full_sequence, batch=batch,
+                                length=length, state=state, io_type=io_type,
+                                calibration_examples=calibration_examples, cell_scaling=cell_scaling)
+        if format != "keras":
+            options.check()  # before anything loads
         out = os.fspath(out) if out is not None else os.path.join("exports", self.recipe.name)
         check_writable(out, "export")  # before the conversion, which takes a while
         if format == "keras":
@@ -497,11 +511,7 @@ class Run:
         else:
             from seqkit.export.writer import export_run
 
-            report = export_run(self.path, out, fmt=format, quantize=quantize, tolerance=tolerance,
-                                min_agreement=min_agreement, parity_examples=parity_examples,
-                                overwrite=overwrite, full_sequence=full_sequence, batch=batch,
-                                length=length, state=state, io_type=io_type,
-                                calibration_examples=calibration_examples, cell_scaling=cell_scaling)
+            report = export_run(self.path, out, options)
         return {**report, "out": out}
 
     # ------------------------------------------------------------ from a model you trained

@@ -39,12 +39,14 @@ class Prepared:
         head: the task head, with its assets (vocabularies, normaliser) fitted or loaded.
         splits: ``{"train": [Record], "valid": [...], "test": [...]}`` (empty when not read).
         source: the data source's one-line description.
+        run_dir: the run directory it was loaded from (None while training).
     """
 
     recipe: Recipe
     head: object
     splits: dict = field(default_factory=dict)
     source: str = ""
+    run_dir: str | None = None
 
     @property
     def vocab(self):
@@ -740,6 +742,7 @@ def load_run(run_path: str, with_data: bool = False):
     run = RunDir(run_path).check()
     recipe = load_recipe(run.file(RECIPE), load_plugins=False)  # a run directory is data, never code
     prep = prepare(recipe, run_dir=run_path, read_data=with_data)
+    prep.run_dir = run_path
     model = load_model(run.file(BEST))
     from seqkit.guards import check_model_matches
 
