@@ -490,6 +490,21 @@ class Run:
             raise SeqkitError(f"--format {format}: expected one of {', '.join(FORMATS + ('keras',))}.")
         out = os.fspath(out) if out is not None else os.path.join("exports", self.recipe.name)
         check_writable(out, "export")  # before the conversion, which takes a while
+        from seqkit.outputs import check_export_folder, export_lock
+
+        check_export_folder(out)  # not inside a run directory, not a symbolic link
+        with export_lock(out):  # a second export into the same folder fails at once
+            return {**self._export(out, format, overwrite, quantize=quantize, tolerance=tolerance,
+                                   min_agreement=min_agreement, parity_examples=parity_examples,
+                                   full_sequence=full_sequence, batch=batch, length=length,
+                                   state=state, io_type=io_type,
+                                   calibration_examples=calibration_examples,
+                                   cell_scaling=cell_scaling), "out": out}
+
+    def _export(self, out: str, format: str, overwrite: bool, *, quantize, tolerance, min_agreement,
+                parity_examples, full_sequence, batch, length, state, io_type, calibration_examples,
+                cell_scaling) -> dict:
+        """:meth:`export`'s work, under the export folder's lock."""
         if format == "keras":
             from seqkit.export.portable import export_portable_keras
 
@@ -502,7 +517,7 @@ class Run:
                                 overwrite=overwrite, full_sequence=full_sequence, batch=batch,
                                 length=length, state=state, io_type=io_type,
                                 calibration_examples=calibration_examples, cell_scaling=cell_scaling)
-        return {**report, "out": out}
+        return report
 
     # ------------------------------------------------------------ from a model you trained
 

@@ -86,7 +86,7 @@ def read_export_metadata(path: str | None) -> dict:
             meta = json.load(f)
         if not isinstance(meta, dict):
             raise ValueError("not a JSON object")
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise SeqkitError(f"{beside}: cannot read {METADATA} ({exc}). "
                           + ("The model carries its own copy: delete the broken file (`seqkit inspect "
                              f"--metadata {model}` prints the embedded one), or export again."
@@ -98,7 +98,9 @@ def read_export_metadata(path: str | None) -> dict:
                           f"the two was edited or replaced, and seqkit will not guess which describes "
                           f"the model. Delete {METADATA} to use the model's own copy (`seqkit inspect "
                           f"--metadata {model}` prints it), or export the run again.")
-    return meta
+    from seqkit.export.metadata_schema import validate
+
+    return embedded if embedded is not None else validate(meta, beside)  # untrusted: checked
 
 
 def load_export(export_dir: str | None, model_bytes: bytes | None, metadata: dict | None) -> tuple:
@@ -172,6 +174,9 @@ class StreamingModel:
             self.interpreter = interpreter(model)
         except ValueError as exc:
             raise SeqkitError(f"{export_dir}: {MODEL} is not a valid TFLite model ({exc}).") from exc
+        from seqkit.export.metadata_schema import check_model
+
+        check_model(metadata, self.interpreter, str(export_dir or "this export"))  # untrusted: checked
         try:
             self.input_name = metadata["input"]["name"]
             self.input_dtype = np.dtype(metadata["input"]["dtype"])
