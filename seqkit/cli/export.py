@@ -117,8 +117,10 @@ def stream(export_dir, prompt, max_length, temperature, top_k, greedy, beam_widt
     EXPORT_DIR may also be the export's .tflite file alone: its metadata is embedded in it."""
     from seqkit.data.subword import TextTokenizer
     from seqkit.data.vocab import START_ID, UNK_ID, Vocabulary
+    from seqkit.arguments import real
     from seqkit.runtime.streaming import StreamingModel, read_export_metadata
 
+    real("temperature", temperature, 0, low_open=True)  # click's FloatRange lets nan through
     exported = read_export_metadata(export_dir)
     head = exported.get("head")
     if head == "seq2seq":

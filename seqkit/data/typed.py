@@ -9,7 +9,7 @@ thing whatever file it came from:
   ``pd.NA`` are missing (the caller refuses an empty cell with the row).
 * **label or tag** (:func:`label_cell`): a text as above, or a number written once and for all
   as its shortest form (``1``, ``1.0`` and ``np.int64(1)`` are the class ``"1"``; ``2.5`` is
-  ``"2.5"``); never a character that breaks line-oriented output (``predict`` prints one line
+  ``"2.5"``; other scalars such as dates as ``str`` writes them; never a list); never a character that breaks line-oriented output (``predict`` prints one line
   per input, a tab between fields): tab, CR, LF, VT, FF, the file/group/record separators
   U+001C-U+001E, U+0085, U+2028, U+2029 (:data:`LINE_BREAKING`).
 * **column index** (:func:`column_index`): a whole number >= 0 (``-1`` does not count from the end).
@@ -95,6 +95,8 @@ def label_cell(v, where: str, what: str) -> str | None:
         name = str(int(v)) if v.is_integer() and abs(v) < 2**53 else repr(v)
     elif isinstance(v, str):
         name = v.strip()
+    elif not isinstance(v, (list, tuple, dict, set)) and not hasattr(v, "__len__"):
+        name = str(v).strip()  # a date, a decimal: as written
     else:
         raise DataError(f"{where}: {what} holds a {type(v).__name__} ({str(v)[:60]!r}); a label is "
                         f"a string or a number. Fix or drop the row.")

@@ -130,14 +130,16 @@ def entries(model) -> dict[str, bytes]:
                           f"({type(exc).__name__}: {exc}).") from exc
 
 
-def read(model, validate: bool = True) -> dict | None:
+def read(model, validate: bool = False) -> dict | None:
     """The metadata embedded by :func:`embed` (the export's ``metadata.json`` object), or None
     when the model has none (not written by seqkit, or by a seqkit before embedding).
 
     Args:
         model: ``.tflite`` bytes or a path.
-        validate: check it against :mod:`seqkit.export.metadata_schema` (types, bounds, ids in
-            range, embedded file names); False only parses it (``seqkit inspect`` shows what it can).
+        validate: also check it against :mod:`seqkit.export.metadata_schema` (types, bounds, ids
+            in range, embedded file names), as every runtime does before using it
+            (:func:`seqkit.runtime.streaming.read_export_metadata`, ``check_model``); False only
+            parses it (with the size and nesting bounds), e.g. for ``seqkit inspect``.
 
     Raises:
         SeqkitError: an unreadable or corrupt model, an entry that is not a JSON object, larger

@@ -72,7 +72,7 @@ def read_export_metadata(path: str | None) -> dict:
     from seqkit.export import embedded_metadata
 
     model = export_model_path(path)
-    embedded = embedded_metadata.read(model)
+    embedded = embedded_metadata.read(model, validate=True)  # untrusted: checked
     beside = os.path.join(os.path.dirname(model), METADATA)
     if os.path.basename(model) != MODEL or not os.path.isfile(beside):  # the file alone
         if embedded is None:
@@ -283,6 +283,10 @@ class StreamingModel:
         Returns:
             The new ids, without the prompt; for a line model they end before the end id.
         """
+        from seqkit import arguments as a
+
+        max_length, top_k = a.whole("max_length", max_length, 0), a.whole("top_k", top_k, 0)
+        temperature = a.real("temperature", temperature, 0, low_open=True)
         end_id = int(self.metadata["special_ids"]["end"])
         start_id = int(self.metadata["special_ids"]["start"])
         across = self.metadata.get("layout") == "stream"
