@@ -310,6 +310,46 @@ def write_error(exc: OSError, command: str = "", target: str | None = None) -> S
         f"(e.g. chmod u+rwx {folder}; a read-only file system has to be remounted), {elsewhere}.")
 
 
+class ResourceError(SeqkitError, OSError):
+    """The machine ran out of something while seqkit wrote or computed: disk space (``ENOSPC``,
+    ``EDQUOT``), the file-size limit (``EFBIG``, ``ulimit -f``) or memory (``MemoryError``)."""
+
+
+_RESOURCE_FIX = {
+    errno.ENOSPC: ("the disk is full", "free space on that disk (or write elsewhere: --run-dir / --out)"),
+    errno.EDQUOT: ("the disk quota is used up", "free space in your quota (or write elsewhere: --run-dir / --out)"),
+    errno.EFBIG: ("the file would pass this process's file-size limit (ulimit -f)",
+                  "raise the limit (`ulimit -f unlimited`) or write smaller files (a smaller model, "
+                  "fewer examples)"),
+}
+
+
+def resource_error(exc: BaseException, target: str | None = None) -> "ResourceError | None":
+    """A :class:`ResourceError` for disk full, file-size limit or out of memory (else ``None``).
+
+    Args:
+        exc: the exception (``OSError`` with errno ``ENOSPC`` / ``EDQUOT`` / ``EFBIG``, or
+            ``MemoryError``).
+        target: the path the command was writing, named when ``exc`` carries none.
+
+    The message says that files seqkit was writing were staged and are left as they were.
+    """
+    if isinstance(exc, MemoryError):
+        what = f" while working on {target}" if target else ""
+        return ResourceError(
+            f"{target or 'seqkit'}: this machine ran out of memory{what} (MemoryError). Nothing "
+            f"half-written was kept. Use smaller inputs or a smaller model (model.units, "
+            f"training.batch_size, data.max_length), or a machine with more memory.")
+    if not isinstance(exc, OSError) or exc.errno not in _RESOURCE_FIX:
+        return None
+    why, fix = _RESOURCE_FIX[exc.errno]
+    path = exc.filename or target or "a file"
+    return ResourceError(
+        f"{path}: cannot write it: {why} ({exc.strerror or exc}). seqkit writes every file under "
+        f"a temporary name and renames it when complete, so the files there before are as they "
+        f"were and nothing half-written was kept. To go on, {fix}, then run the command again.")
+
+
 def check_writable(path: str, command: str) -> None:
     """Fail fast, before any work, when ``path`` (a folder to write, or its nearest existing
     parent) cannot be written: a probe folder is made there and removed.
@@ -337,9 +377,13 @@ def check_writable(path: str, command: str) -> None:
 def user_error(exc: BaseException, command: str = "") -> SeqkitError | None:
     """The user's mistake behind an unexpected exception, as a SeqkitError (else ``None``).
 
-    A permission error on a path (:func:`write_error`), or an exception raised inside a registered
+    Disk full, a file-size limit or out of memory (:func:`resource_error`), a permission error
+    on a path (:func:`write_error`), or an exception raised inside a registered
     plugin cell's code (:func:`plugin_cell_error`; e.g. while training).
     """
+    err = resource_error(exc)  # disk full, file-size limit, out of memory
+    if err is not None:
+        return err
     if isinstance(exc, OSError):
         err = write_error(exc, command)
         if err is not None:

@@ -121,15 +121,19 @@ def how_to_get(item: dict) -> str:
                 f"into a .py file, e.g. my_cells.py, and pass that file: --plugin my_cells.py "
                 f"(Python: seqkit.load_plugin(\"my_cells.py\") before seqkit.load). In the notebook, "
                 f"`import my_cells` then registers it for new runs.")
+    if file and module == "__main__":  # a script: importing it runs its top-level code
+        kind = _KIND_WORD.get(item.get("kind"), "cell")
+        mod = {"cell": "my_cells.py", "head": "my_heads.py"}.get(kind, "my_sources.py")
+        return (f"It was defined in the script {file}, the one the run was trained from. Do not pass "
+                f"that script to --plugin: importing a script runs its top-level code (it may train "
+                f"again and replace runs). First move the {kind} (the class and its "
+                f"@seqkit.register_{kind}, with their imports) into a module of its own, e.g. "
+                f"{mod} next to the script, and import it from the script; then pass that "
+                f"module: --plugin {mod} (Python: seqkit.load_plugin(\"{mod}\")).")
     if file:
-        how = (f"Pass the file that registers it: --plugin {_quote(file)} (Python: "
-               f"seqkit.load_plugin({file!r})); seqkit does not import code a run directory names, "
-               f"so check the file before you pass it.")
-        if module == "__main__":
-            how += (" It is the script the run was trained from: seqkit imports it as a module, so "
-                    "code under `if __name__ == \"__main__\":` does not run, but code outside it "
-                    "does (or move the cell into its own .py file and pass that).")
-        return how
+        return (f"Pass the file that registers it: --plugin {_quote(file)} (Python: "
+                f"seqkit.load_plugin({file!r})); seqkit does not import code a run directory names, "
+                f"so check the file before you pass it.")
     if item.get("package"):
         return (f"Install it (pip install {item['package']}, or pip install -e PATH from its "
                 f"source folder, e.g. plugins/{item['package']} in a seqkit checkout) or pass the "

@@ -93,14 +93,20 @@ class CharEmbeddingConfig(BaseModel):
     max_chars: int = Field(20, gt=0)
 
 
+MAX_DIM = 2**31 - 1  # a tensor dimension (int32): model.units, model.embedding_dim
+MAX_LAYERS = 10_000
+
+
 class ModelConfig(BaseModel):
     """``model``: the embedding and the recurrent encoder stack."""
 
     model_config = ConfigDict(extra="allow")
     cell: str = "lstm"
-    units: int = Field(256, gt=0)
-    layers: int = Field(1, gt=0)
-    embedding_dim: int = Field(64, gt=0)
+    # sizes are bounded by what a tensor dimension can hold (int32); memory is checked later
+    # (seqkit.guards.check_model_fits)
+    units: int = Field(256, gt=0, le=MAX_DIM)
+    layers: int = Field(1, gt=0, le=MAX_LAYERS)
+    embedding_dim: int = Field(64, gt=0, le=MAX_DIM)
     dropout: float = Field(0.0, ge=0.0, lt=1.0)
     recurrent_dropout: float = Field(0.0, ge=0.0, lt=1.0)
     # DropConnect on each recurrent layer's hidden-to-hidden kernel in training (AWD-LSTM);

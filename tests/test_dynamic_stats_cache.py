@@ -79,7 +79,7 @@ def test_second_call_reads_the_cache_and_a_change_recomputes(tmp_path, keras, co
         assert np.array_equal(a, b)
 
 
-@pytest.mark.parametrize("damage", ["garbage", "truncated", "wrong shape"])
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "wrong shape", "absurd", "non-finite"])
 def test_a_damaged_cache_is_recomputed_with_a_warning(tmp_path, keras, counted, caplog, damage):
     from seqkit.heads.dynamic_stats_cache import CACHE, cached_gradient_stats
 
@@ -91,10 +91,11 @@ def test_a_damaged_cache_is_recomputed_with_a_warning(tmp_path, keras, counted, 
         path.write_bytes(b"not a zip file at all")
     elif damage == "truncated":
         path.write_bytes(raw[: len(raw) // 2])
-    else:  # a well-formed file with the right key but an array of another shape
+    else:  # a well-formed file with the right key but an array of another shape or absurd values
         with np.load(path, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
-        arrays["ms_0"] = arrays["ms_0"][:1]
+        arrays["ms_0"] = {"wrong shape": arrays["ms_0"][:1], "absurd": np.full_like(arrays["ms_0"], 1e300),
+                          "non-finite": np.full_like(arrays["ms_0"], np.nan)}[damage]
         with open(path, "wb") as f:
             np.savez(f, **arrays)
     with caplog.at_level(logging.WARNING, logger="seqkit"):

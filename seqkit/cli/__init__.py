@@ -27,7 +27,22 @@ import click
 from seqkit.cli import decode, diagnose, evaluate, export, train
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class _Group(click.Group):
+    """The ``seqkit`` group: an argument that no path may hold (a NUL byte: ``os.stat`` raises
+    ValueError while click checks a path) is a usage error, not a traceback."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except ValueError as exc:
+            if "null byte" not in str(exc):
+                raise
+            raise click.UsageError("an argument holds a NUL byte (\\x00), which no path, option or "
+                                   "text argument of seqkit may hold; check how the command line was "
+                                   "built.") from None
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="seqkit")
 def main():
     """seqkit: train, decode and ship recurrent sequence models (Keras 3).

@@ -105,16 +105,20 @@ def predict(run_dir, input_path, input_format, out_format, probabilities, beam_w
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="PNG file to write.")
 @click.option("--beam-width", type=click.IntRange(min=1), help="Beam width of the drawn output "
               "[default: recipe decoding.beam_width].")
+@click.option("--overwrite", is_flag=True, help="Replace --out even when seqkit did not write it "
+              "(never a run's own files, the recipe or the data).")
 @with_common_options
-def attention(run_dir, text, out, beam_width):
+def attention(run_dir, text, out, beam_width, overwrite):
     """Draw the attention weights of a seq2seq run for one input (source along x, output along y)."""
     from seqkit.data.lines import split_lines
     from seqkit.diagnostics.alignment import draw
+    from seqkit.outputs import picture_outputs, protected_by_runs
     from seqkit.runs.run import Run
 
+    outputs = picture_outputs(out, overwrite=overwrite, protect=protected_by_runs([run_dir]), with_json=False)
     source, target, w = Run(run_dir).attention(text, beam_width=beam_width, name="--input")
     src = next(line.strip() for line in split_lines(text) if line.strip())  # the line aligned
-    draw(source, target, w, out, title=f"{src} -> {' '.join(target[:-1])}")
+    draw(source, target, w, out, title=f"{src} -> {' '.join(target[:-1])}", outputs=outputs)
     click.echo(f"{out}: {len(target)} x {len(source)} attention weights ({' '.join(target[:-1])})")
 
 

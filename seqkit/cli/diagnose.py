@@ -13,8 +13,9 @@ from seqkit.errors import RunDirError, SeqkitError
 
 
 def diagnose_runs(runs: list, out_dir: str, *, max_lag: int, examples: int, positions: int,
-                  split: str) -> tuple[str, str, list]:
-    """Diagnose each run and draw them into ``out_dir/diagnose.png`` (+ ``diagnose.json``).
+                  split: str, overwrite: bool = False) -> tuple[str, str, list]:
+    """Diagnose each run and draw them into ``out_dir/diagnose.png`` (+ ``diagnose.json``), both
+    checked before the work (:mod:`seqkit.outputs`; ``overwrite``: replace files seqkit did not write).
 
     Returns:
         ``(png path, json path, results)`` (results: :func:`seqkit.diagnostics.diagnose.diagnose_run` per run).
@@ -24,16 +25,21 @@ def diagnose_runs(runs: list, out_dir: str, *, max_lag: int, examples: int, posi
     """
     from seqkit.diagnostics.diagnose import diagnose_run
     from seqkit.diagnostics.plots import draw_diagnose, pyplot
+    from seqkit.outputs import picture_outputs, protected_by_runs
 
     pyplot()  # fail early, before the slow part, when matplotlib is missing
+    png = os.path.join(out_dir, "diagnose.png")
+    if os.path.lexists(out_dir) and (os.path.islink(out_dir) or not os.path.isdir(out_dir)):
+        raise SeqkitError(f"--out {out_dir}: not a folder; diagnose writes diagnose.png and "
+                          f"diagnose.json into a folder. Choose another --out.")
+    outputs = picture_outputs(png, overwrite=overwrite, protect=protected_by_runs(runs))  # before the work
     try:
         os.makedirs(out_dir, exist_ok=True)
     except OSError as exc:
         raise SeqkitError(f"--out {out_dir}: cannot create the folder ({exc}); pick a writable path.") from exc
     results = [diagnose_run(r, max_lag=max_lag, examples=examples, positions=positions, split=split)
                for r in runs]
-    png = os.path.join(out_dir, "diagnose.png")
-    return png, draw_diagnose(results, png), results
+    return png, draw_diagnose(results, png, outputs), results
 
 
 def summary_lines(results: list) -> list[str]:
@@ -62,15 +68,20 @@ def summary_lines(results: list) -> list[str]:
     return lines
 
 
-def plot_runs(runs: list, out: str) -> str:
+def plot_runs(runs: list, out: str, overwrite: bool = False) -> str:
     """Draw the training curves of ``runs`` (their ``history.json``) into ``out``; returns the JSON path.
+
+    ``out`` and the JSON beside it are checked first (:mod:`seqkit.outputs`): never a run's own
+    file; a file seqkit did not write only with ``overwrite``.
 
     Raises:
         RunDirError: a run without ``history.json``. SeqkitError: see :func:`seqkit.diagnostics.plots.draw_curves`.
     """
     from seqkit.diagnostics.plots import draw_curves
+    from seqkit.outputs import picture_outputs
     from seqkit.runs.rundir import HISTORY
 
+    outputs = picture_outputs(out, overwrite=overwrite)
     histories = {}
     for r in runs:
         p = os.path.join(r, HISTORY)
@@ -86,11 +97,12 @@ def plot_runs(runs: list, out: str) -> str:
         if not isinstance(h, list):
             raise RunDirError(f"{p}: expected a list of per-epoch rows; the file is not a seqkit history.")
         histories[r] = [row for row in h if isinstance(row, dict)]
-    return draw_curves(histories, out)
+    return draw_curves(histories, out, outputs)
 
 
-def confusion_picture(figures: dict, out: str, title: str) -> str:
-    """Draw ``figures["confusion_matrix"]`` into ``out``; returns the JSON path.
+def confusion_picture(figures: dict, out: str, title: str, outputs=None) -> str:
+    """Draw ``figures["confusion_matrix"]`` into ``out``; returns the JSON path. ``outputs``: the
+    :class:`seqkit.outputs.FileOutputs` the caller checked before evaluating (else checked here).
 
     Raises:
         SeqkitError: the head reports no confusion matrix (only acceptor and tagger do).
@@ -101,7 +113,7 @@ def confusion_picture(figures: dict, out: str, title: str) -> str:
     if not cm:
         raise SeqkitError("--out draws the confusion matrix, which only acceptor and tagger runs "
                           "report; this run's head has none. Drop --out.")
-    return draw_confusion(cm, out, title)
+    return draw_confusion(cm, out, title, outputs)
 
 
 @click.command()
@@ -115,13 +127,15 @@ def confusion_picture(figures: dict, out: str, title: str) -> str:
 @click.option("--positions", type=click.IntRange(min=1), default=8, show_default=True,
               help="Loss steps t per sequence (language model, tagger).")
 @click.option("--split", type=click.Choice(["test", "valid", "train"]), default="test", show_default=True)
+@click.option("--overwrite", is_flag=True, help="Replace diagnose.png / diagnose.json even when seqkit "
+              "did not write them (never a run's own files).")
 @with_common_options
-def diagnose(runs, out_dir, max_lag, examples, positions, split):
+def diagnose(runs, out_dir, max_lag, examples, positions, split, overwrite):
     """Gradient flow through time (norm of dL_t/ds_{t-k} by lag k, the horizon where it falls
     below 1e-3 of k = 0) and gate statistics of trained runs, drawn into one PNG + JSON."""
 
     png, jpath, results = diagnose_runs(list(runs), out_dir, max_lag=max_lag, examples=examples,
-                                       positions=positions, split=split)
+                                       positions=positions, split=split, overwrite=overwrite)
     for line in summary_lines(results):
         click.echo(line)
     click.echo(f"wrote {png} and {jpath}")
@@ -130,10 +144,12 @@ def diagnose(runs, out_dir, max_lag, examples, positions, split):
 @click.command()
 @click.argument("runs", nargs=-1, required=True, type=click.Path(file_okay=False))
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="PNG to write (+ a .json beside it).")
+@click.option("--overwrite", is_flag=True, help="Replace the PNG / JSON even when seqkit did not write "
+              "them (never a run's own files).")
 @with_common_options
-def plot(runs, out):
+def plot(runs, out, overwrite):
     """Draw training curves (train/valid loss and metrics per epoch, learning rate if logged)
     from the runs' history.json, several runs overlaid."""
 
-    jpath = plot_runs(list(runs), out)
+    jpath = plot_runs(list(runs), out, overwrite=overwrite)
     click.echo(f"wrote {out} and {jpath}")

@@ -54,14 +54,21 @@ def format_metrics(m: dict, head=None) -> str:
               "[default: recipe evaluation.dynamic_decay].")
 @click.option("--dynamic-chunk", type=int, help="Tokens per scored-then-adapted chunk, > 0 [default: "
               "recipe evaluation.dynamic_chunk].")
+@click.option("--overwrite", is_flag=True, help="--out: replace the PNG / JSON even when seqkit did not "
+              "write them (never a run's own files, the recipe or the data).")
 @with_common_options
 def evaluate(run_dir, split, as_json, confusion_matrix, out, dynamic=False, dynamic_lr=None,
-             dynamic_rule=None, dynamic_decay=None, dynamic_chunk=None):
+             dynamic_rule=None, dynamic_decay=None, dynamic_chunk=None, overwrite=False):
     """Evaluate a trained run on a held-out split (LM: cross-entropy, perplexity; acceptor:
     accuracy, macro-F1; tagger: token accuracy, per-tag P/R/F1, entity F1 for BIO/BIOES)."""
     from seqkit.runs.run import Run
 
     run = Run(run_dir)
+    outputs = None
+    if out:  # the picture and its JSON are checked before the evaluation (seqkit.outputs)
+        from seqkit.outputs import picture_outputs, protected_by_runs
+
+        outputs = picture_outputs(out, overwrite=overwrite, protect=protected_by_runs([run_dir]))
     report = run.evaluate(split, confusion_matrix=confusion_matrix or bool(out), dynamic=dynamic,
                           dynamic_lr=dynamic_lr, dynamic_rule=dynamic_rule, dynamic_decay=dynamic_decay,
                           dynamic_chunk=dynamic_chunk)  # {"split", **res, "baselines"}
@@ -70,7 +77,8 @@ def evaluate(run_dir, split, as_json, confusion_matrix, out, dynamic=False, dyna
     if out:
         from seqkit.cli.diagnose import confusion_picture
 
-        jpath = confusion_picture(res, out, f"{os.path.basename(os.path.normpath(run_dir))}: {split}")
+        jpath = confusion_picture(res, out, f"{os.path.basename(os.path.normpath(run_dir))}: {split}",
+                                  outputs)
         click.echo(f"{out}: confusion matrix ({jpath} holds the numbers)", err=as_json)
     if as_json:
         from seqkit.runs.rundir import strict_json

@@ -117,8 +117,10 @@ def stream(export_dir, prompt, max_length, temperature, top_k, greedy, beam_widt
     EXPORT_DIR may also be the export's .tflite file alone: its metadata is embedded in it."""
     from seqkit.data.subword import TextTokenizer
     from seqkit.data.vocab import START_ID, UNK_ID, Vocabulary
+    from seqkit.arguments import real
     from seqkit.runtime.streaming import StreamingModel, read_export_metadata
 
+    real("temperature", temperature, 0, low_open=True)  # click's FloatRange lets nan through
     exported = read_export_metadata(export_dir)
     head = exported.get("head")
     if head == "seq2seq":
@@ -248,15 +250,21 @@ def inspect(path, show_metadata, as_json=False):
     except ValueError as exc:
         raise SeqkitError(f"{model}: not a valid TFLite model ({exc}).") from exc
     found = embedded_metadata.entries(model)
-    embedded = embedded_metadata.read(model)
+    embedded = embedded_metadata.read(model, validate=False)  # untrusted: shown, then checked
+    invalid = _invalid_metadata(embedded, model)
     if show_metadata:
         if embedded is None:
             raise SeqkitError(f"{model}: no seqkit metadata embedded (entry '{embedded_metadata.KEY}'): "
                               f"not written by `seqkit export`, or by an older seqkit; export the run again.")
-        click.echo(strict_json(embedded, indent=1, ensure_ascii=False))
+        if invalid is not None:
+            click.echo(f"seqkit: warning: {invalid}", err=True)
+        try:
+            click.echo(strict_json(embedded, indent=1, ensure_ascii=False))
+        except RecursionError:
+            raise invalid from None
         return
     if as_json:
-        _inspect_json(model, it, embedded)
+        _inspect_json(model, it, embedded if invalid is None else None, invalid)
         return
     click.echo(f"{model}: {os.path.getsize(model):,} bytes")
     for key in it.get_signature_list():
@@ -274,6 +282,9 @@ def inspect(path, show_metadata, as_json=False):
             meta = read_export_metadata(model)  # metadata.json beside it: must agree with the embedded
         except SeqkitError as exc:
             click.echo(f"seqkit: warning: {exc}", err=True)
+    if invalid is not None:  # shown as far as it goes: signatures and ops above, the error here
+        click.echo(f"metadata: embedded, not valid: {invalid}")
+        return
     if embedded is not None:
         files = [k for k in found if k.startswith(embedded_metadata.FILE_PREFIX) and found[k]]
         click.echo(f"metadata: embedded, entry '{embedded_metadata.KEY}' ({len(found[embedded_metadata.KEY]):,} "
@@ -300,6 +311,20 @@ def inspect(path, show_metadata, as_json=False):
             click.echo("tokenizer: " + _describe_tokenizers(meta))
 
 
+def _invalid_metadata(meta, model: str):
+    """The :class:`~seqkit.export.metadata_schema.MetadataError` of embedded metadata that fails
+    the schema (``None`` when it passes or there is none)."""
+    from seqkit.export.metadata_schema import MetadataError, validate
+
+    if meta is None:
+        return None
+    try:
+        validate(meta, model)
+    except MetadataError as exc:
+        return exc
+    return None
+
+
 def _describe_tokenizers(meta: dict) -> str:
     """How an export splits its text input (and a seq2seq target), e.g. ``sentencepiece
     (subword.model: sentencepiece unigram, 60 pieces)``."""
@@ -313,10 +338,11 @@ def _describe_tokenizers(meta: dict) -> str:
     return out + (", lower-cased" if meta.get("lowercase") else "")
 
 
-def _inspect_json(model: str, it, embedded: dict | None = None) -> None:
+def _inspect_json(model: str, it, embedded: dict | None = None, error=None) -> None:
     """``seqkit inspect --json``: signatures (tensor shapes, ``null`` = any size, dtypes), ops,
     size, and the export's metadata (``metadata.json``, else the copy embedded in the file; less
-    its vocabularies) when there is one."""
+    its vocabularies) when there is one; ``"metadata_error"``: why the embedded metadata
+    (``error``, left out then) fails the schema."""
     import numpy as np
 
     from seqkit.export.tflite import op_names
@@ -331,8 +357,10 @@ def _inspect_json(model: str, it, embedded: dict | None = None) -> None:
     out = {"model": model, "bytes": os.path.getsize(model), "signatures": sigs, "ops": op_names(model)}
     from seqkit.runtime.streaming import read_export_metadata
 
+    if error is not None:
+        out["metadata_error"] = str(error)
     meta = dict(embedded) if embedded else None
-    if meta is None and os.path.isfile(os.path.join(os.path.dirname(model), "metadata.json")):
+    if meta is None and error is None and os.path.isfile(os.path.join(os.path.dirname(model), "metadata.json")):
         meta = read_export_metadata(os.path.dirname(model) or ".")  # an export from before embedding
     if meta:
         for key in ("vocab", "target_vocab", "labels"):  # sizes, not the lists

@@ -63,17 +63,26 @@ def shape_error(cols: dict, key: str) -> Optional[str]:
     return None
 
 
-def _text(x) -> str:
-    return x.decode("utf-8") if isinstance(x, bytes) else str(x)
+def _text(x, where: str = "", what: str = "a value") -> str:
+    """A cell as text (:func:`seqkit.data.typed.text_cell`: bytes decoded as UTF-8 or refused)."""
+    from seqkit.data.typed import text_cell
+
+    v = text_cell(x, where, what)
+    return "" if v is None else str(v)
 
 
 def _seq(x) -> list:
     return [_text(t) for t in x]
 
 
-def _class(v, names: Optional[list]) -> str:
+def _class(v, names: Optional[list], where: str = "", what: str = "a label") -> str:
+    from seqkit.data.typed import label_cell
+
     if names is None:
-        return _text(v)
+        name = label_cell(v, where, what)
+        if name is None:
+            raise ValueError("a value is missing (null, NaN or NaT)")
+        return name
     i = int(v)
     if not 0 <= i < len(names):  # -1: the ClassLabel "no label" value
         raise ValueError(f"class id {i} is outside the data set's {len(names)} class names")
@@ -97,9 +106,11 @@ def row_to_record(row: dict, cols: dict, *, names: dict, tokenizer: str, target_
             way round), or a class id outside the class names; naming ``where`` and the key.
     """
     def get(role, *, seq: Optional[bool] = None):
+        from seqkit.data.typed import is_missing
+
         col = cols[role]
         v = row[col]
-        if v is None:
+        if is_missing(v):
             raise DataError(f"{where}: column '{col}' (data.{role}_{key}) is empty (null); every "
                             f"example needs a value. Drop or fill the row.")
         is_seq = not isinstance(v, (str, bytes)) and hasattr(v, "__len__")
@@ -115,21 +126,23 @@ def row_to_record(row: dict, cols: dict, *, names: dict, tokenizer: str, target_
     if cols.get("source"):
         tgt = get("target")
         is_seq = not isinstance(tgt, (str, bytes)) and hasattr(tgt, "__len__")
-        target = _seq(tgt) if is_seq else tokenize(_text(tgt), target_tokenizer)
-        return Record(text=_text(get("source", seq=False)), target=target, where=where)
+        target = _seq(tgt) if is_seq else tokenize(_text(tgt, where, "the target"), target_tokenizer)
+        return Record(text=_text(get("source", seq=False), where, "the source"), target=target, where=where)
     if not cols.get("label") and not cols.get("tags"):
-        return Record(text=_text(get("text", seq=False)), where=where)
-    toks = _seq(get("tokens", seq=True)) if cols.get("tokens") else tokenize(_text(get("text", seq=False)),
-                                                                             tokenizer)
+        return Record(text=_text(get("text", seq=False), where, "the text"), where=where)
+    toks = _seq(get("tokens", seq=True)) if cols.get("tokens") else tokenize(
+        _text(get("text", seq=False), where, "the text"), tokenizer)
     rec = Record(tokens=toks, where=where)
     role = None
     try:  # both may be named: the tagger reads the tags, the acceptor the label
         if cols.get("tags"):
             role = "tags"
-            rec.tags = [_class(t, names.get("tags")) for t in get("tags", seq=True)]
+            what = f"column '{cols['tags']}' (data.tags_{key})"
+            rec.tags = [_class(t, names.get("tags"), where, what) for t in get("tags", seq=True)]
         if cols.get("label"):
             role = "label"
-            rec.label = _class(get("label", seq=False), names.get("label"))
+            what = f"column '{cols['label']}' (data.label_{key})"
+            rec.label = _class(get("label", seq=False), names.get("label"), where, what)
     except ValueError as exc:
         raise DataError(f"{where}: column '{cols[role]}' (data.{role}_{key}): {exc}. Drop unlabelled "
                         f"examples first.") from exc

@@ -33,6 +33,7 @@ import bisect
 import collections
 import glob
 import gzip
+import zlib
 import json
 import os
 
@@ -69,8 +70,41 @@ def expand_paths(patterns, key: str = "data.train_path", resolve=None) -> list[s
     return out
 
 
+class _NamedGzip(gzip.GzipFile):
+    """A ``.gz`` file whose damage (truncated, corrupt: ``EOFError``, ``zlib.error``,
+    ``BadGzipFile``) is a :class:`DataError` naming the file and the uncompressed offset."""
+
+    def _damaged(self, exc: BaseException) -> DataError:
+        try:
+            at = f" at uncompressed byte {self.tell():,}"
+        except Exception:  # the stream is broken: the offset is unknown
+            at = ""
+        return DataError(f"{self.name}: the gzip file is damaged{at} ({type(exc).__name__}: {exc or 'truncated'}); "
+                         f"it was cut off or corrupted while copied. Copy or compress it again "
+                         f"(`gzip -t {self.name}` checks it), or leave it out of the recipe.")
+
+    def read(self, *args):
+        try:
+            return super().read(*args)
+        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+            raise self._damaged(exc) from None
+
+    def readline(self, *args):
+        try:
+            return super().readline(*args)
+        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+            raise self._damaged(exc) from None
+
+    def seek(self, *args):
+        try:
+            return super().seek(*args)
+        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+            raise self._damaged(exc) from None
+
+
 def _open(path: str):
-    return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
+    """A corpus file for reading bytes (a ``.gz`` one decompressed; damage named, see :class:`_NamedGzip`)."""
+    return _NamedGzip(path, "rb") if path.endswith(".gz") else open(path, "rb")
 
 
 def _lines_of(raw: bytes, path: str, line_no: int, file_start: bool = False) -> list[str]:

@@ -39,6 +39,8 @@ from seqkit.errors import DataError, RunDirError
 
 from seqkit.runs.rundir import SUBWORD_MODEL, TARGET_SUBWORD_MODEL  # noqa: F401  (the model files' names)
 
+MAX_MODEL_BYTES = 1 << 30  # a sentencepiece model file is read whole; a 10^6-piece model is ~20 MiB
+
 
 def _spm():
     """The ``sentencepiece`` module.
@@ -139,8 +141,10 @@ class SubwordModel:
             RunDirError: missing or not a SentencePiece model.
         """
         try:
+            if not os.path.isfile(path) or os.path.getsize(path) > MAX_MODEL_BYTES:
+                raise ValueError(f"not a regular file of at most {MAX_MODEL_BYTES:,} bytes")
             with open(path, "rb") as f:
-                return cls(f.read())
+                return cls(f.read(MAX_MODEL_BYTES + 1))
         except (OSError, ValueError, RuntimeError) as exc:
             raise RunDirError(f"{path}: cannot read the sentencepiece model ({exc}); the run "
                               f"directory or export is incomplete, train or export again.") from exc
@@ -245,6 +249,10 @@ class TextTokenizer:
         """
         if mode != "sentencepiece":
             return cls(mode, lowercase)
+        if not isinstance(name, str) or os.path.basename(name) != name or name in ("", ".", ".."):
+            raise RunDirError(f"{folder}: the sentencepiece model is named {name!r}, not a file name "
+                              f"inside it; seqkit reads a tokenizer only from the run or export itself. "
+                              f"Export or train again.")
         path = os.path.join(folder, name)
         if not os.path.isfile(path):  # an export's .tflite carries the model file inside
             model = folder if os.path.isfile(folder) else os.path.join(folder, "model.tflite")

@@ -132,9 +132,12 @@ class Table:
         Raises:
             DataError: no such column (naming the key, the file and the columns it has).
         """
+        from seqkit.data.typed import column_index
+
         names = self.columns
+        spec = column_index(spec, key)  # a negative number is refused, not counted from the end
         if isinstance(spec, int) and not isinstance(spec, bool) and not all(isinstance(c, int) for c in names):
-            if not -len(names) <= spec < len(names):
+            if not 0 <= spec < len(names):
                 raise DataError(f"data.{key}: column number {spec} does not exist; {self.path} has "
                                 f"{len(names)} columns ({', '.join(map(str, names))}).")
             return names[spec]
@@ -268,9 +271,12 @@ def cell_text(row: dict, col: Column, where: str, key: str) -> str:
     if col not in row:
         raise DataError(f"{where}: this row has no {col!r} (data.{key}); its columns are "
                         f"{', '.join(map(repr, row))}.")
+    from seqkit.data.typed import text_cell
+
     v = row[col]
-    if hasattr(v, "tolist"):  # numpy scalars from Parquet
+    if hasattr(v, "tolist") and getattr(v, "ndim", 1):  # numpy arrays from Parquet
         v = v.tolist()
+    v = text_cell(v, where, f"column {col!r} (data.{key})")  # bytes as UTF-8; NaT, NaN, None: missing
     if isinstance(v, (list, dict)):
         raise DataError(f"{where}: column {col!r} (data.{key}) holds a {type(v).__name__}; it needs "
                         f"a string.")
@@ -281,6 +287,22 @@ def cell_text(row: dict, col: Column, where: str, key: str) -> str:
         raise DataError(f"{where}: column {col!r} (data.{key}) is empty; every example needs it. Fill "
                         f"it or remove the row.")
     return text
+
+
+def cell_label(row: dict, col: Column, where: str, key: str) -> str:
+    """A label cell as its class name (:func:`seqkit.data.typed.label_cell`: ``1`` and ``1.0`` are
+    the class ``"1"``; no tab, CR, LF, U+2028 ...).
+
+    Raises:
+        DataError: as :func:`cell_text`, and a label :func:`~seqkit.data.typed.label_cell` refuses.
+    """
+    from seqkit.data.typed import label_cell
+
+    if col in row and not isinstance(row[col], (list, dict)):
+        name = label_cell(row[col], where, f"column {col!r} (data.{key})")
+        if name:
+            return name
+    return cell_text(row, col, where, key)  # its messages: a missing column, an empty cell, a list
 
 
 def cell_list(row: dict, col: Column, where: str, key: str) -> list[str]:
@@ -299,7 +321,9 @@ def cell_list(row: dict, col: Column, where: str, key: str) -> list[str]:
             raise DataError(f"{where}: column {col!r} (data.{key}) starts with '[' but is not a JSON "
                             f"list ({exc.msg}); write [\"a\", \"b\"] or space-separated a b.") from None
     if isinstance(v, list):
-        items = [str(x) for x in v]
+        from seqkit.data.typed import label_cell
+
+        items = [label_cell(x, where, f"column {col!r} (data.{key})") or "" for x in v]
         bad = next((x for x in items if x.split() != [x]), None)  # empty, or white space inside
         if bad is not None:
             raise DataError(f"{where}: column {col!r} (data.{key}) has the item {bad!r}; a token or "
@@ -373,6 +397,11 @@ class TableRow:
     def text(self, key: str) -> str:
         """The cell of the column recipe key ``key`` names, as a stripped string (:func:`cell_text`)."""
         return cell_text(self._row, self._cols[key], self.where, key)
+
+    def label(self, key: str) -> str:
+        """The cell of the column ``key`` names as a class label (:func:`cell_label`: typed, one
+        line, numbers normalised once)."""
+        return cell_label(self._row, self._cols[key], self.where, key)
 
     def tokens(self, key: str) -> list[str]:
         """The list cell of the column ``key`` names (:func:`cell_list`)."""

@@ -37,8 +37,10 @@ def alignment(prep, model, text: str, *, beam_width: int) -> tuple[list, list, n
     return shown, out + ["</s>"], np.asarray(w)[0]
 
 
-def draw(source: list, target: list, weights: np.ndarray, path: str, title: str = "") -> None:
-    """Write the heatmap PNG (source along x, target along y; darker = more weight).
+def draw(source: list, target: list, weights: np.ndarray, path: str, title: str = "", outputs=None) -> None:
+    """Write the heatmap PNG (source along x, target along y; darker = more weight), staged and
+    renamed by ``outputs`` (a :class:`seqkit.outputs.FileOutputs` of ``path``; default: checked
+    here without ``--overwrite``).
 
     Raises:
         SeqkitError: matplotlib is missing (with the pip command), or the file cannot be written.
@@ -61,12 +63,10 @@ def draw(source: list, target: list, weights: np.ndarray, path: str, title: str 
         ax.set_title(title)
     fig.colorbar(im, ax=ax, fraction=0.05)
     fig.tight_layout()
-    tmp = path + ".tmp.png"
+    from seqkit.outputs import picture_outputs, png_metadata
+
     try:
-        fig.savefig(tmp, dpi=120)
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise SeqkitError(f"{path}: cannot write the picture ({exc}); check the folder exists "
-                          f"and is writable.") from exc
+        outputs = outputs or picture_outputs(path, with_json=False)
+        outputs.write({path: lambda tmp: fig.savefig(tmp, dpi=120, format="png", metadata=png_metadata())})
     finally:
         plt.close(fig)

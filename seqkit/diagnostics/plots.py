@@ -56,23 +56,30 @@ def _clean(obj):
     return obj
 
 
-def _save(fig, plt, path: str, data: dict) -> str:
-    """Write the PNG and its JSON atomically; returns the JSON's path.
+def _save(fig, plt, path: str, data: dict, outputs=None, command: str = "") -> str:
+    """Write the PNG and its JSON, staged and renamed together (:class:`seqkit.outputs.FileOutputs`:
+    ``outputs`` when the caller checked the paths already, else checked here without
+    ``--overwrite``); returns the JSON's path. The PNG and the JSON carry seqkit's mark, so the
+    next drawing to the same path may replace them.
 
     Raises:
-        SeqkitError: the folder is missing or not writable.
+        SeqkitError: the folder is missing or not writable; OutputPathError: a path that is not
+            seqkit's to replace (:mod:`seqkit.outputs`).
     """
+    from seqkit.outputs import json_mark, picture_outputs, png_metadata
+
     jpath = json_path(path)
-    tmp = path + ".tmp.png"
     try:
-        fig.savefig(tmp, dpi=110)
-        os.replace(tmp, path)
-        with open(jpath + ".tmp", "w", encoding="utf-8") as f:
-            json.dump(_clean(data), f, indent=1)
-        os.replace(jpath + ".tmp", jpath)
-    except OSError as exc:
-        raise SeqkitError(f"{path}: cannot write the picture or {jpath} ({exc}); check the folder "
-                          f"exists and is writable.") from exc
+        outputs = outputs or picture_outputs(path)
+
+        def png(tmp):
+            fig.savefig(tmp, dpi=110, format="png", metadata=png_metadata())
+
+        def js(tmp):
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump({**json_mark(command), **_clean(data)}, f, indent=1)
+
+        outputs.write({path: png, jpath: js})
     finally:
         plt.close(fig)
     return jpath
@@ -83,12 +90,14 @@ def _label(run: str) -> str:
 
 
 # ---------------------------------------------------------------------- diagnose
-def draw_diagnose(results: list, path: str) -> str:
+def draw_diagnose(results: list, path: str, outputs=None) -> str:
     """Gradient norm by lag and gate histograms of one or more runs.
 
     Args:
         results: :func:`seqkit.diagnostics.diagnose.diagnose_run` outputs.
         path: the PNG to write; the JSON (``results`` as plotted) goes beside it.
+        outputs: the :class:`seqkit.outputs.FileOutputs` of ``path`` and its JSON, when the caller
+            checked them already (e.g. with ``--overwrite``); else checked here.
 
     Returns:
         The JSON's path.
@@ -138,7 +147,7 @@ def draw_diagnose(results: list, path: str) -> str:
         a.set_ylabel("fraction", fontsize=8)
         a.legend(fontsize=7)
     fig.tight_layout()
-    return _save(fig, plt, path, {"runs": results})
+    return _save(fig, plt, path, {"runs": results}, outputs, "diagnose")
 
 
 # ---------------------------------------------------------------------- training curves
@@ -157,13 +166,14 @@ def curve_series(history: list) -> dict:
             "series": {k: [row.get(k) for row in history] for k in keys}}
 
 
-def draw_curves(histories: dict, path: str) -> str:
+def draw_curves(histories: dict, path: str, outputs=None) -> str:
     """Training curves of one or more runs: one panel per metric (train solid, valid dashed,
     one colour per run), plus the learning rate (log y) when the history holds it.
 
     Args:
         histories: ``{run name: history.json rows}``.
         path: the PNG; its JSON holds :func:`curve_series` per run.
+        outputs: as :func:`draw_diagnose`.
 
     Returns:
         The JSON's path.
@@ -210,7 +220,7 @@ def draw_curves(histories: dict, path: str) -> str:
     for n in range(len(metrics), nrow * ncol):
         axes[n // ncol][n % ncol].axis("off")
     fig.tight_layout()
-    return _save(fig, plt, path, {"runs": data})
+    return _save(fig, plt, path, {"runs": data}, outputs, "plot")
 
 
 # ---------------------------------------------------------------------- confusion matrix
@@ -221,12 +231,13 @@ def normalize_rows(matrix) -> np.ndarray:
     return np.divide(m, s, out=np.zeros_like(m), where=s > 0)
 
 
-def draw_confusion(cm: dict, path: str, title: str = "") -> str:
+def draw_confusion(cm: dict, path: str, title: str = "", outputs=None) -> str:
     """The row-normalised confusion matrix (rows true, columns predicted).
 
     Args:
         cm: :func:`seqkit.metrics.classification.confusion_matrix` output ``{"rows", "columns", "matrix"}``.
         path: the PNG; its JSON holds the labels, the counts and the normalised rows.
+        outputs: as :func:`draw_diagnose`.
 
     Returns:
         The JSON's path. Labels stay readable at ~50 classes (the figure grows,
@@ -257,4 +268,4 @@ def draw_confusion(cm: dict, path: str, title: str = "") -> str:
     fig.colorbar(im, ax=ax, fraction=0.04)
     fig.tight_layout()
     return _save(fig, plt, path, {"rows": rows, "columns": cols, "counts": cm["matrix"],
-                                  "normalized": norm.tolist()})
+                                  "normalized": norm.tolist()}, outputs, "evaluate")

@@ -130,28 +130,44 @@ def entries(model) -> dict[str, bytes]:
                           f"({type(exc).__name__}: {exc}).") from exc
 
 
-def read(model) -> dict | None:
+def read(model, validate: bool = False) -> dict | None:
     """The metadata embedded by :func:`embed` (the export's ``metadata.json`` object), or None
     when the model has none (not written by seqkit, or by a seqkit before embedding).
 
     Args:
         model: ``.tflite`` bytes or a path.
+        validate: also check it against :mod:`seqkit.export.metadata_schema` (types, bounds, ids
+            in range, embedded file names), as every runtime does before using it
+            (:func:`seqkit.runtime.streaming.read_export_metadata`, ``check_model``); False only
+            parses it (with the size and nesting bounds), e.g. for ``seqkit inspect``.
 
     Raises:
-        SeqkitError: an unreadable or corrupt model, or an entry that is not a JSON object.
+        SeqkitError: an unreadable or corrupt model, an entry that is not a JSON object, larger
+            than :data:`~seqkit.export.metadata_schema.MAX_JSON_BYTES` or nested too deep;
+            ``MetadataError`` (a SeqkitError): metadata that fails the schema (names the field).
     """
+    from seqkit.export import metadata_schema
+
     raw = entries(model).get(KEY)
     if raw is None:
         return None
     where = model if isinstance(model, (str, os.PathLike)) else "this model"
+    if len(raw) > metadata_schema.MAX_JSON_BYTES:
+        raise metadata_schema.MetadataError(
+            f"{where}: its '{KEY}' metadata entry holds {len(raw):,} bytes, more than seqkit reads "
+            f"({metadata_schema.MAX_JSON_BYTES:,}); it was not written by `seqkit export`. Export the run again.")
     try:
         meta = json.loads(raw.decode("utf-8"))
+    except RecursionError:
+        raise metadata_schema.MetadataError(
+            f"{where}: its '{KEY}' metadata entry nests deeper than Python can read; it was not "
+            f"written by `seqkit export`. Export the run again.") from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise SeqkitError(f"{where}: its '{KEY}' metadata entry is not UTF-8 JSON ({exc}); the file "
                           f"was damaged or edited. Export the run again.") from exc
     if not isinstance(meta, dict):
         raise SeqkitError(f"{where}: its '{KEY}' metadata entry is not a JSON object; export the run again.")
-    return meta
+    return metadata_schema.validate(meta, str(where)) if validate else meta
 
 
 def read_files(model) -> dict[str, bytes]:

@@ -77,13 +77,16 @@ def check_out(out: str, run_dir: str, overwrite: bool) -> None:
     Raises:
         SeqkitError: naming the directory and the fix.
     """
-    if not os.path.exists(out) or (os.path.isdir(out) and not os.listdir(out)):
-        return
+    from seqkit.outputs import check_export_folder
+
     real_out, real_run = os.path.realpath(out), os.path.realpath(run_dir)
-    if real_out == real_run or real_run.startswith(real_out + os.sep):
+    if os.path.exists(out) and (real_out == real_run or real_run.startswith(real_out + os.sep)):
         raise SeqkitError(f"--out {out}: that is the run directory or a folder holding it; an "
                           f"export there would replace the run. Choose another --out, e.g. "
                           f"exports/{os.path.basename(real_run.rstrip(os.sep))}.")
+    check_export_folder(out)  # not inside a run directory, not a symbolic link
+    if not os.path.exists(out) or (os.path.isdir(out) and not os.listdir(out)):
+        return
     if not overwrite:
         raise SeqkitError(f"{out}: exists and is not empty. Pass --overwrite to replace an earlier "
                           f"export there, or choose another --out.")
@@ -92,6 +95,7 @@ def check_out(out: str, run_dir: str, overwrite: bool) -> None:
         (os.path.isfile(os.path.join(out, "metadata.json"))
          and (os.path.isfile(model) or os.path.isdir(os.path.join(out, "saved_model"))))
         or (os.path.isfile(model) and _carries_metadata(model)))  # metadata.json deleted: the model's own
+    check_export_folder(out, replacing=True)  # nothing but export files in it
     if not is_export:
         raise SeqkitError(f"--out {out}: --overwrite replaces only an earlier seqkit export (a "
                           f"directory with metadata.json and model.tflite or saved_model/, or with a "
@@ -104,7 +108,7 @@ def _carries_metadata(path: str) -> bool:
     from seqkit.export import embedded_metadata
 
     try:
-        return embedded_metadata.read(path) is not None
+        return embedded_metadata.read(path, validate=False) is not None
     except SeqkitError:
         return False
 

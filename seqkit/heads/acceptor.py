@@ -61,7 +61,7 @@ class AcceptorHead(SequenceHead):
         toks = tokenize(row.text("text_column"), data.tokenizer)
         if not toks:
             raise DataError(f"{row.where}: the text has no tokens; remove the row.")
-        return Record(tokens=toks, label=row.text("label_column"), where=row.where)
+        return Record(tokens=toks, label=row.label("label_column"), where=row.where)
 
     def record_classes(self, record):
         return [record.label]

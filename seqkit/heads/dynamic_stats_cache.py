@@ -31,6 +31,10 @@ CACHE = "dynamic_stats.npz"
 FORMAT = 1
 
 
+#: the largest mean square of a gradient the cache accepts (a larger one is recomputed, warned)
+MAX_MEAN_SQUARE = 1e30
+
+
 def weights_digest(model) -> str:
     """SHA-256 over every variable of ``model`` (path, shape, dtype, float32/int values in order):
     the weights the statistics are taken with, whichever file they were loaded from."""
@@ -95,6 +99,8 @@ def _read(path: str, key: dict, shapes: list):
         return None, "its arrays do not match the model's weights"
     if not all(np.isfinite(m).all() and (m >= 0).all() for m in ms):
         return None, "it holds a negative or non-finite mean square"
+    if any((m > MAX_MEAN_SQUARE).any() for m in ms):  # float32 gradients square to below ~1e30
+        return None, f"it holds a mean square above {MAX_MEAN_SQUARE:g}, which no trained model's gradients reach"
     return ms, None
 
 

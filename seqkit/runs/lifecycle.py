@@ -72,11 +72,12 @@ class RunLock:
     Use as a context manager, or :meth:`acquire` / :meth:`release`.
     """
 
-    def __init__(self, run_path: str):
+    def __init__(self, run_path: str, busy=None):
         self.run_path = run_path
         self.path = lock_path(run_path)
         self.fd = None
         self.made = []
+        self.busy = busy  # (holder dict, lock path) -> the error to raise; None: training's message
 
     def acquire(self) -> "RunLock":
         """Take the lock (creating the parent folder), or fail at once.
@@ -104,6 +105,8 @@ class RunLock:
             except BlockingIOError:
                 holder = _read_holder(fd)
                 os.close(fd)
+                if self.busy is not None:
+                    raise self.busy(holder, self.path) from None
                 raise RunDirError(
                     f"{self.run_path}: another seqkit training is writing this run directory "
                     f"(PID {holder.get('pid', '?')} on {holder.get('host', '?')}, since "

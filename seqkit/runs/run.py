@@ -273,18 +273,21 @@ class Run:
             SeqkitError: not a language-model run; ``greedy`` with beam options; sampling options
                 with beam search; ``n_best > beam_width`` and other bad values.
         """
+        from seqkit import arguments as a  # the same checks and messages as the CLI's options
+
+        prompt = a.text("prompt", prompt, option="--prompt")
+        max_length = a.whole("max_length", max_length, 1, MAX_NEW_TOKENS, optional=True)
+        temperature = a.real("temperature", temperature, 0, low_open=True, optional=True)
+        top_k = a.whole("top_k", top_k, 0, optional=True)
+        top_p = a.real("top_p", top_p, 0, 1, low_open=True, optional=True)
+        num, seed = a.whole("num", num, 1), a.whole("seed", seed)
+        for name in ("beam_width", "n_best", "min_length"):
+            a.whole(name, locals()[name], 0, optional=True)
+        length_penalty = a.real("length_penalty", length_penalty, optional=True)
         check_decoding_options(greedy=greedy, beam_width=beam_width, length_penalty=length_penalty,
                                n_best=n_best, min_length=min_length)
         beam_asked = beam_width is not None or length_penalty is not None or n_best is not None \
             or min_length is not None
-        for name, value, ok in (("max_length", max_length, max_length is None or 1 <= max_length <= MAX_NEW_TOKENS),
-                                ("temperature", temperature, temperature is None or temperature > 0),
-                                ("top_k", top_k, top_k is None or top_k >= 0),
-                                ("top_p", top_p, top_p is None or 0 < top_p <= 1),
-                                ("num", num, num >= 1)):
-            if not ok:
-                raise SeqkitError(f"{name}={value!r}: out of range (1 <= max_length <= "
-                                  f"{MAX_NEW_TOKENS:,}; num >= 1; temperature > 0; top_k >= 0; 0 < top_p <= 1).")
         from seqkit.inference.generate import generate_beam, generate_text
 
         prep, model = self._load()
@@ -504,15 +507,23 @@ class Run:
             options.check()  # before anything loads
         out = os.fspath(out) if out is not None else os.path.join("exports", self.recipe.name)
         check_writable(out, "export")  # before the conversion, which takes a while
+        from seqkit.outputs import check_export_folder, export_lock
+
+        check_export_folder(out)  # not inside a run directory, not a symbolic link
+        with export_lock(out):  # a second export into the same folder fails at once
+            return {**self._export(out, options), "out": out}
+
+    def _export(self, out: str, options) -> dict:
+        """:meth:`export`'s work, under the export folder's lock."""
         if format == "keras":
             from seqkit.export.portable import export_portable_keras
 
-            report = export_portable_keras(self.path, out, overwrite=overwrite)
+            report = export_portable_keras(self.path, out, overwrite=options.overwrite)
         else:
             from seqkit.export.writer import export_run
 
             report = export_run(self.path, out, options)
-        return {**report, "out": out}
+        return report
 
     # ------------------------------------------------------------ from a model you trained
 

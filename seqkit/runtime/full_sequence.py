@@ -48,6 +48,9 @@ class FullSequenceModel:
         # full-integer frame exports: padding marked by a lengths input, not NaN
         self.lengths_name = (fs.get("lengths") or {}).get("name")
         self.interpreter = interpreter(model)
+        from seqkit.export.metadata_schema import check_model
+
+        check_model(metadata, self.interpreter, str(export_dir or "this export"))  # untrusted: checked
         self.runner = self.interpreter.get_signature_runner("predict")
         from seqkit.runtime.quantization import codecs
 

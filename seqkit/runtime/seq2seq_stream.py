@@ -100,6 +100,9 @@ class Seq2SeqModel:
         except ValueError as exc:
             raise SeqkitError(f"{export_dir}: {MODEL} is not a valid TFLite model ({exc}).") from exc
         self.interpreter = it
+        from seqkit.export.metadata_schema import check_model
+
+        check_model(metadata, it, str(export_dir or "this export"))  # untrusted: checked
         self.encoder = it.get_signature_runner("encode")
         from seqkit.runtime.quantization import codecs
 

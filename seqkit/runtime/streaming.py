@@ -72,7 +72,7 @@ def read_export_metadata(path: str | None) -> dict:
     from seqkit.export import embedded_metadata
 
     model = export_model_path(path)
-    embedded = embedded_metadata.read(model)
+    embedded = embedded_metadata.read(model, validate=True)  # untrusted: checked
     beside = os.path.join(os.path.dirname(model), METADATA)
     if os.path.basename(model) != MODEL or not os.path.isfile(beside):  # the file alone
         if embedded is None:
@@ -86,7 +86,7 @@ def read_export_metadata(path: str | None) -> dict:
             meta = json.load(f)
         if not isinstance(meta, dict):
             raise ValueError("not a JSON object")
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise SeqkitError(f"{beside}: cannot read {METADATA} ({exc}). "
                           + ("The model carries its own copy: delete the broken file (`seqkit inspect "
                              f"--metadata {model}` prints the embedded one), or export again."
@@ -98,7 +98,9 @@ def read_export_metadata(path: str | None) -> dict:
                           f"the two was edited or replaced, and seqkit will not guess which describes "
                           f"the model. Delete {METADATA} to use the model's own copy (`seqkit inspect "
                           f"--metadata {model}` prints it), or export the run again.")
-    return meta
+    from seqkit.export.metadata_schema import validate
+
+    return embedded if embedded is not None else validate(meta, beside)  # untrusted: checked
 
 
 def load_export(export_dir: str | None, model_bytes: bytes | None, metadata: dict | None) -> tuple:
@@ -172,6 +174,9 @@ class StreamingModel:
             self.interpreter = interpreter(model)
         except ValueError as exc:
             raise SeqkitError(f"{export_dir}: {MODEL} is not a valid TFLite model ({exc}).") from exc
+        from seqkit.export.metadata_schema import check_model
+
+        check_model(metadata, self.interpreter, str(export_dir or "this export"))  # untrusted: checked
         try:
             self.input_name = metadata["input"]["name"]
             self.input_dtype = np.dtype(metadata["input"]["dtype"])
@@ -278,6 +283,10 @@ class StreamingModel:
         Returns:
             The new ids, without the prompt; for a line model they end before the end id.
         """
+        from seqkit import arguments as a
+
+        max_length, top_k = a.whole("max_length", max_length, 0), a.whole("top_k", top_k, 0)
+        temperature = a.real("temperature", temperature, 0, low_open=True)
         end_id = int(self.metadata["special_ids"]["end"])
         start_id = int(self.metadata["special_ids"]["start"])
         across = self.metadata.get("layout") == "stream"
