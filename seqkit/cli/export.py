@@ -34,7 +34,8 @@ from seqkit.errors import SeqkitError
               help="--quantize int8 step models: LSTM cell states carried divided by a per-unit "
               "scale from the calibration records, so each unit uses the whole int8 range; "
               "--no-cell-scaling: the plain cell state, one range for all units.")
-@click.option("--tolerance", type=float, help="Largest allowed max |logit diff| vs Keras [default: 1e-4 for float32].")
+@click.option("--tolerance", type=float, help="Largest allowed max |logit diff| vs Keras [default: 1e-4 for "
+              "float32]; --format keras: largest max |diff| / max(1, max |output|) [default: 1e-5].")
 @click.option("--min-agreement", type=click.FloatRange(0, 1),
               help="Smallest allowed arg-max agreement vs Keras on held-out data; below it nothing "
               "is written [default: 0.999 float32, 0.99 float16 / dynamic-range, 0.98 int16x8, "
@@ -70,7 +71,7 @@ def export(run_dir, fmt, out, quantize, io_type, calibration_examples, cell_scal
     if fmt == "keras":
         r = report
         click.echo(f"keras: {r['path']} (stock Keras layers in place of {', '.join(r['rewritten']) or 'nothing'}), "
-                   f"max |output diff| {r['max_abs_diff']:.3g}")
+                   f"max |output diff| {r['max_abs_diff']:.3g} (relative {r['max_rel_diff']:.3g}, tolerance {r['tolerance']:g})")
         return
     for kind in ("saved_model", "saved_model_predict", "tflite"):
         if kind in report:

@@ -457,7 +457,8 @@ class Run:
                 stay int32; :class:`seqkit.runtime.StreamingModel` and the other runtimes convert
                 with each tensor's scale and zero point).
             tolerance / min_agreement: parity limits (defaults depend on ``quantize``); below
-                ``min_agreement`` (the gate) nothing is written.
+                ``min_agreement`` (the gate) nothing is written. ``format="keras"``: the largest
+                relative output difference (default 1e-5, :func:`seqkit.export.portable.export_portable_keras`).
             parity_examples: held-out examples streamed through the export for the check.
             overwrite: replace an existing export directory.
             full_sequence / batch / length: a whole-sequence TFLite model for a pinned
@@ -493,7 +494,7 @@ class Run:
         if format == "keras":
             from seqkit.export.portable import export_portable_keras
 
-            report = export_portable_keras(self.path, out, overwrite=overwrite)
+            report = export_portable_keras(self.path, out, overwrite=overwrite, tolerance=tolerance)
         else:
             from seqkit.export.writer import export_run
 
