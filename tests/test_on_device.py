@@ -51,3 +51,128 @@ def test_keras_export_honours_tolerance_from_the_cli(loud_lm, tmp_path):
     res = CliRunner().invoke(main, ["export", loud_lm, "--format", "keras", "--out",
                                     str(tmp_path / "k"), "--tolerance", "1e-3"])
     assert res.exit_code == 0 and "tolerance 0.001" in res.output, res.output
+
+
+TAG_TRAIN = "".join(["the/D dog/N runs/V\n", "a/D cat/N sleeps/V fast/R\n", "the/D cat/N runs/V\n",
+                     "a/D dog/N sleeps/V\n"] * 6)
+
+
+@pytest.fixture(scope="module")
+def moved_tagger(tmp_path_factory, keras):
+    """``(original run, copy)``: a tiny tagger trained on a word/TAG file, and a copy of its run
+    directory in another folder, with the data file deleted."""
+    import yaml
+
+    from seqkit.recipe import load_recipe
+    from seqkit.training.train import train
+
+    d = tmp_path_factory.mktemp("tagger_data")
+    (d / "train.txt").write_text(TAG_TRAIN, encoding="utf-8")
+    (d / "r.yaml").write_text(yaml.safe_dump({
+        "name": "tag", "seed": 1,
+        "data": {"source": "word_tag", "path": str(d / "train.txt"), "max_length": 8,
+                 "split": {"valid": 0.2, "test": 0.2, "shuffle": True}},
+        "model": {"cell": "lstm", "units": 8, "embedding_dim": 6, "layers": 1},
+        "head": {"type": "tagger"},
+        "training": {"epochs": 2, "batch_size": 4, "early_stopping": None}}), encoding="utf-8")
+    train(load_recipe(str(d / "r.yaml")), str(d / "run"), verbose=0)
+    copy = tmp_path_factory.mktemp("elsewhere") / "run"
+    shutil.copytree(d / "run", copy)
+    (d / "train.txt").unlink()
+    return str(d / "run"), str(copy), str(d)
+
+
+def _strings(obj):
+    if isinstance(obj, dict):
+        for v in obj.values():
+            yield from _strings(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _strings(v)
+    elif isinstance(obj, str):
+        yield obj
+
+
+def test_the_run_keeps_a_fixed_seeded_export_sample(moved_tagger):
+    from seqkit.export.sample import CALIBRATION_RECORDS, read_export_sample
+
+    _, copy, data_dir = moved_tagger
+    with open(os.path.join(copy, "export_sample.json"), encoding="utf-8") as f:
+        raw = json.load(f)
+    assert raw["format"] == "seqkit export sample" and raw["version"] == 1 and raw["seed"] == 1
+    sample = read_export_sample(copy)
+    # 24 records, 20% test (5) and 20% valid: 14 training records, all kept (< 128)
+    assert len(sample["parity"]) == 5 and len(sample["calibration"]) == 14 < CALIBRATION_RECORDS
+    assert all(r.tokens and len(r.tags) == len(r.tokens) for r in sample["parity"])
+    assert not any(data_dir in s for s in _strings(raw))  # file names only
+
+
+@pytest.mark.parametrize("quantize", ["none", "int8"])
+def test_a_copied_run_exports_without_its_data(moved_tagger, tmp_path, quantize):
+    from seqkit.export.embedded_metadata import read
+
+    _, copy, data_dir = moved_tagger
+    from seqkit.export.writer import export_run
+
+    report = export_run(copy, str(tmp_path / "e"), quantize=quantize, parity_examples=32,
+                        min_agreement=0)  # a 2-epoch toy: the gate is not the point here
+    assert report["examples"] == 5  # the sample's held-out records
+    if quantize == "int8":
+        assert report["calibration"]["examples"] == 14
+    meta = read(str(tmp_path / "e" / "model.tflite"))
+    assert not any(data_dir in s or s.startswith("/") for s in _strings(meta))
+    assert meta["recipe"]["data"]["path"] == "train.txt"
+    assert meta["verified"]["configuration"] == "default" and meta["verified"]["delegates"] == ["XNNPACK"]
+    assert meta["schema_version"] == 1 and meta["tokenization"] == "whitespace"
+    assert "tokenizer" not in meta and "token_mode" not in meta
+
+
+def test_records_files_replace_calibration_and_parity(moved_tagger, tmp_path):
+    from click.testing import CliRunner
+
+    from seqkit.cli import main
+
+    _, copy, _ = moved_tagger
+    (tmp_path / "cal.jsonl").write_text("".join(
+        json.dumps({"tokens": s.split(), "tags": ["D", "N", "V"][:len(s.split())]}) + "\n"
+        for s in ["the dog runs", "a cat sleeps", "the cat runs"]), encoding="utf-8")
+    (tmp_path / "par.jsonl").write_text('{"tokens": ["a", "dog", "runs"], "tags": ["D", "N", "V"]}\n'
+                                        '{"tokens": ["the", "cat"], "tags": ["D", "N"]}\n',
+                                        encoding="utf-8")
+    res = CliRunner().invoke(main, ["export", copy, "--out", str(tmp_path / "e"), "--quantize", "int8",
+                                    "--min-agreement", "0", "--calibration", str(tmp_path / "cal.jsonl"),
+                                    "--parity", str(tmp_path / "par.jsonl")])
+    assert res.exit_code == 0, res.output
+    parity = json.loads((tmp_path / "e" / "parity.json").read_text(encoding="utf-8"))
+    assert parity["examples"] == 2 and parity["tflite"]["positions"] == 5
+    assert parity["calibration"]["examples"] == 3
+    (tmp_path / "bad.jsonl").write_text('{"tokens": ["a"]}\n{"words": ["b"]}\n', encoding="utf-8")
+    res = CliRunner().invoke(main, ["export", copy, "--out", str(tmp_path / "f"),
+                                    "--parity", str(tmp_path / "bad.jsonl")])
+    assert res.exit_code != 0 and "bad.jsonl:2" in res.output and "words" in res.output
+    assert not (tmp_path / "f").exists()
+
+
+def test_full_sequence_int8_tagger_runs_in_the_default_interpreter(moved_tagger, tmp_path):
+    from ai_edge_litert.interpreter import Interpreter
+
+    from seqkit.export.embedded_metadata import read
+    from seqkit.export.writer import export_run
+    from seqkit.runtime.full_sequence import FullSequenceModel
+
+    _, copy, _ = moved_tagger
+    out = tmp_path / "fs"
+    export_run(copy, str(out), full_sequence=True, batch=1, quantize="int8", parity_examples=8,
+               min_agreement=0)
+    model = str(out / "model.tflite")
+    assert read(model)["verified"]["delegates"] == ["XNNPACK"]
+    it = Interpreter(model_path=model)  # what an app writes: the default op resolver
+    it.allocate_tensors()
+    x = np.zeros(it.get_input_details()[0]["shape"], np.int32)
+    x[0, :3] = [2, 3, 4]
+    it.set_tensor(it.get_input_details()[0]["index"], x)
+    it.invoke()
+    plain = it.get_tensor(it.get_output_details()[0]["index"])[0, :3]
+    ours = FullSequenceModel(str(out)).predict([x[0, :3]])[0]
+    np.testing.assert_array_equal(np.argmax(plain, -1), np.argmax(ours, -1))
+    np.testing.assert_allclose(plain, ours, atol=1e-6)

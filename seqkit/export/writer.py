@@ -112,11 +112,12 @@ def _carries_metadata(path: str) -> bool:
 
 
 def metadata_for(prep, stepper, quantize: str, full_sequence: dict | None = None) -> dict:
-    """The ``metadata.json`` of an export (what a runtime needs besides the model).
+    """The ``metadata.json`` of an export (what a runtime needs besides the model; its fields:
+    docs/export-metadata.md, versioned by :func:`seqkit.export.embedded_metadata.versioned`).
 
     Acceptor / tagger exports add ``labels`` (class id = position), ``input.kind``
     ``token``/``frame``, ``normalizer`` (frames: mean/std, applied *inside* the model --
-    feed raw frames), ``token_mode`` (how raw text is split into tokens), ``pooling``
+    feed raw frames), ``pooling``
     (acceptor) and ``output`` (what the logits mean). ``artefact`` is ``step``,
     ``predict`` (a bidirectional run's SavedModel alone) or ``full_sequence``
     (then ``full_sequence`` gives the pinned batch, length and input;
@@ -178,7 +179,9 @@ def metadata_for(prep, stepper, quantize: str, full_sequence: dict | None = None
         else:
             meta["output"] = "logits [B, C]: this step's tag scores" if stepper is not None \
                 else "logits [B, T, C]"
-    return meta
+    from seqkit.export.embedded_metadata import versioned
+
+    return versioned(meta, tokenization=meta.get("token_mode") or d.tokenizer)
 
 
 def subword_files(prep, meta: dict) -> dict[str, bytes]:
@@ -241,7 +244,8 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
                parity_examples: int = 32, overwrite: bool = False, full_sequence: bool = False,
                batch: int = 1, length: int | None = None, state: str = "explicit",
                io_type: str = "float", calibration_examples: int = 128,
-               cell_scaling: bool = True) -> dict:
+               cell_scaling: bool = True, calibration: str | None = None,
+               parity: str | None = None) -> dict:
     """Export a trained run; return the parity report.
 
     Args:
@@ -267,6 +271,9 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
             plain cell state, one quantization range for all its units. (``int16x8`` holds the
             state in int16 and is exported without it.)
         parity_examples: held-out (test split) examples streamed for the check.
+        calibration, parity: JSON Lines files of records replacing the training / held-out
+            records; without them the run's data is read, or, where it is missing, the run's
+            ``export_sample.json`` (:mod:`seqkit.export.sample`).
         full_sequence: the TFLite model is the full-sequence ``predict`` for a pinned
             ``[batch, length]`` input instead of the step model (the only choice for a
             bidirectional encoder); the SavedModel keeps ``step`` when the head can stream.
@@ -302,7 +309,7 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
     from seqkit.export.unrolled import unrolled
     from seqkit.runtime.full_sequence import FullSequenceModel
     from seqkit.runtime.streaming import StreamingModel
-    from seqkit.training.train import load_run
+    from seqkit.export.sample import load_for_export
     from seqkit.inference.serving import text_unsupported
 
     if fmt not in FORMATS:
@@ -318,7 +325,7 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
     check_quantize(quantize, io_type, fmt, calibration_examples)
     tolerance = DEFAULT_TOLERANCE[quantize] if tolerance is None else tolerance
     min_agreement = DEFAULT_AGREEMENT[quantize] if min_agreement is None else min_agreement
-    prep, model = load_run(run_dir, with_data=True)
+    prep, model = load_for_export(run_dir, calibration=calibration, parity=parity)
     calib = calibration_for(prep, quantize, calibration_examples)
     if state == "internal":
         from seqkit.export.stateful import check_stateful_request
@@ -477,6 +484,9 @@ def export_run(run_dir: str, out: str, *, fmt: str = "tflite", quantize: str = "
                     tflite_tags = _viterbi_rows(z, case.lengths, crf)
             if conv_dir != sm_dir:
                 shutil.rmtree(conv_dir)
+            from seqkit.export.tflite import verify_default
+
+            meta["verified"] = verify_default(data)  # LiteRT's default interpreter (XNNPACK on) ran it
             data = embedded_metadata.embed(data, meta, subword_files(prep, meta))  # the file describes itself
             report["tflite"].update({"ops": op_names(data), "bytes": len(data)})
             _check(report["tflite"], f"TFLite {meta['artefact']} ({quantize})", tolerance, min_agreement)

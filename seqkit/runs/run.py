@@ -443,7 +443,8 @@ class Run:
                parity_examples: int = 32, overwrite: bool = False, full_sequence: bool = False,
                batch: int = 1, length: int | None = None, state: str = "explicit",
                io_type: str = "float", calibration_examples: int = 128,
-               cell_scaling: bool = True) -> dict:
+               cell_scaling: bool = True, calibration: str | None = None,
+               parity: str | None = None) -> dict:
         """Export the run, checked against Keras before anything is written (``seqkit export``).
 
         Args:
@@ -470,6 +471,9 @@ class Run:
                 :mod:`seqkit.export.stateful`). :class:`seqkit.runtime.StreamingModel` runs both.
             cell_scaling: ``int8`` step models: LSTM cell states carried divided by a per-unit
                 scale (:mod:`seqkit.export.cell_scaling`); False: the plain cell state.
+            calibration / parity: JSON Lines files of records for calibration / the parity
+                check; without them the run's data, or where it is missing the run's
+                ``export_sample.json`` (:mod:`seqkit.export.sample`).
 
         Returns:
             The parity report: per artefact (``"tflite"``, ``"saved_model"``, ...)
@@ -502,7 +506,8 @@ class Run:
                                 min_agreement=min_agreement, parity_examples=parity_examples,
                                 overwrite=overwrite, full_sequence=full_sequence, batch=batch,
                                 length=length, state=state, io_type=io_type,
-                                calibration_examples=calibration_examples, cell_scaling=cell_scaling)
+                                calibration_examples=calibration_examples, cell_scaling=cell_scaling,
+                                calibration=calibration, parity=parity)
         return {**report, "out": out}
 
     # ------------------------------------------------------------ from a model you trained
