@@ -176,3 +176,62 @@ def test_full_sequence_int8_tagger_runs_in_the_default_interpreter(moved_tagger,
     ours = FullSequenceModel(str(out)).predict([x[0, :3]])[0]
     np.testing.assert_array_equal(np.argmax(plain, -1), np.argmax(ours, -1))
     np.testing.assert_allclose(plain, ours, atol=1e-6)
+
+
+SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples",
+                      "litert_stream.py")
+
+
+def _standalone(args, stdin=""):
+    """Run examples/litert_stream.py where ``import seqkit`` fails; return its stdout."""
+    import subprocess
+    import sys
+
+    code = ("import runpy, sys\nsys.modules['seqkit'] = None\nsys.argv = sys.argv[1:]\n"
+            "runpy.run_path(sys.argv[0], run_name='__main__')\n"
+            "assert not [m for m, v in sys.modules.items() if v and m.startswith(('seqkit', 'tensorflow'))]\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    res = subprocess.run([sys.executable, "-c", code, SCRIPT, *args], input=stdin, capture_output=True,
+                         text=True, env=env, timeout=120, cwd=os.path.dirname(SCRIPT))
+    assert res.returncode == 0, res.stderr[-3000:]
+    return res.stdout
+
+
+def _seqkit_stream(args, stdin=""):
+    from click.testing import CliRunner
+
+    from seqkit.cli import main
+
+    res = CliRunner().invoke(main, ["stream", *args], input=stdin)
+    assert res.exit_code == 0, res.output
+    return res.stdout
+
+
+def test_standalone_script_generates_what_seqkit_stream_generates(tiny_lm_export, tmp_path):
+    export, _ = tiny_lm_export("lstm")
+    lone = str(tmp_path / "lm.tflite")
+    shutil.copy(os.path.join(export, "model.tflite"), lone)  # the file alone, metadata inside
+    made = []
+    for flags in (["--greedy", "--max-length", "30"],
+                  ["--temperature", "0.9", "--top-k", "5", "--seed", "3", "--max-length", "25"],
+                  ["--temperature", "1.5", "--seed", "11", "--max-length", "25"]):
+        args = [lone, "--prompt", "The ", *flags]
+        ours = _standalone(args)
+        assert ours == _seqkit_stream(args), flags
+        assert ours.startswith("The ")
+        made.append(ours)
+    assert max(len(m) for m in made) > len("The \n") + 5  # some generated text to compare
+
+
+def test_standalone_script_tags_what_seqkit_stream_tags(moved_tagger, tmp_path):
+    from seqkit.export.writer import export_run
+
+    _, copy, _ = moved_tagger
+    export_run(copy, str(tmp_path / "e"), parity_examples=8)
+    lone = str(tmp_path / "tagger.tflite")
+    shutil.copy(str(tmp_path / "e" / "model.tflite"), lone)
+    text = "the dog runs\n\na cat sleeps fast\nthe zebra runs\n"
+    ours = _standalone([lone], text)
+    assert ours == _seqkit_stream([lone], text)
+    assert [len(line.split()) for line in ours.splitlines()] == [3, 4, 3]
+    assert ours.splitlines()[2].startswith("the/")
