@@ -105,6 +105,9 @@ def test_the_run_keeps_a_fixed_seeded_export_sample(moved_tagger):
     assert len(sample["parity"]) == 5 and len(sample["calibration"]) == 14 < CALIBRATION_RECORDS
     assert all(r.tokens and len(r.tags) == len(r.tokens) for r in sample["parity"])
     assert not any(data_dir in s for s in _strings(raw))  # file names only
+    from seqkit.runs.rundir import not_a_run_because
+
+    assert not_a_run_because(copy) is None  # still a run seqkit may replace (train --overwrite)
 
 
 @pytest.mark.parametrize("quantize", ["none", "int8"])

@@ -27,7 +27,7 @@ import os
 from seqkit import log
 from seqkit.errors import DataError, SeqkitError
 
-SAMPLE_FILE = "export_sample.json"
+from seqkit.runs.rundir import EXPORT_SAMPLE as SAMPLE_FILE  # noqa: E402 (one of the run's own names)
 FORMAT = "seqkit export sample"
 VERSION = 1
 #: the records kept for calibration (the default --calibration-examples)
