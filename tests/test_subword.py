@@ -145,7 +145,7 @@ def test_language_model_run_export_and_stream(lm_text, tmp_path):
     report = run.export(out, parity_examples=4)  # its parity check reads held-out lines
     assert report["tflite"]["argmax_agreement"] == 1.0
     meta = json.load(open(os.path.join(out, "metadata.json"), encoding="utf-8"))
-    assert meta["tokenizer"] == "sentencepiece" and meta["subword_model"] == "subword.model"
+    assert meta["tokenization"] == "sentencepiece" and meta["subword_model"] == "subword.model"
     with open(os.path.join(out, "subword.model"), "rb") as f, open(os.path.join(run_dir, "subword.model"), "rb") as g:
         assert f.read() == g.read()
     cli = CliRunner()
@@ -202,7 +202,7 @@ def test_acceptor_predict_equals_streamed_export(tmp_path):
     pred = run.predict(lines)
     out = str(tmp_path / "export")
     run.export(out, parity_examples=4)
-    assert json.load(open(os.path.join(out, "metadata.json")))["token_mode"] == "sentencepiece"
+    assert json.load(open(os.path.join(out, "metadata.json")))["tokenization"] == "sentencepiece"
     res = CliRunner().invoke(main, ["stream", out], input="\n".join(lines) + "\n")
     assert res.exit_code == 0, res.output
     finals = [ln.split("\t") for ln in res.output.splitlines() if ln.endswith("\tfinal")]

@@ -34,7 +34,8 @@ from seqkit.errors import SeqkitError
               help="--quantize int8 step models: LSTM cell states carried divided by a per-unit "
               "scale from the calibration records, so each unit uses the whole int8 range; "
               "--no-cell-scaling: the plain cell state, one range for all units.")
-@click.option("--tolerance", type=float, help="Largest allowed max |logit diff| vs Keras [default: 1e-4 for float32].")
+@click.option("--tolerance", type=float, help="Largest allowed max |logit diff| vs Keras [default: 1e-4 for "
+              "float32]; --format keras: largest max |diff| / max(1, max |output|) [default: 1e-5].")
 @click.option("--min-agreement", type=click.FloatRange(0, 1),
               help="Smallest allowed arg-max agreement vs Keras on held-out data; below it nothing "
               "is written [default: 0.999 float32, 0.99 float16 / dynamic-range, 0.98 int16x8, "
@@ -54,9 +55,16 @@ from seqkit.errors import SeqkitError
               show_default=True,
               help="TFLite step model: explicit (takes and returns its states) or internal (keeps "
               "them inside, signatures step + reset, --batch rows fixed; LM, acceptor, tagger).")
+@click.option("--calibration", "calibration_file", type=click.Path(dir_okay=False),
+              help="JSON Lines records to calibrate on [default: the run's training data, or its "
+              "export_sample.json where the data is missing].")
+@click.option("--parity", "parity_file", type=click.Path(dir_okay=False),
+              help="JSON Lines records for the parity check [default: the run's held-out data, or "
+              "its export_sample.json].")
 @with_common_options
 def export(run_dir, fmt, out, quantize, io_type, calibration_examples, cell_scaling, tolerance,
-           min_agreement, parity_examples, overwrite, full_sequence, batch, length, state):
+           min_agreement, parity_examples, overwrite, full_sequence, batch, length, state,
+           calibration_file, parity_file):
     """Export a trained run (SavedModel / TFLite step model; seq2seq: encode + decode_step signatures),
     checked against Keras before writing."""
     from seqkit.runs.run import Run
@@ -65,12 +73,13 @@ def export(run_dir, fmt, out, quantize, io_type, calibration_examples, cell_scal
                                  min_agreement=min_agreement, parity_examples=parity_examples,
                                  overwrite=overwrite, full_sequence=full_sequence, batch=batch, length=length,
                                  state=state, io_type=io_type, calibration_examples=calibration_examples,
-                                 cell_scaling=cell_scaling)
+                                 cell_scaling=cell_scaling, calibration=calibration_file,
+                                 parity=parity_file)
     out = report["out"]
     if fmt == "keras":
         r = report
         click.echo(f"keras: {r['path']} (stock Keras layers in place of {', '.join(r['rewritten']) or 'nothing'}), "
-                   f"max |output diff| {r['max_abs_diff']:.3g}")
+                   f"max |output diff| {r['max_abs_diff']:.3g} (relative {r['max_rel_diff']:.3g}, tolerance {r['tolerance']:g})")
         return
     for kind in ("saved_model", "saved_model_predict", "tflite"):
         if kind in report:
@@ -173,7 +182,9 @@ def stream(export_dir, prompt, max_length, temperature, top_k, greedy, beam_widt
         full, pre = tok.join(toks + vocab.decode_tokens(new)), tok.join(toks)
         click.echo(prompt + full[len(pre):] if full.startswith(pre) else full)
         return
-    join = "" if meta["tokenizer"] == "char" else " "
+    from seqkit.export.embedded_metadata import tokenization
+
+    join = "" if tokenization(meta) == "char" else " "
     if across:
         from seqkit.data.stream import decode_lines
 
@@ -331,9 +342,11 @@ def _describe_tokenizers(meta: dict) -> str:
     def side(mode, model, about):
         return f"{mode} ({model}: {about})" if model else str(mode)
 
-    out = side(meta.get("token_mode") or meta.get("tokenizer"), meta.get("subword_model"), meta.get("subword"))
-    if meta.get("target_tokenizer"):
-        out += "; target " + side(meta["target_tokenizer"], meta.get("target_subword_model"),
+    from seqkit.export.embedded_metadata import tokenization
+
+    out = side(tokenization(meta), meta.get("subword_model"), meta.get("subword"))
+    if meta.get("target_tokenization") or meta.get("target_tokenizer"):
+        out += "; target " + side(tokenization(meta, "target"), meta.get("target_subword_model"),
                                   meta.get("target_subword"))
     return out + (", lower-cased" if meta.get("lowercase") else "")
 

@@ -268,10 +268,12 @@ class TextTokenizer:
     def from_export(cls, folder: str, metadata: dict, side: str = "source") -> "TextTokenizer":
         """The tokenizer of an export (``metadata.json``'s ``tokenizer``/``subword_model``, or for
         ``side="target"`` ``target_tokenizer``/``target_subword_model``)."""
+        from seqkit.export.embedded_metadata import tokenization
+
         if side == "target":
-            mode = metadata.get("target_tokenizer") or "whitespace"
+            mode = tokenization(metadata, "target")
             return cls.load(folder, mode, False, metadata.get("target_subword_model") or TARGET_SUBWORD_MODEL)
-        mode = metadata.get("token_mode") or metadata.get("tokenizer") or "char"
+        mode = tokenization(metadata)
         return cls.load(folder, mode, bool(metadata.get("lowercase")),
                         metadata.get("subword_model") or SUBWORD_MODEL)
 

@@ -35,6 +35,58 @@ from seqkit.errors import SeqkitError
 
 KEY = "seqkit_metadata"
 FILE_PREFIX = "seqkit_file:"
+#: the version of the metadata fields written (docs/export-metadata.md); raised when a field's
+#: meaning changes. Files without ``schema_version`` predate it (``tokenizer`` / ``token_mode``).
+SCHEMA_VERSION = 1
+TOKENIZATIONS = ("char", "whitespace", "sentencepiece")
+
+
+def versioned(meta: dict, *, tokenization: str, target_tokenization: str | None = None) -> dict:
+    """The metadata an export writes, in the shape of :data:`SCHEMA_VERSION` (in place; returned).
+
+    Sets ``schema_version``; sets ``tokenization`` (how a line of raw text becomes the model's
+    input tokens: ``char``, ``whitespace`` or ``sentencepiece``; one field, so a reader cannot
+    pick the wrong one of two) and, for an encoder-decoder, ``target_tokenization``; drops the
+    older ``tokenizer`` / ``token_mode`` / ``target_tokenizer`` fields; and replaces every
+    absolute path in the embedded ``recipe`` with its file name (a shipped model does not carry
+    the developer's directories).
+
+    Raises:
+        SeqkitError: an unknown tokenization.
+    """
+    for name, mode in (("tokenization", tokenization), ("target_tokenization", target_tokenization)):
+        if mode is not None and mode not in TOKENIZATIONS:
+            raise SeqkitError(f"export metadata: {name} '{mode}' is not one of {', '.join(TOKENIZATIONS)}.")
+    for old in ("tokenizer", "token_mode", "target_tokenizer"):
+        meta.pop(old, None)
+    meta["schema_version"] = SCHEMA_VERSION
+    meta["tokenization"] = tokenization
+    if target_tokenization is not None:
+        meta["target_tokenization"] = target_tokenization
+    if "recipe" in meta:
+        meta["recipe"] = without_paths(meta["recipe"])
+    return meta
+
+
+def without_paths(obj):
+    """``obj`` (JSON-like) with every string that is an absolute path replaced by its file name."""
+    if isinstance(obj, dict):
+        return {k: without_paths(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [without_paths(v) for v in obj]
+    if isinstance(obj, str) and (os.path.isabs(obj) or obj.startswith("~")):
+        return os.path.basename(obj.rstrip("/\\")) or obj
+    return obj
+
+
+def tokenization(meta: dict, side: str = "source") -> str:
+    """How an export's raw text becomes tokens (``side`` ``"source"``: the input; ``"target"``: a
+    seq2seq output): ``tokenization`` / ``target_tokenization``, or in files that predate
+    :data:`SCHEMA_VERSION` the older ``token_mode`` (acceptor / tagger), ``tokenizer`` and
+    ``target_tokenizer`` fields."""
+    if side == "target":
+        return meta.get("target_tokenization") or meta.get("target_tokenizer") or "whitespace"
+    return meta.get("tokenization") or meta.get("token_mode") or meta.get("tokenizer") or "char"
 
 
 def _bytes_of(model) -> bytes:

@@ -32,6 +32,8 @@ class ExportOptions:
         io_type: ``"float"`` or ``"int"`` inputs/outputs of a full-integer model.
         calibration_examples: training records a full-integer model calibrates on (>= 1).
         cell_scaling: int8 step models carry LSTM cell states divided by a per-unit scale.
+        calibration, parity: JSON Lines files of records to calibrate on / check parity on,
+            instead of the run's data or its ``export_sample.json`` (:mod:`seqkit.export.sample`).
     """
 
     fmt: str = "tflite"
@@ -47,6 +49,8 @@ class ExportOptions:
     io_type: str = "float"
     calibration_examples: int = 128
     cell_scaling: bool = True
+    calibration: str | None = None
+    parity: str | None = None
 
     def check(self) -> "ExportOptions":
         """Refuse contradictory or out-of-range options (what needs no run); return ``self`` with

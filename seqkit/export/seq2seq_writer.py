@@ -49,7 +49,7 @@ def metadata_for_seq2seq(prep, model, quantize: str, source_length: int) -> dict
 
     r, w = prep.recipe, widths(model)
     dec = r.decoding
-    return {
+    meta = {
         "seqkit_version": seqkit.__version__, "tensorflow_version": tf.__version__,
         "keras_version": keras.__version__, "head": "seq2seq", "artefact": ARTEFACT,
         "input": {"name": "source", "dtype": "int32", "shape": [1, source_length], "kind": "token"},
@@ -78,6 +78,9 @@ def metadata_for_seq2seq(prep, model, quantize: str, source_length: int) -> dict
         "recipe": r.to_dict(),
         **subword_metadata(prep),
     }
+    from seqkit.export.embedded_metadata import versioned
+
+    return versioned(meta, tokenization=r.data.tokenizer, target_tokenization=meta.get("target_tokenizer"))
 
 
 def subword_metadata(prep) -> dict:
@@ -176,6 +179,9 @@ def export_seq2seq(prep, model, out: str, *, fmt: str, quantize: str, tolerance:
             shutil.rmtree(pin_dir)
             rt = Seq2SeqModel(model_bytes=data, metadata=meta)
             report["tflite"] = case.check_teacher_forced(rt)
+            from seqkit.export.tflite import verify_default
+
+            meta["verified"] = verify_default(data)  # LiteRT's default interpreter (XNNPACK on) ran it
             data = embedded_metadata.embed(data, meta, subword_files(prep, meta))  # the file describes itself
             report["tflite"].update({"ops": op_names(data), "bytes": len(data)})
             from seqkit.progress import progress

@@ -169,41 +169,95 @@ def _first_lines(message: str, n: int = 3) -> str:
     return " | ".join((lines or [message.strip()])[:n])[:600]
 
 
-def interpreter(model: bytes | str):
-    """An ``ai_edge_litert`` interpreter for model bytes or a ``.tflite`` path (tensors allocated).
+#: how every export is verified and every seqkit runtime runs a ``.tflite``: LiteRT's default
+#: interpreter configuration, as an app's ``Interpreter`` gets it (Android's and iOS's too)
+DEFAULT_CONFIGURATION = ("ai_edge_litert.interpreter.Interpreter with its default op resolver "
+                         "(builtin kernels + the XNNPACK delegate)")
 
-    When the default XNNPACK delegate cannot prepare the graph (it refuses some full-integer
-    graphs: "failed to create XNNPACK runtime"), the interpreter is made again without default
-    delegates (LiteRT's builtin kernels).
-    """
+
+def _zeros_for(details) -> dict:
     import numpy as np
+
+    return {k: (np.ones if k == "rows" else np.zeros)(d["shape"], d["dtype"]) for k, d in details.items()}
+
+
+def _prepare_all(it) -> None:
+    """Invoke every signature of a fresh interpreter once on zeros (``reset``: all rows), so each
+    delegate prepares its partition now (XNNPACK prepares a full-integer graph on the first call)."""
+    sigs = it.get_signature_list()
+    if not sigs:
+        import numpy as np
+
+        for d in it.get_input_details():
+            it.set_tensor(d["index"], np.zeros(d["shape"], d["dtype"]))
+        it.invoke()
+        return
+    for key in sorted(sigs, key=lambda k: k != "reset"):  # a stateful model: reset first
+        r = it.get_signature_runner(key)
+        r(**_zeros_for(r.get_input_details()))
+
+
+def _refused(exc: Exception, model, what: str = "this model") -> SeqkitError:
+    ops = ", ".join(op_names(model))
+    return SeqkitError(
+        f"{what} does not run in LiteRT's default interpreter configuration ({DEFAULT_CONFIGURATION}), "
+        f"which apps on Android and iOS use too: {_first_lines(str(exc), 4)}. Its ops: {ops}. seqkit "
+        f"does not fall back to the builtin kernels alone, since an app's default interpreter would "
+        f"fail the same way. Export another precision (--quantize none, dynamic-range or int16x8) "
+        f"or the step model (without --full-sequence).")
+
+
+def interpreter(model: bytes | str):
+    """An ``ai_edge_litert`` interpreter for model bytes or a ``.tflite`` path (tensors allocated),
+    in LiteRT's default configuration (:data:`DEFAULT_CONFIGURATION`: XNNPACK on), its signatures
+    each invoked once on zeros (a stateful model is reset afterwards by its runtime).
+
+    Raises:
+        SeqkitError: the default configuration refuses the model (XNNPACK "failed to prepare"),
+            with XNNPACK's reason and the model's ops; there is no silent fallback to the builtin
+            kernels, which an app's default interpreter would not make either.
+    """
     from ai_edge_litert.interpreter import Interpreter
 
-    src = {"model_content": model} if isinstance(model, (bytes, bytearray)) else {"model_path": model}
-    it = Interpreter(**src)
+    src = {"model_content": bytes(model)} if isinstance(model, (bytes, bytearray)) else {"model_path": model}
     try:
+        it = Interpreter(**src)
         it.allocate_tensors()
-        sigs = it.get_signature_list()
-        if "reset" not in sigs and any(  # not a stateful model: a probe call changes nothing
-                np.dtype(d["dtype"]) in (np.int8, np.int16) for d in it.get_tensor_details()):
-            if len(sigs) <= 1:
-                for d in it.get_input_details():  # zeros: valid ids (padding) and values
-                    it.set_tensor(d["index"], np.zeros(d["shape"], d["dtype"]))
-                it.invoke()  # a quantized pure function: the XNNPACK delegate prepares (or not) here
-            else:  # several signatures (seq2seq encode + decode_step): each prepares on first call
-                for key in sigs:
-                    r = it.get_signature_runner(key)
-                    r(**{k: np.zeros(d["shape"], d["dtype"]) for k, d in r.get_input_details().items()})
-    except RuntimeError as exc:
-        if "XNNPACK" not in str(exc) and "Delegate" not in str(exc):
+        if "reset" not in it.get_signature_list():  # a pure function: a probe call changes nothing
+            _prepare_all(it)
+    except (RuntimeError, ValueError) as exc:
+        if "XNNPACK" not in str(exc) and "elegate" not in str(exc):
             raise
-        # XNNPACK refuses some quantized graphs ("failed to create XNNPACK runtime", e.g. an
-        # unrolled int8 encoder); the builtin kernels run them
-        from ai_edge_litert.interpreter import OpResolverType
-
-        it = Interpreter(**src, experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
-        it.allocate_tensors()
+        raise _refused(exc, model, model if isinstance(model, str) else "this model") from exc
     return it
+
+
+def verify_default(model: bytes) -> dict:
+    """Run every signature of ``model`` once in LiteRT's default interpreter configuration and say
+    what ran it: the ``verified`` entry of an export's metadata.
+
+    Returns:
+        ``{"runtime": "ai_edge_litert X.Y.Z", "configuration": "default", "op_resolver": "AUTO",
+        "delegates": ["XNNPACK"] (empty when XNNPACK took no node), "delegated_partitions": int}``.
+
+    Raises:
+        SeqkitError: the default configuration refuses the model (see :func:`interpreter`).
+    """
+    import ai_edge_litert
+    from ai_edge_litert.interpreter import Interpreter
+
+    try:
+        it = Interpreter(model_content=bytes(model))
+        it.allocate_tensors()
+        _prepare_all(it)
+    except (RuntimeError, ValueError) as exc:
+        if "XNNPACK" not in str(exc) and "elegate" not in str(exc):
+            raise
+        raise _refused(exc, model, "the exported model") from exc
+    n = sum(o["op_name"] == "DELEGATE" for o in it._get_ops_details())
+    return {"runtime": f"ai_edge_litert {getattr(ai_edge_litert, '__version__', '?')}",
+            "configuration": "default", "op_resolver": "AUTO",
+            "delegates": ["XNNPACK"] if n else [], "delegated_partitions": int(n)}
 
 
 def op_names(model: bytes | str) -> list[str]:

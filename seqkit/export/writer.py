@@ -114,11 +114,12 @@ def _carries_metadata(path: str) -> bool:
 
 
 def metadata_for(prep, stepper, quantize: str, full_sequence: dict | None = None) -> dict:
-    """The ``metadata.json`` of an export (what a runtime needs besides the model).
+    """The ``metadata.json`` of an export (what a runtime needs besides the model; its fields:
+    docs/export-metadata.md, versioned by :func:`seqkit.export.embedded_metadata.versioned`).
 
     Acceptor / tagger exports add ``labels`` (class id = position), ``input.kind``
     ``token``/``frame``, ``normalizer`` (frames: mean/std, applied *inside* the model --
-    feed raw frames), ``token_mode`` (how raw text is split into tokens), ``pooling``
+    feed raw frames), ``pooling``
     (acceptor) and ``output`` (what the logits mean). ``artefact`` is ``step``,
     ``predict`` (a bidirectional run's SavedModel alone) or ``full_sequence``
     (then ``full_sequence`` gives the pinned batch, length and input;
@@ -158,7 +159,9 @@ def metadata_for(prep, stepper, quantize: str, full_sequence: dict | None = None
         meta["full_sequence"] = {"batch": full_sequence["batch"], "length": full_sequence["length"],
                                  "input": describe(full_sequence["spec"])}
     meta.update(prep.head.export_metadata(stepper, bool(full_sequence)))  # labels, output, ...
-    return meta
+    from seqkit.export.embedded_metadata import versioned
+
+    return versioned(meta, tokenization=meta.get("token_mode") or d.tokenizer)
 
 
 def subword_files(prep, meta: dict) -> dict[str, bytes]:
@@ -233,7 +236,7 @@ def export_run(run_dir: str, out: str, options: ExportOptions | None = None, **k
         SeqkitError: bad options, an option the run's head cannot honour, a non-builtin op, a
             conversion the converter refuses, or a parity failure (nothing is written then).
     """
-    from seqkit.training.train import load_run
+    from seqkit.export.sample import load_for_export
 
     if options is None:
         options = ExportOptions(**kwargs)
@@ -241,7 +244,7 @@ def export_run(run_dir: str, out: str, options: ExportOptions | None = None, **k
         raise SeqkitError("export_run: give an ExportOptions or keyword options, not both.")
     o = options.check()
     check_out(out, run_dir, o.overwrite)
-    prep, model = load_run(run_dir, with_data=True)
+    prep, model = load_for_export(run_dir, calibration=o.calibration, parity=o.parity)
     calib = calibration_for(prep, o.quantize, o.calibration_examples)
     if o.state == "internal":
         from seqkit.export.stateful import check_stateful_request
@@ -291,6 +294,9 @@ def write_step_export(prep, model, out: str, options: ExportOptions, calib: list
             plain cell state, one quantization range for all its units. (``int16x8`` holds the
             state in int16 and is exported without it.)
         parity_examples: held-out (test split) examples streamed for the check.
+        calibration, parity: JSON Lines files of records replacing the training / held-out
+            records; without them the run's data is read, or, where it is missing, the run's
+            ``export_sample.json`` (:mod:`seqkit.export.sample`).
         full_sequence: the TFLite model is the full-sequence ``predict`` for a pinned
             ``[batch, length]`` input instead of the step model (the only choice for a
             bidirectional encoder); the SavedModel keeps ``step`` when the head can stream.
@@ -471,6 +477,9 @@ def write_step_export(prep, model, out: str, options: ExportOptions, calib: list
                     tflite_tags = _viterbi_rows(z, case.lengths, crf)
             if conv_dir != sm_dir:
                 shutil.rmtree(conv_dir)
+            from seqkit.export.tflite import verify_default
+
+            meta["verified"] = verify_default(data)  # LiteRT's default interpreter (XNNPACK on) ran it
             data = embedded_metadata.embed(data, meta, subword_files(prep, meta))  # the file describes itself
             report["tflite"].update({"ops": op_names(data), "bytes": len(data)})
             _check(report["tflite"], f"TFLite {meta['artefact']} ({quantize})", tolerance, min_agreement)

@@ -453,7 +453,8 @@ class Run:
                parity_examples: int = 32, overwrite: bool = False, full_sequence: bool = False,
                batch: int = 1, length: int | None = None, state: str = "explicit",
                io_type: str = "float", calibration_examples: int = 128,
-               cell_scaling: bool = True) -> dict:
+               cell_scaling: bool = True, calibration: str | None = None,
+               parity: str | None = None) -> dict:
         """Export the run, checked against Keras before anything is written (``seqkit export``).
 
         Args:
@@ -467,7 +468,8 @@ class Run:
                 stay int32; :class:`seqkit.runtime.StreamingModel` and the other runtimes convert
                 with each tensor's scale and zero point).
             tolerance / min_agreement: parity limits (defaults depend on ``quantize``); below
-                ``min_agreement`` (the gate) nothing is written.
+                ``min_agreement`` (the gate) nothing is written. ``format="keras"``: the largest
+                relative output difference (default 1e-5, :func:`seqkit.export.portable.export_portable_keras`).
             parity_examples: held-out examples streamed through the export for the check.
             overwrite: replace an existing export directory.
             full_sequence / batch / length: a whole-sequence TFLite model for a pinned
@@ -479,6 +481,9 @@ class Run:
                 :mod:`seqkit.export.stateful`). :class:`seqkit.runtime.StreamingModel` runs both.
             cell_scaling: ``int8`` step models: LSTM cell states carried divided by a per-unit
                 scale (:mod:`seqkit.export.cell_scaling`); False: the plain cell state.
+            calibration / parity: JSON Lines files of records for calibration / the parity
+                check; without them the run's data, or where it is missing the run's
+                ``export_sample.json`` (:mod:`seqkit.export.sample`).
 
         Returns:
             The parity report: per artefact (``"tflite"``, ``"saved_model"``, ...)
@@ -502,7 +507,8 @@ class Run:
                                 min_agreement=min_agreement, parity_examples=parity_examples,
                                 overwrite=overwrite, full_sequence=full_sequence, batch=batch,
                                 length=length, state=state, io_type=io_type,
-                                calibration_examples=calibration_examples, cell_scaling=cell_scaling)
+                                calibration_examples=calibration_examples, cell_scaling=cell_scaling,
+                                calibration=calibration, parity=parity)
         if format != "keras":
             options.check()  # before anything loads
         out = os.fspath(out) if out is not None else os.path.join("exports", self.recipe.name)
@@ -515,10 +521,11 @@ class Run:
 
     def _export(self, out: str, options) -> dict:
         """:meth:`export`'s work, under the export folder's lock."""
-        if format == "keras":
+        if options.fmt == "keras":
             from seqkit.export.portable import export_portable_keras
 
-            report = export_portable_keras(self.path, out, overwrite=options.overwrite)
+            report = export_portable_keras(self.path, out, overwrite=options.overwrite,
+                                           tolerance=options.tolerance)
         else:
             from seqkit.export.writer import export_run
 

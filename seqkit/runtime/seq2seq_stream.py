@@ -265,6 +265,7 @@ class Seq2SeqModel:
             SeqkitError: a sentencepiece side of a runtime made from bytes, without its folder.
         """
         from seqkit.data.subword import TextTokenizer
+        from seqkit.export.embedded_metadata import tokenization
 
         cache = self.__dict__.setdefault("_tokenizers", {})
         if side not in cache:
@@ -274,7 +275,7 @@ class Seq2SeqModel:
                                   f"a sentencepiece model ({self.metadata[key]}): load it from the "
                                   f"export folder, Seq2SeqModel(EXPORT_DIR).")
             if side == "source":
-                cache[side] = TextTokenizer.load(self.export_dir or ".", self.metadata["tokenizer"],
+                cache[side] = TextTokenizer.load(self.export_dir or ".", tokenization(self.metadata),
                                                  bool(self.metadata["lowercase"]),
                                                  self.metadata.get("subword_model") or "subword.model")
             else:

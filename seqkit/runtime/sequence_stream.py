@@ -48,7 +48,7 @@ class StepAnswer:
 
 def read_stream_input(text: str, name: str, metadata: dict, folder: str | None = None) -> list[StreamInput]:
     """Parse ``text`` for an export: a ``.ts`` file for frame inputs, else one sequence per
-    non-empty line, split as in training (``metadata['token_mode']``; ``sentencepiece``: the
+    non-empty line, split as in training (``metadata['tokenization']``; ``sentencepiece``: the
     pieces of the model file ``metadata['subword_model']`` in the export ``folder``).
 
     Raises:
@@ -57,6 +57,7 @@ def read_stream_input(text: str, name: str, metadata: dict, folder: str | None =
     """
     from seqkit.data.subword import TextTokenizer
     from seqkit.data.vocab import Vocabulary
+    from seqkit.export.embedded_metadata import tokenization
 
     inp = metadata.get("input") or metadata["full_sequence"]["input"]
     if inp["kind"] == "frame":
@@ -80,7 +81,7 @@ def read_stream_input(text: str, name: str, metadata: dict, folder: str | None =
                                   f"({metadata['subword_model']}); pass the export folder.")
             tok, lower = TextTokenizer.from_export(folder, metadata), False
         else:
-            tok, lower = TextTokenizer(metadata["token_mode"]), metadata["lowercase"]
+            tok, lower = TextTokenizer(tokenization(metadata)), metadata["lowercase"]
         out, unknown, first = [], 0, None
         for n, line in enumerate(split_lines(text), start=1):
             words = tok.split(line)

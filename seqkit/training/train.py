@@ -576,6 +576,9 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
         if prep.splits[split]:
             metrics[split] = evaluate_model(prep, best, split)
     metrics["baselines"] = prep.head.baselines(prep)
+    from seqkit.export.sample import write_export_sample
+
+    write_export_sample(prep, run.path)  # what export needs of the data, for a run copied without it
     atomic_write_json(run.file(METRICS), metrics)
     st = run.state()
     st["status"] = "finished"

@@ -1,0 +1,185 @@
+"""The export sample: what ``seqkit export`` needs of the data, kept in the run directory.
+
+A full-integer export calibrates on training records and every export checks its parity on
+held-out records, so an export used to read the run's data source again -- from the absolute
+path it was trained on. At the end of training, :func:`write_export_sample` keeps a small, fixed,
+seeded sample of those records in the run directory, ``export_sample.json``::
+
+    {"format": "seqkit export sample", "version": 1, "seed": <recipe seed>,
+     "calibration": [record, ...],   # up to CALIBRATION_RECORDS (128) training records, drawn
+                                     # with numpy default_rng(seed) as the export draws them
+     "parity": [record, ...]}        # the first PARITY_RECORDS (200) held-out records (test split,
+                                     # else valid, else train), in the order the export takes them
+
+Each record is a JSON object with the fields of :class:`seqkit.data.records.Record` that it has:
+``text`` (a language model's line), ``tokens`` (a list of strings), ``frames`` (a list of ``[D]``
+float lists), ``label``, ``tags``, ``target``, and ``where`` (file *name* and line, never a
+directory). :func:`load_for_export` reads the run's data when it is there, and this sample when it
+is not (a run directory copied to another machine); ``--calibration FILE`` / ``--parity FILE``
+(JSON Lines, one such record per line) replace either part.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from seqkit import log
+from seqkit.errors import DataError, SeqkitError
+
+from seqkit.runs.rundir import EXPORT_SAMPLE as SAMPLE_FILE  # noqa: E402 (one of the run's own names)
+FORMAT = "seqkit export sample"
+VERSION = 1
+#: the records kept for calibration (the default --calibration-examples)
+CALIBRATION_RECORDS = 128
+#: the held-out records kept for parity (enough for the README's --parity-examples 200)
+PARITY_RECORDS = 200
+_FIELDS = ("text", "tokens", "frames", "label", "tags", "target")
+
+
+def record_to_json(rec) -> dict:
+    """A :class:`~seqkit.data.records.Record` as a JSON object (fields that are set; ``frames`` as
+    nested lists; ``where`` without its directory)."""
+    import numpy as np
+
+    out = {}
+    for k in _FIELDS:
+        v = getattr(rec, k, None)
+        if v is not None:
+            out[k] = np.asarray(v, dtype=np.float32).tolist() if k == "frames" else (
+                list(v) if isinstance(v, (list, tuple)) else v)
+    if getattr(rec, "where", ""):
+        out["where"] = os.path.basename(rec.where)
+    return out
+
+
+def record_from_json(obj: dict, where: str):
+    """The :class:`~seqkit.data.records.Record` of :func:`record_to_json`'s object.
+
+    Raises:
+        SeqkitError: not an object, or an unknown field (named, with ``where``).
+    """
+    import numpy as np
+
+    from seqkit.data.records import Record
+
+    if not isinstance(obj, dict):
+        raise SeqkitError(f"{where}: expected a JSON object with fields {', '.join(_FIELDS)}.")
+    unknown = sorted(set(obj) - set(_FIELDS) - {"where"})
+    if unknown:
+        raise SeqkitError(f"{where}: unknown field(s) {', '.join(unknown)}; a record has "
+                          f"{', '.join(_FIELDS)} (and where).")
+    kw = {k: obj[k] for k in _FIELDS if k in obj}
+    if "frames" in kw:
+        kw["frames"] = np.asarray(kw["frames"], dtype=np.float32)
+    return Record(**kw, where=obj.get("where") or where)
+
+
+def write_export_sample(prep, run_dir: str) -> str:
+    """Write ``run_dir/export_sample.json`` (see the module docstring) from ``prep``'s splits;
+    staged and renamed. Returns its path."""
+    from seqkit.export.calibration import calibration_records
+    from seqkit.runs.rundir import atomic_write_text, strict_json
+
+    held_out = prep.splits.get("test") or prep.splits.get("valid") or prep.splits.get("train") or []
+    sample = {"format": FORMAT, "version": VERSION, "seed": int(prep.recipe.seed),
+              "calibration": [record_to_json(r) for r in calibration_records(prep, CALIBRATION_RECORDS)]
+              if prep.splits.get("train") else [],
+              "parity": [record_to_json(r) for r in held_out[:PARITY_RECORDS]]}
+    path = os.path.join(run_dir, SAMPLE_FILE)
+    atomic_write_text(path, strict_json(sample, ensure_ascii=False, separators=(",", ":")) + "\n")
+    return path
+
+
+def read_records_file(path: str) -> list:
+    """Records of a JSON Lines file (one :func:`record_to_json` object per non-empty line).
+
+    Raises:
+        SeqkitError: a missing file, a line that is not JSON or not a record (file:line named),
+            or no records.
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().split("\n")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SeqkitError(f"{path}: cannot read the records file ({exc}).") from exc
+    out = []
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError as exc:
+            raise SeqkitError(f"{path}:{n}: not JSON ({exc}); a records file holds one JSON object "
+                              f"per line, e.g. {{\"text\": \"a line\"}} or {{\"tokens\": [\"a\", "
+                              f"\"b\"]}}.") from exc
+        out.append(record_from_json(obj, f"{os.path.basename(path)}:{n}"))
+    if not out:
+        raise SeqkitError(f"{path}: no records (an empty file).")
+    return out
+
+
+def read_export_sample(run_dir: str) -> dict:
+    """``{"calibration": [Record], "parity": [Record]}`` of ``run_dir/export_sample.json``.
+
+    Raises:
+        SeqkitError: the file is missing or not a sample of this format.
+    """
+    path = os.path.join(run_dir, SAMPLE_FILE)
+    try:
+        with open(path, encoding="utf-8") as f:
+            raw = json.load(f)
+    except FileNotFoundError:
+        raise SeqkitError(f"{path}: missing (a run trained before seqkit kept its export sample).")
+    except (OSError, ValueError) as exc:
+        raise SeqkitError(f"{path}: unreadable ({exc}).") from exc
+    if not isinstance(raw, dict) or raw.get("format") != FORMAT or raw.get("version") != VERSION:
+        raise SeqkitError(f"{path}: not a version-{VERSION} seqkit export sample.")
+    return {k: [record_from_json(o, f"{SAMPLE_FILE} {k}[{i}]") for i, o in enumerate(raw.get(k) or [])]
+            for k in ("calibration", "parity")}
+
+
+def load_for_export(run_dir: str, *, calibration: str | None = None, parity: str | None = None):
+    """Load a run for export: ``(prep, model)`` with ``prep.splits`` holding the records the
+    export calibrates on (``train``) and checks parity on (``test``).
+
+    The run's data source is read when it is there; when it is not (:class:`DataError`: a copied
+    run directory, a deleted file), the run's ``export_sample.json`` is used. ``calibration`` /
+    ``parity``: JSON Lines files of records (:func:`read_records_file`) that replace the training
+    / held-out records; with both, the data source is not read at all.
+
+    Raises:
+        SeqkitError: the data is missing and so is the sample (naming both and the fix), or a
+            records file is bad.
+    """
+    from seqkit.training.train import load_run
+
+    given = {"train": read_records_file(calibration) if calibration else None,
+             "test": read_records_file(parity) if parity else None}
+    if all(v is not None for v in given.values()):
+        prep, model = load_run(run_dir, with_data=False)
+        prep.source = f"records files {os.path.basename(calibration)}, {os.path.basename(parity)}"
+    else:
+        try:
+            prep, model = load_run(run_dir, with_data=True)
+        except DataError as exc:
+            try:
+                sample = read_export_sample(run_dir)
+            except SeqkitError as missing:
+                raise SeqkitError(f"{run_dir}: the run's data cannot be read ({exc}) and {missing} "
+                                  f"Give the records with --calibration FILE and --parity FILE "
+                                  f"(JSON Lines, one record per line, e.g. {{\"text\": \"...\"}}), or "
+                                  f"put the data back where the recipe says.") from exc
+            log.info(f"the run's data is not readable here ({str(exc).splitlines()[0][:160]}); "
+                     f"exporting with the run's {SAMPLE_FILE} ({len(sample['calibration'])} "
+                     f"calibration, {len(sample['parity'])} parity records).")
+            prep, model = load_run(run_dir, with_data=False)
+            prep.source = SAMPLE_FILE
+            prep.splits = {"train": sample["calibration"], "valid": [], "test": sample["parity"]}
+    splits = dict(prep.splits)
+    for k, v in given.items():
+        if v is not None:
+            splits[k] = prep.head.check_records(v, k)  # a language model's long lines cut as in training
+    splits.setdefault("valid", [])
+    prep.splits = splits
+    return prep, model
