@@ -1,1 +1,1 @@
-"""seqkit benchmarks (measurements, not tests): ``python -m bench --suite train|stream|decode|data|scale``; README's results tables from run directories: ``python -m bench.tables``."""
+"""seqkit benchmarks (measurements, not tests): ``python -m bench --suite train|stream|decode|data|scale``; the results tables (docs/results.md) from run directories: ``python -m bench.tables``."""

@@ -88,7 +88,7 @@ def lm_flops_per_token(cell: str, vocab: int, embedding: int, units: int) -> int
 
     The embedding lookup and its gradient (a gather and a scatter-add), the gate
     nonlinearities, softmax, clipping and the optimizer update are O(V + gH)
-    per token or per parameter and are left out: at the issue's shape (V 5000,
+    per token or per parameter and are left out: at the benchmark's LM shape (V 5000,
     E 128, H 256) the count is 10,039,296 FLOPs per token for the LSTM and
     9,449,472 for the GRU.
 

@@ -22,7 +22,7 @@ Contenders:
   its states as tensors can do through the Python binding: set the token and
   every state, ``invoke()``, read every state and the logits, no wrapper
   (at int8 this alone is ~1.2x a bare invoke: the 10% target cannot hold there
-  for an explicit-state step model, see README);
+  for an explicit-state step model, see docs/export.md);
 * ``tflite Q signature runner`` -- the same step through
   ``get_signature_runner("step")`` (what the runtime did before: it resizes
   and reallocates every tensor on every call);
@@ -165,7 +165,7 @@ def _io_floor(data: bytes, meta: dict):
 
 
 def _signature_runner(data: bytes, meta: dict):
-    """The step through the signature runner, states carried (the runtime before issue 7)."""
+    """The step through the signature runner, states carried (the runtime before the state-inside step model)."""
     runner = _interpreter(data).get_signature_runner("step")
     names = [s["name"] for s in meta["state_layout"]]
     state = {s["name"]: np.zeros((1, s["size"]), np.float32) for s in meta["state_layout"]}

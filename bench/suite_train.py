@@ -1,11 +1,11 @@
 """Training throughput (tokens/s) of one LM shape: seqkit's recipe path beside plain Keras and PyTorch.
 
-Shape (the issue's): vocabulary 5000, embedding 128, one LSTM layer of 256,
+Shape: vocabulary 5000, embedding 128, one LSTM layer of 256,
 batch 32, length 64, Adam (lr 1e-3), global clip norm 1.0, cross-entropy over
 every position. One measurement = ``--steps`` training steps (default 8) after
 the warm-up, timed end to end; tokens/s = ``steps * 32 * 64 / seconds``.
 
-Roofline (issue 20): the float32 GFLOP/s of the shape's largest product, the
+Roofline: the float32 GFLOP/s of the shape's largest product, the
 output projection ``[B*T, H] @ [H, V]``, is measured before and after the
 contenders (:func:`bench.machine.matmul_gflops`); each row's
 ``roofline_fraction`` is its tokens/s over ``GFLOP/s * 1e9 /

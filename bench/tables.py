@@ -1,4 +1,4 @@
-"""README's results tables, printed from run directories: ``python -m bench.tables``.
+"""The results tables of docs/results.md, printed from run directories: ``python -m bench.tables``.
 
 Every figure in README's results tables should come from files a reader can regenerate, not from
 a note typed by hand. This module reads trained run directories (``metrics.json``,
@@ -25,7 +25,7 @@ Usage::
     python -m bench.tables --runs DIR [DIR ...]  # these run directories
     python -m bench.tables --train               # first train the missing runs (seqkit.train)
     python -m bench.tables --seeds 3 [--train]   # runs/<name>-seeds.json (seqkit.train_seeds): mean ± sd
-    python -m bench.tables --check README.md     # README rows whose figures the runs do not give
+    python -m bench.tables --check docs/results.md  # rows whose figures the runs do not give
 
 ``--check`` matches each printed row to the README table row whose first cell holds the row's key
 (e.g. ``unigram``, ``recipes/acceptor-japanese-vowels.yaml``, ``bahdanau``) and reports every

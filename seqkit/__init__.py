@@ -4,7 +4,7 @@ Train, evaluate and ship a model from Python (see docs/python-api.md)::
 
     import seqkit
 
-    run = seqkit.train(seqkit.Recipe.from_yaml("recipes/lm-pydoc-chars.yaml"), run_dir="runs/lm")
+    run = seqkit.train(seqkit.Recipe.from_yaml("lm-pydoc-chars"), run_dir="runs/lm")  # a shipped recipe
     run.evaluate("test")                 # the dict `seqkit evaluate --json` prints
     run.generate("The ", max_length=80)
 
@@ -39,7 +39,7 @@ from seqkit.errors import SeqkitError  # noqa: E402
 from seqkit.registry import (CELLS, DATA, HEADS, load_plugin, register_cell,  # noqa: E402
                              register_data, register_head)
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"  # the one place the version is written (pyproject reads it)
 
 
 def __getattr__(name):  # lazy: these import pydantic/keras only when used
@@ -62,11 +62,28 @@ def __getattr__(name):  # lazy: these import pydantic/keras only when used
     raise AttributeError(f"module 'seqkit' has no attribute {name!r}")
 
 
+def recipes():
+    """The recipes shipped with seqkit (what ``seqkit recipes`` lists), sorted by name.
+
+    Returns:
+        A list of :class:`seqkit.shipped.ShippedRecipe` (``name``, ``path``, ``head``, ``source``,
+        ``summary``); ``seqkit.Recipe.from_yaml(name)`` and ``seqkit train NAME`` read one by name.
+    """
+    from seqkit.shipped import recipes as _recipes
+
+    return _recipes()
+
+
+def __dir__():  # the lazily imported API too, so dir(seqkit) shows what there is to call
+    return sorted(set(__all__) | {n for n in globals() if n.startswith("__")})
+
+
 _API = ("Alignment", "Preprocessing", "Recipe", "Run", "build", "load", "train", "train_seeds")
 
 __all__ = ["CELLS", "DATA", "HEADS", "SeqkitError", "load_plugin", "register_cell",
            "register_data", "register_head", "register_keras_objects", "__version__",
-           "Alignment", "Preprocessing", "Recipe", "Run", "build", "load", "train", "train_seeds"]
+           "Alignment", "Preprocessing", "Recipe", "Run", "build", "load", "recipes", "train",
+           "train_seeds"]
 
 
 # Last, once the names above exist (plugins imported by the hook use them): make

@@ -664,8 +664,8 @@ def read_yaml(path: str) -> tuple[dict, dict]:
         RecipeError: missing file, not UTF-8, malformed YAML, or not a mapping.
     """
     if not os.path.isfile(path):
-        raise RecipeError(f"{path}: no such recipe file. Pass the path of a .yaml recipe "
-                          f"(see recipes/ for examples).")
+        raise RecipeError(f"{path}: no such recipe file. Pass the path of a .yaml recipe, or the "
+                          f"name of a shipped one (`seqkit recipes` lists them).")
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
@@ -713,7 +713,8 @@ def load_recipe(path: str, overrides: list[str] | None = None, *,
     """Load, override and validate a recipe file.
 
     Args:
-        path: the YAML file.
+        path: the YAML file, or the name of a shipped recipe (:mod:`seqkit.shipped`) when no
+            file of that path exists. A recipe without ``name:`` is named after the file's stem.
         overrides: ``["a.b=c", ...]`` applied before validation.
         load_plugins: import the recipe's ``plugins:`` entries (files, modules) first. ``None``
             (default): yes for a recipe the user wrote, no for the ``recipe.yaml`` of a run
@@ -726,7 +727,12 @@ def load_recipe(path: str, overrides: list[str] | None = None, *,
     Raises:
         RecipeError: any problem, all of them listed with file:line and key path.
     """
+    from seqkit.shipped import resolve
+
+    path = resolve(path)  # a shipped recipe's name ("lm-pydoc-chars") when no such file exists
     raw, lines = read_yaml(path)
+    if isinstance(raw, dict) and "name" not in raw:  # the run's name defaults to the file's stem
+        raw["name"] = os.path.splitext(os.path.basename(path))[0]
     if load_plugins is None:
         load_plugins = not in_run_dir(path)
     return recipe_from_dict(raw, source=path, lines=lines, overrides=overrides,

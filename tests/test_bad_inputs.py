@@ -1,4 +1,4 @@
-"""A catalogue of bad inputs, tried as a hostile new user would (issue 13).
+"""A catalogue of bad inputs, tried as a hostile new user would.
 
 Every case runs one CLI command through click's runner in a folder that holds a
 user's recipe, data, plugin files, a finished run and an export. Each must:

@@ -1,6 +1,6 @@
 """Console output: ``-v``/``-q`` on every command, ``--json`` of train/validate/list/inspect/
 generate agreeing with their text output, progress lines (an ETA on a terminal only, never from a
-plain library call), and click's shell completion as the README documents it."""
+plain library call), and click's shell completion as docs/commands.md documents it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 19: gradient flow through time, gate statistics, and the pictures (diagnose, plot,
+"""Gradient flow through time, gate statistics, and the pictures (diagnose, plot,
 evaluate --out), checked by hand on scalar cells and against direct computations."""
 
 import json

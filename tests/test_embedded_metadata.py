@@ -52,7 +52,7 @@ def _strip(model: bytes) -> bytes:
 
 
 def _read_by_hand(data: bytes) -> dict:
-    """The README's Swift sketch, step for step: the flatbuffer walked with plain offsets."""
+    """docs/export.md's Swift sketch, step for step: the flatbuffer walked with plain offsets."""
     u32 = lambda p: struct.unpack_from("<I", data, p)[0]  # noqa: E731
     u16 = lambda p: struct.unpack_from("<H", data, p)[0]  # noqa: E731
 
@@ -92,7 +92,7 @@ def test_embedded_metadata_equals_metadata_json_and_the_run_vocab_model_otherwis
     assert meta == json.load(open(os.path.join(out, "metadata.json"), encoding="utf-8"))
     assert meta["vocab"] == json.load(open(os.path.join(run, "vocab.json"), encoding="utf-8"))
     assert meta["vocab"] == json.load(open(os.path.join(out, "vocab.json"), encoding="utf-8"))
-    assert _read_by_hand(data) == meta  # the README's plain-offset walk finds the same JSON
+    assert _read_by_hand(data) == meta  # docs/export.md's plain-offset walk finds the same JSON
     assert embedded_metadata.read(converted) is None  # the converter's bytes carry none
     assert _strip(data) == converted  # every other byte as the converter wrote it
     assert {"min_runtime_version", "CONVERSION_METADATA"} <= set(embedded_metadata.entries(data))

@@ -1,4 +1,4 @@
-"""Issue 14 part 1: every .keras file seqkit writes loads with plain ``keras.saving.load_model``
+"""Every .keras file seqkit writes loads with plain ``keras.saving.load_model``
 (safe mode, compiled or not) in a fresh process after ``import seqkit`` alone, in either import
 order, for every head, every built-in cell and an installed plugin cell; and ``import seqkit``
 still imports neither Keras nor TensorFlow."""
@@ -198,12 +198,12 @@ def test_import_seqkit_imports_neither_keras_nor_tensorflow():
     assert res.stdout.strip() == "[]"
 
 
-# -- issue 14 part 2: `seqkit export RUN --format keras`, a model.keras that needs no seqkit --------
+# -- `seqkit export RUN --format keras`, a model.keras that needs no seqkit --------
 
 PORTABLE = ("lm_lstm", "tagger", "acceptor_tokens")  # LSTM, bidirectional SimpleRNN, bi GRU + final
 
 
-#: Where seqkit's Keras classes lived before the regrouping into subpackages (issue 14 part 6).
+#: Where seqkit's Keras classes lived before the regrouping into subpackages.
 OLD_MODULES = {"seqkit.training.losses": "seqkit.losses", "seqkit.training.optimizers": "seqkit.optimizers",
                "seqkit.training.schedules": "seqkit.schedules"}
 

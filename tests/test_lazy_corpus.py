@@ -1,5 +1,5 @@
 """Corpora larger than memory (text_corpus, seqkit.data.lazy_corpus) and generation across lines for
-stream-trained language models (issue 15 parts 4-5)."""
+stream-trained language models."""
 
 from __future__ import annotations
 

@@ -64,7 +64,7 @@ def test_full_recipe_reaches_its_figure(tmp_path, keras, recipe, check):
 
 @pytest.mark.slow
 def test_stream_recipe_reaches_its_figures(tmp_path, keras):
-    """Issue 15's goals for ``recipes/lm-pydoc-stream.yaml`` as it ships: test bits/char at most
+    """The goals of ``recipes/lm-pydoc-stream.yaml`` as it ships: test bits/char at most
     1.48 static and 1.24 with ``evaluate --dynamic`` (the recipe's dynamic-evaluation settings)."""
     from seqkit.api import Run
     from seqkit.recipe import load_recipe

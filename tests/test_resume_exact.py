@@ -48,7 +48,7 @@ def epochs_in(path) -> list:
 
 
 def test_kill_9_in_epoch_2_then_resume_equals_the_uninterrupted_run(tmp_path):
-    """The issue's case: a seeded LM with ``model.dropout: 0.1`` killed in epoch 2."""
+    """The case to get right: a seeded LM with ``model.dropout: 0.1`` killed in epoch 2."""
     raw = make_recipe(data={"limit": 600}, model={"units": 32, "embedding_dim": 16, "dropout": 0.1},
                       training={"epochs": 3, "batch_size": 8})
     recipe = tmp_path / "lm.yaml"

@@ -1,4 +1,4 @@
-"""Run directories are seqkit's only to replace (issue 13): --overwrite refuses anything but a seqkit
+"""Run directories are seqkit's only to replace: --overwrite refuses anything but a seqkit
 run (and never the current folder, a home, or a folder holding the recipe or data); a replacement
 takes effect only after the new run's first saved epoch; one writer per run directory (a lock);
 leftover staging folders of dead processes are cleaned up. One tiny trained run is made once and

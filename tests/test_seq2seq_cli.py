@@ -1,5 +1,5 @@
 """``seqkit train`` + ``evaluate`` + ``predict`` + ``attention`` for a seq2seq run, end to end on a
-tiny pronunciation file the test writes, and the bad-input cases of issue 4 part 7."""
+tiny pronunciation file the test writes, and its bad-input cases."""
 
 import json
 

@@ -1,4 +1,4 @@
-"""Text in, text out (issue 14 part 3): the in-graph tokenizer gives the Python readers' ids on
+"""Text in, text out: the in-graph tokenizer gives the Python readers' ids on
 tricky strings, and ``serving_model`` / the SavedModel text signatures give what the id paths
 (``predict``, ``generate``, ``transduce``) give, for every head. Models are built, not trained
 (equality of two paths over the same weights needs no training)."""

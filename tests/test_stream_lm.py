@@ -1,5 +1,5 @@
 """Language models over continuous text (data.layout: stream): layout, carried state,
-truncated gradients, training, static and dynamic evaluation (issue 15 parts 1-2)."""
+truncated gradients, training, static and dynamic evaluation."""
 
 from __future__ import annotations
 

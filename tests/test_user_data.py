@@ -1,4 +1,4 @@
-"""The user's own data files (issue 16 parts 1-2): the ``table`` source for every head and
+"""The user's own data files: the ``table`` source for every head and
 ``parallel_text`` for the encoder-decoder, read with the ``csv`` / ``json`` modules.
 
 Each (source, head) pair trains one tiny epoch (units 8, a dozen examples) from a file the test

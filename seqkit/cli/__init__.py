@@ -14,6 +14,7 @@ One module per command family, each command a thin layer over the Python API (:m
 * :mod:`~seqkit.cli.decode` -- ``generate``, ``predict``, ``attention``;
 * :mod:`~seqkit.cli.diagnose` -- ``diagnose``, ``plot``;
 * :mod:`~seqkit.cli.export` -- ``export``, ``stream``, ``inspect``, ``bench-step``;
+* :mod:`~seqkit.cli.starter` -- ``recipes``, ``init``;
 * :mod:`~seqkit.cli.common` -- the options and error handling every command shares.
 
 The modules import only click at their top (TensorFlow when a command runs), so ``seqkit --help``
@@ -24,7 +25,8 @@ from __future__ import annotations
 
 import click
 
-from seqkit.cli import decode, diagnose, evaluate, export, train
+from seqkit import __version__
+from seqkit.cli import decode, diagnose, evaluate, export, starter, train
 
 
 class _Group(click.Group):
@@ -43,13 +45,15 @@ class _Group(click.Group):
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.version_option(package_name="seqkit")
+@click.version_option(version=__version__, prog_name="seqkit")
 def main():
     """seqkit: train, decode and ship recurrent sequence models (Keras 3).
 
     \b
     Typical use:
-      seqkit train recipes/lm-pydoc-chars.yaml
+      seqkit recipes                      # the shipped recipes
+      seqkit train lm-pydoc-chars         # one of them, by name (or a recipe file)
+      seqkit init --task classify --data reviews.csv   # a starter recipe for your data
       seqkit evaluate runs/lm-pydoc-chars
       seqkit generate runs/lm-pydoc-chars --prompt "The " --temperature 0.8
     """
@@ -57,5 +61,5 @@ def main():
 
 for _command in (train.train, train.validate, train.list_, evaluate.evaluate, decode.generate, decode.predict,
                  decode.attention, diagnose.diagnose, diagnose.plot, export.export, export.stream,
-                 export.inspect, export.bench_step):
+                 export.inspect, export.bench_step, starter.recipes_, starter.init):
     main.add_command(_command)

@@ -63,6 +63,47 @@ def assemble_splits(loaded: dict, valid: float, test: float, *, shuffle: bool, s
     Raises:
         DataError: as :func:`split_examples`, or the source gave splits without ``train``.
     """
+    splits = _assemble(loaded, valid, test, shuffle=shuffle, seed=seed, limit=limit)
+    missing_classes(splits, shuffle=shuffle)
+    return splits
+
+
+def missing_classes(splits: dict, *, shuffle: bool = False) -> dict:
+    """Warn (one line a split) when valid or test lacks a class that train has: its figures then
+    say nothing of that class (typically a label-sorted file read with ``split.shuffle: false``).
+
+    Args:
+        splits: ``{"train": [...], "valid": [...], "test": [...]}`` of records; only records with a
+            ``label`` (acceptor data) are looked at.
+        shuffle: the recipe's ``data.split.shuffle`` (the warning's advice depends on it).
+
+    Returns:
+        ``{split: sorted missing labels}`` for the splits that lack some (empty when none do).
+    """
+    def labels(recs):
+        return {str(r.label) for r in recs if getattr(r, "label", None) is not None}
+
+    train = labels(splits.get("train", []))
+    out = {}
+    for name in ("valid", "test"):
+        recs = splits.get(name) or []
+        if not recs or not train:
+            continue
+        gone = sorted(train - labels(recs))
+        if gone:
+            out[name] = gone
+            from seqkit import log
+
+            shown = ", ".join(repr(g) for g in gone[:10]) + (f" and {len(gone) - 10} more" if len(gone) > 10 else "")
+            advice = ("set data.split.shuffle: true (a file sorted by label puts whole classes in one split)"
+                      if not shuffle else "use more data, a larger data.split." + name + ", or give a " + name + "_path")
+            log.warn(f"data.split: the {name} split has no example of {len(gone)} of the {len(train)} "
+                     f"classes in train ({shown}); its figures say nothing of them. Fix: {advice}.")
+    return out
+
+
+def _assemble(loaded: dict, valid: float, test: float, *, shuffle: bool, seed: int,
+              limit: int | None = None) -> dict:
     cut = (lambda xs: xs[:limit]) if limit else (lambda xs: xs)  # noqa: E731
     if "all" in loaded:
         return split_examples(cut(loaded["all"]), valid, test, shuffle=shuffle, seed=seed)

@@ -2,7 +2,7 @@
 encoder-decoder (``seq2seq``) run: one source string per line -> n-best target
 symbol sequences with their beam scores.
 
-Bad input, as issue 4 asks: an empty line is skipped and counted (warning); a
+Bad input: an empty line is skipped and counted (warning); a
 line longer than the run's ``data.max_length`` source symbols is an error naming
 the line; symbols never seen in training are read as ``[UNK]`` and counted
 (warning); ``--n-best`` above ``--beam-width`` is refused before the run is loaded

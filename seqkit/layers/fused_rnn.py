@@ -136,7 +136,7 @@ def use_xla(zx, training, units: int | None = None) -> bool:
     Why: the loop's per-step work is a small ``[B, H] @ [H, G]`` product and a few element-wise
     gates. In a ``tf.while_loop`` each is one TensorFlow op (oneDNN's small-matrix path on x86),
     with the executor's overhead per op and step; compiled, the body becomes one fused function.
-    Measured (``bench/``, README "Per CPU kind", AVX-512 EPYC, with and without oneDNN and XLA
+    Measured (``bench/``, docs/benchmarks.md "Per CPU kind", AVX-512 EPYC, with and without oneDNN and XLA
     capped to AVX2): the LSTM recurrence of the train suite's shape, forward + BPTT, 24 ms a call
     compiled against 25 with graph loops on AVX-512, 29 against 44 under the AVX2 cap; an epoch of
     ``lm-pydoc-chars`` (LSTM 256, batch 64, 126 variable-length batches) 7.9 s against 7.7 on

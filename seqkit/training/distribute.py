@@ -109,8 +109,8 @@ def make_distribution(cfg) -> Distribution:
     tf_config = parse_tf_config(os.environ.get("TF_CONFIG"))
     if tf_config is None:
         raise SeqkitError("training.distribute.strategy: multi_worker needs the TF_CONFIG environment "
-                          "variable naming the cluster and this worker's task; see README, "
-                          "'Several GPUs and several machines'.")
+                          "variable naming the cluster and this worker's task; see the documentation, "
+                          "'Several devices and hosts' (docs/distributed.md).")
     if cfg.cpu_devices:
         _split_cpu(cfg.cpu_devices)
     _patch_keras_scalar_reduce()

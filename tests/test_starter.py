@@ -1,0 +1,155 @@
+"""First contact: the shipped recipes by name, ``seqkit init`` on a user's CSV, CoNLL file,
+parallel text and text folder, a recipe named after its file, ``dir(seqkit)``, one version, and
+the warning for a split that leaves a class out."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+import seqkit
+from seqkit.cli import main
+
+FILES = {
+    "reviews.csv": "id,review,stars\n" + "".join(f'{i},"{t}",{s}\n' for i, (t, s) in enumerate(
+        [("Great, really great", 5), ("Dull and far too long", 1), ("Loved it", 5), ("Boring", 1)] * 6)),
+    "train.conll": "-DOCSTART- O\n\nthe DT\ncat NN\nsat VBD\n\na DT\ndog NN\nran VBD\n\n" * 5,
+    "train.en": "the house\na garden\nthe small house\na big garden\n" * 5,
+    "train.de": "das Haus\nein Garten\ndas kleine Haus\nein großer Garten\n" * 5,
+    "corpus/a.txt": "hello world this is text\n" * 10,
+    "corpus/b.txt": "more text here\n" * 10,
+    "corpus/c.txt": "valid text\n" * 5,
+    "corpus/d.txt": "test text\n" * 5,
+}
+
+
+@pytest.fixture
+def user_files(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for name, text in FILES.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    return tmp_path
+
+
+@pytest.mark.parametrize("task, data, written, expect", [
+    ("classify", ["reviews.csv"], "reviews-classify.yaml",
+     {"source": "table", "text_column": "review", "label_column": "stars", "tokenizer": "whitespace"}),
+    ("tag", ["train.conll"], "train-tag.yaml", {"source": "conll", "path": "train.conll"}),
+    ("seq2seq", ["train.en", "train.de"], "train-seq2seq.yaml",
+     {"source": "parallel_text", "source_path": "train.en", "target_path": "train.de"}),
+    ("lm", ["corpus"], "corpus-lm.yaml",
+     {"source": "text_corpus", "layout": "stream", "train_path": ["corpus/a.txt", "corpus/b.txt"],
+      "valid_path": "corpus/c.txt", "test_path": "corpus/d.txt"}),
+])
+def test_init_writes_a_recipe_validate_accepts(user_files, tf, task, data, written, expect):
+    args = ["init", "--task", task] + [x for d in data for x in ("--data", d)]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    assert res.stdout.strip() == written
+    raw = yaml.safe_load((user_files / written).read_text(encoding="utf-8"))
+    assert {k: raw["data"][k] for k in expect} == expect
+    assert raw["head"]["type"] == {"classify": "acceptor", "tag": "tagger", "lm": "language_model",
+                                   "seq2seq": "seq2seq"}[task]
+    res = CliRunner().invoke(main, ["validate", written, "--json"])
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.stdout)
+    assert report["ok"] is True and report["parameters"], report
+    assert report["data"], report
+
+
+def test_init_recipe_trains_one_tiny_epoch(user_files, tf):
+    """The CoNLL starter trains (one epoch, a tiny model) and is evaluated against its baseline."""
+    assert CliRunner().invoke(main, ["init", "--task", "tag", "--data", "train.conll"]).exit_code == 0
+    run = seqkit.train(seqkit.Recipe.from_yaml("train-tag.yaml", overrides={
+        "training.epochs": 1, "model.units": 8, "model.embedding_dim": 8, "training.batch_size": 4}),
+        run_dir="runs/tag")
+    assert run.path.endswith("runs/tag") or str(run.path).endswith("runs/tag")
+    m = run.evaluate("test")
+    assert 0.0 <= m["accuracy"] <= 1.0
+
+
+def test_init_refuses_a_file_it_did_not_write_and_unknown_formats(user_files):
+    (user_files / "mine.yaml").write_text("name: mine\n", encoding="utf-8")
+    res = CliRunner().invoke(main, ["init", "--task", "classify", "--data", "reviews.csv", "--out", "mine.yaml",
+                                    "--overwrite"])
+    assert res.exit_code == 2 and "not written by seqkit init" in res.output
+    assert (user_files / "mine.yaml").read_text(encoding="utf-8") == "name: mine\n"
+    res = CliRunner().invoke(main, ["init", "--task", "classify", "--data", "train.en"])
+    assert res.exit_code == 2 and "train.en" in res.output and "table" in res.output
+    # a second init over its own file needs --overwrite, then replaces it
+    assert CliRunner().invoke(main, ["init", "--task", "tag", "--data", "train.conll"]).exit_code == 0
+    assert CliRunner().invoke(main, ["init", "--task", "tag", "--data", "train.conll"]).exit_code == 2
+    assert CliRunner().invoke(main, ["init", "--task", "tag", "--data", "train.conll", "--overwrite"]).exit_code == 0
+
+
+def test_shipped_recipes_listed_and_found_by_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no recipes/ folder here
+    names = [r.name for r in seqkit.recipes()]
+    assert names == sorted(names) and {"lm-pydoc-chars", "g2p-cmudict-attention"} <= set(names)
+    res = CliRunner().invoke(main, ["recipes"])
+    assert res.exit_code == 0
+    line = next(ln for ln in res.stdout.splitlines() if ln.startswith("lm-pydoc-chars "))
+    assert "language_model" in line and "Character-level LSTM language model" in line
+    rec = seqkit.Recipe.from_yaml("lm-pydoc-chars")
+    assert rec.name == "lm-pydoc-chars" and rec.data.source == "pydoc_topics"
+    res = CliRunner().invoke(main, ["validate", "lm-pydoc-chars", "--no-data"])
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(main, ["validate", "no-such-recipe", "--no-data"])
+    assert res.exit_code == 2 and "seqkit recipes" in res.output
+
+
+def test_a_users_file_wins_over_a_shipped_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "lm-pydoc-chars").write_text("name: mine\ndata: {source: text_lines, path: c.txt}\n",
+                                             encoding="utf-8")
+    assert seqkit.Recipe.from_yaml("lm-pydoc-chars").name == "mine"
+
+
+def test_recipe_name_defaults_to_the_file_stem(tmp_path):
+    (tmp_path / "c.txt").write_text("ab\ncd\n", encoding="utf-8")
+    path = tmp_path / "my-corpus_v2.yaml"
+    path.write_text("data: {source: text_lines, path: c.txt}\n", encoding="utf-8")
+    assert seqkit.Recipe.from_yaml(str(path)).name == "my-corpus_v2"
+
+
+def test_dir_lists_the_api_and_the_version_is_one():
+    import importlib.metadata
+    import pathlib
+
+    public = [n for n in dir(seqkit) if not n.startswith("_")]
+    assert {"train", "load", "build", "Recipe", "Run", "recipes", "train_seeds"} <= set(public)
+    assert "annotations" not in public
+    assert seqkit.__version__ == "0.2.0"
+    res = CliRunner().invoke(main, ["--version"])
+    assert res.output.strip() == f"seqkit, version {seqkit.__version__}"
+    toml = (pathlib.Path(__file__).parent.parent / "pyproject.toml").read_text(encoding="utf-8")
+    assert 'dynamic = ["version"]' in toml and 'attr = "seqkit.__version__"' in toml
+    assert importlib.metadata.version  # the installed metadata is the wheel's business (test_wheel.py)
+
+
+def test_a_split_that_leaves_a_class_out_warns_naming_it(caplog):
+    from seqkit.data.records import Record
+    from seqkit.data.split import assemble_splits
+
+    # label-sorted, contiguous split: train gets a and b, valid and test only c
+    recs = [Record(tokens=["x"], label=lab) for lab in ["a"] * 8 + ["b"] * 8 + ["c"] * 4]
+    with caplog.at_level(logging.WARNING, logger="seqkit"):
+        splits = assemble_splits({"all": recs}, 0.1, 0.1, shuffle=False, seed=1)
+    assert [r.label for r in splits["valid"]] == ["c", "c"] and [r.label for r in splits["test"]] == ["c", "c"]
+    msgs = [r.getMessage() for r in caplog.records]
+    assert len(msgs) == 2
+    assert "valid split has no example of 2 of the 2 classes in train ('a', 'b')" in msgs[0]
+    assert "data.split.shuffle: true" in msgs[0] and "test split" in msgs[1]
+    # every class everywhere: no warning; a split without labels (a tagger's) is not looked at
+    from seqkit.data.split import missing_classes
+
+    a, b = Record(tokens=["x"], label="a"), Record(tokens=["y"], label="b")
+    assert missing_classes({"train": [a, b], "valid": [b, a], "test": [a]}) == {"test": ["b"]}
+    assert missing_classes({"train": [a, b], "valid": [b, a], "test": [b, a]}) == {}
+    tagged = Record(tokens=["x"], tags=["T"])
+    assert missing_classes({"train": [tagged], "valid": [], "test": [tagged]}) == {}
