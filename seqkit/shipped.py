@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import yaml
 
+from seqkit.heads import DEFAULT_HEAD
+
 FOLDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "recipes")
 
 
@@ -63,7 +65,7 @@ def recipes() -> list[ShippedRecipe]:
             text = f.read()
         raw = yaml.safe_load(text) or {}
         out.append(ShippedRecipe(name=fname[:-len(".yaml")], path=path,
-                                 head=(raw.get("head") or {}).get("type", "language_model"),
+                                 head=(raw.get("head") or {}).get("type", DEFAULT_HEAD),
                                  source=(raw.get("data") or {}).get("source", "?"),
                                  summary=_summary(text)))
     return out

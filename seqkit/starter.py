@@ -29,7 +29,14 @@ import re
 
 from seqkit.errors import SeqkitError
 
-TASKS = {"classify": "acceptor", "tag": "tagger", "lm": "language_model", "seq2seq": "seq2seq"}
+def _tasks() -> dict:
+    """``{task: head name}``: each registered head's ``starter_task`` (the words of ``--task``)."""
+    from seqkit.registry import HEADS
+
+    return {HEADS.get(n).starter_task: n for n in HEADS.names() if getattr(HEADS.get(n), "starter_task", None)}
+
+
+TASKS = ("classify", "tag", "lm", "seq2seq")  # the --task words; the head of each: _tasks()
 TABLE_EXT = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".parquet": "parquet"}
 LABEL_NAMES = ("label", "labels", "class", "category", "categories", "target", "y", "stars", "rating",
                "sentiment", "intent", "topic", "tag")
@@ -173,7 +180,7 @@ def starter_recipe(task: str, data: "str | list[str]", *, out: str | None = None
     first = paths[0]
     stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", os.path.splitext(os.path.basename(first.rstrip("/\\")))[0]).strip("-.")
     ext = os.path.splitext(first)[1].lower()
-    head = {"type": TASKS[task]}
+    head = {"type": _tasks()[task]}
     labelled = task in ("classify", "tag")
     data_sec: dict = {}
     if os.path.isdir(first) and task != "lm":

@@ -479,7 +479,7 @@ def test_seq2seq_encoder_flow_matches_the_model(tmp_path, keras):
     run = _s2s_run(tmp_path, False)
     prep, model = load_run(str(run), with_data=True)
     flow = gradient_flow(prep, model, max_lag=3, examples=8)
-    assert flow["seq2seq"] and "lag from the source end" in flow["lag_definition"]
+    assert flow["encoder_decoder"] and "lag from the source end" in flow["lag_definition"]
     curves = {(c["layer"], c["state"]): c for c in flow["curves"]}
     assert set(curves) == {("encoder_rnn_0", "h"), ("encoder_rnn_0", "c")}
     encoder, decoder = model.get_layer("encoder"), model.get_layer("decoder")

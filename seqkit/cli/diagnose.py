@@ -52,7 +52,7 @@ def summary_lines(results: list) -> list[str]:
             lines.append(f"{r['run']}: {flow['cell']} layer {c['layer']} {c['state']}: gradient horizon "
                          f"{h if h is not None else '> ' + str(flow['max_lag'])} steps "
                          f"(|dL/ds| {c['norm'][0]:.3g} at k = 0, {c['rows'][0]} rows)")
-        if r["gates"] is None and flow.get("seq2seq"):
+        if r["gates"] is None and flow.get("encoder_decoder"):
             lines.append(f"{r['run']}: {flow['lag_definition']} (gate statistics are not read for "
                          f"seq2seq encoders)")
             continue

@@ -124,116 +124,15 @@ def stream(export_dir, prompt, max_length, temperature, top_k, greedy, beam_widt
     then decode it symbol by symbol (beam search, or --greedy) and print the output symbols.
     A full-sequence export (bidirectional encoder) answers each whole input line / utterance.
     EXPORT_DIR may also be the export's .tflite file alone: its metadata is embedded in it."""
-    from seqkit.data.subword import TextTokenizer
-    from seqkit.data.vocab import START_ID, UNK_ID, Vocabulary
     from seqkit.arguments import real
-    from seqkit.runtime.streaming import StreamingModel, read_export_metadata
+    from seqkit.runtime.request import StreamRequest, stream_export
 
     real("temperature", temperature, 0, low_open=True)  # click's FloatRange lets nan through
-    exported = read_export_metadata(export_dir)
-    head = exported.get("head")
-    if head == "seq2seq":
-        if prompt:
-            raise SeqkitError("--prompt is for language-model exports; give a seq2seq export its "
-                              "sources with --input FILE (one per line) or on stdin.")
-        _stream_seq2seq(export_dir, input_path or "-", greedy=greedy, beam_width=beam_width,
-                        max_length=max_length)
-        return
-    if beam_width is not None:
-        raise SeqkitError("--beam-width is for seq2seq exports; this export streams one step model.")
-    if head in ("acceptor", "tagger") and prompt:
-        raise SeqkitError(f"--prompt is for language-model exports; this {head} export reads its "
-                          f"sequences from --input FILE or stdin.")
-    if head == "language_model" and input_path:
-        raise SeqkitError("--input is for acceptor, tagger and seq2seq exports; a language model "
-                          "continues --prompt TEXT.")
-    max_length = max_length or 80
-    if exported.get("artefact") == "full_sequence":  # bidirectional: whole sequences at once
-        from seqkit.runtime.full_sequence import FullSequenceModel
-
-        _stream_sequences(FullSequenceModel(export_dir), input_path or "-", export_dir)
-        return
-    rt = StreamingModel(export_dir)
-    meta = rt.metadata
-    if meta["head"] in ("acceptor", "tagger"):
-        _stream_sequences(rt, input_path or "-", export_dir)
-        return
-    if meta["head"] != "language_model":
-        raise SeqkitError(f"{export_dir}: streaming text generation needs a language-model export; "
-                          f"this one is '{meta['head']}'.")
-    vocab = Vocabulary(meta["vocab"])
-    tok = TextTokenizer.from_export(export_dir, meta)  # a lone .tflite carries its subword model
-    across = meta.get("layout") == "stream"  # a stream-trained model: the state goes on across lines
-    encode = lambda text: vocab.encode(tok.split(text))  # noqa: E731
-    if across:  # a prompt's lines prime the state, line breaks read as <s> (seqkit.data.stream)
-        from seqkit.data.stream import prompt_ids
-
-        ids = prompt_ids(prompt, encode)
-    else:
-        ids = [START_ID] + encode(prompt)
-    if UNK_ID in ids:
-        from seqkit import log
-
-        log.warn("prompt tokens outside the vocabulary were read as [UNK].")
-    new = rt.generate(ids, max_length=max_length, greedy=greedy, temperature=temperature,
-                      top_k=top_k, seed=seed)
-    if tok.mode == "sentencepiece":  # decoded with the prompt: a piece's "▁" is the space before it
-        toks = tok.split(prompt)
-        full, pre = tok.join(toks + vocab.decode_tokens(new)), tok.join(toks)
-        click.echo(prompt + full[len(pre):] if full.startswith(pre) else full)
-        return
-    from seqkit.export.embedded_metadata import tokenization
-
-    join = "" if tokenization(meta) == "char" else " "
-    if across:
-        from seqkit.data.stream import decode_lines
-
-        cont = decode_lines(vocab, new, join=join)
-        sep = join if prompt and cont and join and not prompt.endswith(("\n", " ")) \
-            and not cont.startswith("\n") else ""
-        click.echo(prompt + sep + cont)
-        return
-    click.echo(prompt + (join if prompt and join else "") + vocab.decode(new, join=join))
-
-
-def _stream_seq2seq(export_dir: str, input_path: str, *, greedy: bool, beam_width, max_length) -> None:
-    """``seqkit stream`` for encoder-decoder exports: one line of output symbols per input line
-    (see :mod:`seqkit.runtime.seq2seq_stream`)."""
-    from seqkit.runtime.seq2seq_stream import Seq2SeqModel, read_sources
-
-    if greedy and beam_width is not None:
-        raise SeqkitError("--greedy and --beam-width exclude each other (--beam-width 1 with length penalty 0 is greedy).")
-    rt = Seq2SeqModel(export_dir)
-    name, text = read_input(input_path)
-    for _, ids in read_sources(text, name, rt):
-        out = (rt.greedy(ids, max_length) if greedy
-               else rt.beam_search(ids, beam_width=beam_width, max_length=max_length)[0][0])
-        click.echo(rt.text(out))
-
-
-def _stream_sequences(rt, input_path: str, export_dir: str | None = None) -> None:
-    """``seqkit stream`` for acceptor / tagger exports (see :mod:`seqkit.runtime.sequence_stream`);
-    a full-sequence export answers each whole sequence (acceptor: its final line only)."""
-    from seqkit.runtime.sequence_stream import full_sequence_answers, read_stream_input, stream_answers
-
-    name, text = read_input(input_path)
-    inputs = read_stream_input(text, name, rt.metadata, export_dir)
-    tagger = rt.metadata["head"] == "tagger"
-    if tagger and rt.metadata.get("crf"):
-        from seqkit import log
-
-        log.info("note: CRF tagger -- tags are the best path of each whole line (Viterbi); a step's "
-                 "tag can change until its sequence ends, so each line prints when it ends.")  # -q hides it
-    answers = full_sequence_answers if rt.metadata.get("artefact") == "full_sequence" else stream_answers
-    for ans in answers(rt, inputs):
-        seq = inputs[ans.index]
-        last = ans.t == len(seq.steps) - 1
-        if tagger:
-            word = seq.tokens[ans.t] if seq.tokens is not None else str(ans.t)
-            click.echo(f"{word}/{ans.name}" + ("" if last else " "), nl=last)
-        else:
-            click.echo(f"{seq.where}\tstep {ans.t + 1}\t{ans.name}\t{ans.probability:.4f}"
-                       + ("\tfinal" if last else ""))
+    request = StreamRequest(prompt=prompt, input_path=input_path, max_length=max_length,
+                            temperature=temperature, top_k=top_k, greedy=greedy, beam_width=beam_width,
+                            seed=seed)
+    for piece in stream_export(export_dir, request):
+        click.echo(piece, nl=False)
 
 
 @click.command()

@@ -156,29 +156,21 @@ def horizon(norms, ratio: float = HORIZON_RATIO) -> int | None:
 
 # ---------------------------------------------------------------------- run plumbing
 def _check_run(prep, model):
-    """The head kind (``lm``, ``tagger``, ``acceptor``) and the recurrent layers, or a clear refusal."""
-    from seqkit.heads.acceptor import AcceptorHead
-    from seqkit.heads.language_model import LanguageModelHead
-    from seqkit.heads.tagger import TaggerHead
+    """The head's kind of reading (:attr:`seqkit.heads.base.Head.diagnostics`: ``per_step``,
+    ``per_sequence`` or ``encoder_decoder``) and the recurrent layers, or a clear refusal."""
     from seqkit.layers.stack import recurrent_layers
-
-    from seqkit.heads.seq2seq import Seq2SeqHead
+    from seqkit.registry import HEADS
 
     head = prep.head
-    htype = prep.recipe.head.type
-    if isinstance(head, Seq2SeqHead):
-        return "seq2seq", []
-    if isinstance(head, LanguageModelHead):
-        kind = "lm"
-    elif isinstance(head, TaggerHead):
-        kind = "tagger"
-    elif isinstance(head, AcceptorHead):
-        kind = "acceptor"
-    else:
+    kind = head.diagnostics
+    if kind == "encoder_decoder":
+        return kind, []
+    if kind not in ("per_step", "per_sequence"):
+        readable = ", ".join(n for n in HEADS.names() if HEADS.get(n).diagnostics)
         raise SeqkitError(
-            f"seqkit diagnose reads the language_model, tagger, acceptor and seq2seq heads; this run's "
-            f"head is '{htype}', whose loss path it does not know, so it is refused rather than given "
-            f"a misleading curve.")
+            f"seqkit diagnose reads the heads that declare their loss path ({readable}); this run's "
+            f"head is '{prep.recipe.head.type}', which declares none (Head.diagnostics), so it is "
+            f"refused rather than given a misleading curve.")
     if getattr(prep.recipe.model, "bidirectional", False):
         layers = recurrent_layers(model, "rnn_bi")
         if not layers:
@@ -218,10 +210,10 @@ def _batches(prep, model, records, *, with_x: bool = False):
         yield (emb, valid, np.asarray(y), x) if with_x else (emb, valid, np.asarray(y))
 
 
-def _targets(kind: str, y: np.ndarray) -> np.ndarray:
-    """Class index per target (``-1``: no target). LM ids are used as they are; tagger/acceptor shift by 1."""
+def _targets(prep, y: np.ndarray) -> np.ndarray:
+    """Class index per target, ``y - Head.diagnostic_offset`` (``-1``: padding, id 0, no target)."""
     y = y.astype(np.int64)
-    return np.where(y > 0, y, -1) if kind == "lm" else y - 1
+    return np.where(y > 0, y - prep.head.diagnostic_offset, -1)
 
 
 def _row_norms(g) -> np.ndarray:
@@ -255,7 +247,7 @@ def gradient_flow(prep, model, *, max_lag: int = 50, examples: int = 32, positio
     import tensorflow as tf
 
     kind, layers = _check_run(prep, model)
-    if kind == "seq2seq":
+    if kind == "encoder_decoder":
         return _seq2seq_flow(prep, model, max_lag=max_lag, examples=examples, split=split)
     if getattr(prep.recipe.model, "bidirectional", False):
         return _bidirectional_flow(prep, model, kind, layers, max_lag=max_lag, examples=examples,
@@ -271,8 +263,8 @@ def gradient_flow(prep, model, *, max_lag: int = 50, examples: int = 32, positio
     seen = 0
     for emb, valid, y in _batches(prep, model, recs):
         seen += emb.shape[0]
-        tgt = _targets(kind, y)
-        if kind == "acceptor":
+        tgt = _targets(prep, y)
+        if kind == "per_sequence":
             xs, vw, init, lens, tw = _acceptor_rows(emb, valid, tgt, cells)
         else:
             xs, vw, init, lens, tw = _window_rows(emb, valid, tgt, cells, k_max, positions)
@@ -280,7 +272,7 @@ def gradient_flow(prep, model, *, max_lag: int = 50, examples: int = 32, positio
             continue
         with tf.GradientTape() as tape:
             outs, raw = unroll(cells, xs, init, vw)
-            if kind != "acceptor":
+            if kind != "per_sequence":
                 pooled = outs[-1]
             elif pooling == "mean":
                 m = tf.cast(tf.convert_to_tensor(vw)[:, :, None], tf.float32)
@@ -468,7 +460,7 @@ def _bidirectional_flow(prep, model, kind, layers, *, max_lag, examples, positio
     names = _state_names(prep, [pairs[0][0]])
     nstate = len(_state_sizes(pairs[0][0]))
     logits_layer = model.get_layer("logits")
-    pool = model.get_layer("pooling") if kind == "acceptor" else None
+    pool = model.get_layer("pooling") if kind == "per_sequence" else None
     ref_model = keras.Model(model.inputs, logits_layer.output)
     k_max = int(max_lag)
     keys = [(i, d, s) for i in range(len(pairs)) for d in (0, 1) for s in range(nstate)]
@@ -477,10 +469,10 @@ def _bidirectional_flow(prep, model, kind, layers, *, max_lag, examples, positio
     seen = 0
     for emb, valid, y, x in _batches(prep, model, _held_out(prep, split, examples), with_x=True):
         seen += emb.shape[0]
-        tgt = _targets(kind, y)
+        tgt = _targets(prep, y)
         picked = []  # (batch row, loss step t or -1 for the acceptor)
         for b in range(emb.shape[0]):
-            if kind == "acceptor":
+            if kind == "per_sequence":
                 if tgt[b] >= 0 and valid[b].any():
                     picked.append((b, -1))
                 continue
@@ -498,14 +490,14 @@ def _bidirectional_flow(prep, model, kind, layers, *, max_lag, examples, positio
         labels = np.asarray([tgt[b, t] if t >= 0 else tgt[b] for b, t in picked], np.int32)
         with tf.GradientTape() as tape:
             out, raw = unroll_bidirectional(pairs, xs, vs)
-            if kind == "acceptor":
+            if kind == "per_sequence":
                 feat = pool(out, mask=tf.constant(vs), training=False)
             else:
                 feat = tf.gather_nd(out, np.stack([np.arange(len(picked)), t_f], axis=1))
             logits = logits_layer(feat, training=False)
             loss = tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
         ref = np.asarray(ref_model(tf.convert_to_tensor(x), training=False))
-        ref = ref[idx] if kind == "acceptor" else ref[idx, t_f]
+        ref = ref[idx] if kind == "per_sequence" else ref[idx, t_f]
         if not np.allclose(np.asarray(logits), ref, atol=1e-4, rtol=1e-4):
             raise SeqkitError(
                 f"internal error in seqkit diagnose: the unrolled bidirectional path's logits differ "
@@ -692,7 +684,7 @@ def _seq2seq_flow(prep, model, *, max_lag, examples, split) -> dict:
             c["direction"] = ("forward", "backward")[d]
         curves.append(c)
     return {"head": prep.recipe.head.type, "cell": m.cell, "max_lag": k_max, "sequences": seen,
-            "horizon_ratio": HORIZON_RATIO, "bidirectional": bidi, "seq2seq": True,
+            "horizon_ratio": HORIZON_RATIO, "bidirectional": bidi, "encoder_decoder": True,
             "lag_definition": SEQ2SEQ_LAGS, "curves": curves}
 
 
@@ -766,7 +758,7 @@ def gate_statistics(prep, model, *, examples: int = 32, split: str = "test", bin
     import warnings
 
     kind, layers = _check_run(prep, model)
-    if kind == "seq2seq":  # the gradient flow only (its encoder gates are not read)
+    if kind == "encoder_decoder":  # the gradient flow only (its encoder gates are not read)
         return None
     bidi = bool(getattr(prep.recipe.model, "bidirectional", False))
     cells = [layer.cell for layer in layers] if not bidi else None

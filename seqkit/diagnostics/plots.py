@@ -126,7 +126,7 @@ def draw_diagnose(results: list, path: str, outputs=None) -> str:
     ax.set_xlabel("lag k (steps)")
     ax.set_ylabel("mean ||dL_t / ds_{t-k}||")
     title = "gradient flow through time (horizon: first k below 1e-3 of k = 0)"
-    if any(r["gradient_flow"].get("seq2seq") for r in results):
+    if any(r["gradient_flow"].get("encoder_decoder") for r in results):
         title += "\nseq2seq: whole target loss w.r.t. encoder states, lag from the source end"
     if any(r["gradient_flow"].get("bidirectional") for r in results):
         title += "\nbackward direction: lag k = dL_t/ds_(t+k), k positions later in the sequence"

@@ -99,13 +99,14 @@ class ExportMetadata(_Strict):
 
     seqkit_version: str = Field(max_length=MAX_NAME)
     head: str = Name
-    artefact: Literal["step", "predict", "full_sequence", "encoder_decoder", "seq2seq"] = "step"
+    artefact: Literal["step", "predict", "full_sequence", "encoder_decoder"] = "step"
     input: Optional[TensorInfo] = None
     special_ids: SpecialIds
     state_layout: list[StateInfo] = Field(max_length=MAX_STATES)
     vocab: Optional[list[str]] = Tokens
     target_vocab: Optional[list[str]] = Tokens
     labels: Optional[list[str]] = Tokens
+    logits_index: Optional[Literal["vocab", "target_vocab", "labels"]] = None
     char_vocab: Optional[list[str]] = Tokens
     max_chars: Optional[int] = Field(default=None, ge=1, le=MAX_PINNED)
     tokenizer: Optional[str] = Field(default=None, max_length=MAX_NAME)
@@ -230,8 +231,7 @@ def check_against_model(meta: dict, interpreter, where: str) -> None:
                              f"metadata was copied from another export or edited; export the run "
                              f"again.")
 
-    head = meta.get("head")
-    name = "decode_step" if head == "seq2seq" else "step"
+    name = "decode_step" if meta.get("artefact") == "encoder_decoder" else "step"
     if meta.get("artefact") == "full_sequence":
         name = "predict"
     if name not in sigs:
@@ -241,9 +241,12 @@ def check_against_model(meta: dict, interpreter, where: str) -> None:
     if "logits" not in outs:
         raise fail(f"signature '{name}' returns {sorted(outs)}, no 'logits'")
     columns = _size(outs["logits"]["shape_signature"])
-    want = {"language_model": ("vocab", meta.get("vocab")), "acceptor": ("labels", meta.get("labels")),
-            "tagger": ("labels", meta.get("labels")), "seq2seq": ("target_vocab", meta.get("target_vocab"))}
-    key, names = want.get(head, (None, None))
+    # what the logits index: an encoder-decoder's target vocabulary, else class labels, else the vocabulary
+    if "logits_index" in meta:  # the head says which list the logits' columns index (None: none)
+        key = meta["logits_index"]
+    else:  # an export from before the field
+        key = next((k for k in ("target_vocab", "labels", "vocab") if meta.get(k) is not None), None)
+    names = meta.get(key) if key else None
     if names is not None and columns is not None and columns != len(names):
         raise fail(f"its logits have {columns} columns and the metadata's {key} has {len(names)} "
                    f"entries")

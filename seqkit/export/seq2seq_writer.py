@@ -51,7 +51,8 @@ def metadata_for_seq2seq(prep, model, quantize: str, source_length: int) -> dict
     dec = r.decoding
     meta = {
         "seqkit_version": seqkit.__version__, "tensorflow_version": tf.__version__,
-        "keras_version": keras.__version__, "head": "seq2seq", "artefact": ARTEFACT,
+        "keras_version": keras.__version__, "head": prep.recipe.head.type, "artefact": ARTEFACT,
+        "logits_index": prep.head.logits_index,
         "input": {"name": "source", "dtype": "int32", "shape": [1, source_length], "kind": "token"},
         "special_ids": {"pad": PAD_ID, "unk": UNK_ID, "start": START_ID, "end": END_ID},
         "state_layout": [{"name": n, "size": s, "shape": [None, s], "dtype": "float32"}

@@ -111,7 +111,7 @@ def convert_signature(saved_model_dir: str, quantize: str = "none",
                 f"recurrent layer that is not unrolled, or a CRF's in-graph Viterbi); the TF "
                 f"{tf.__version__} full-integer quantizer crashes on WHILE, so it is refused and "
                 f"nothing was written. Export the step model (without --full-sequence; a CRF "
-                f"tagger's runtime runs Viterbi itself), or use --quantize dynamic-range.")
+                f"CRF runtime runs Viterbi itself), or use --quantize dynamic-range.")
         conv.optimizations = [tf.lite.Optimize.DEFAULT]
         conv.representative_dataset = lambda: iter(representative)
         int_type = tf.int8 if quantize == "int8" else tf.int16

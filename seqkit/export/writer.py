@@ -158,6 +158,7 @@ def metadata_for(prep, stepper, quantize: str, full_sequence: dict | None = None
     if full_sequence:
         meta["full_sequence"] = {"batch": full_sequence["batch"], "length": full_sequence["length"],
                                  "input": describe(full_sequence["spec"])}
+    meta["logits_index"] = prep.head.logits_index  # which list the logits' columns index
     meta.update(prep.head.export_metadata(stepper, bool(full_sequence)))  # labels, output, ...
     from seqkit.export.embedded_metadata import versioned
 

@@ -48,6 +48,7 @@ class AcceptorHead(SequenceHead):
     target_name = "label"
     class_weights = True
     text_role = "classify"
+    starter_task = "classify"
     diagnostics = "per_sequence"
     table_columns = {"text_column": ("text", 0), "label_column": ("label", 1)}
 

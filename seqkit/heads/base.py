@@ -66,6 +66,9 @@ class Head(abc.ABC):
     #: the text signatures it serves (:data:`seqkit.inference.serving.ROLES`): ``"classify"``,
     #: ``"tag"``, ``"generate"``, ``"transduce"``; None: none (or override :meth:`text_functions`)
     text_role: ClassVar[str | None] = None
+    #: which metadata list an export's logits columns index (``"vocab"``, ``"labels"``,
+    #: ``"target_vocab"``), checked against the model when a ``.tflite`` is read; None: none
+    logits_index: ClassVar[str | None] = None
     #: how messages name the head's runs (default: its registered name)
     title: ClassVar[str | None] = None
     #: ``data.layout: stream`` (one token stream read with truncated BPTT) applies.

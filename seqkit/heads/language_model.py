@@ -78,7 +78,9 @@ class LanguageModelHead(Head):
     Options = LanguageModelOptions
     causal = True
     answers = "generate"
+    logits_index = "vocab"
     text_role = "generate"
+    starter_task = "lm"
     stream_layout = True
     internal_state = True
     diagnostics = "per_step"
@@ -250,6 +252,63 @@ class LanguageModelHead(Head):
         from seqkit.registry import CELLS
 
         return LanguageModelStepper(model, CELLS.get(self.recipe.model.cell).state_names)
+
+    # ---------------------------------------------------------------- streaming an export
+    @classmethod
+    def stream_export(cls, export, metadata, request):
+        """Continue ``request.prompt`` with the exported step model (sampling, or ``greedy``) and
+        yield the prompt and its continuation as one line; a model trained with ``data.layout:
+        stream`` primes its state with the prompt's lines and generates past line ends
+        (:mod:`seqkit.data.stream`). ``max_length`` default: 80 new tokens.
+
+        Raises:
+            SeqkitError: ``input`` or ``beam_width`` given (a language model continues a prompt).
+        """
+        from seqkit import log
+        from seqkit.data.subword import TextTokenizer
+        from seqkit.data.vocab import START_ID, UNK_ID, Vocabulary
+        from seqkit.errors import SeqkitError
+        from seqkit.export.embedded_metadata import tokenization
+        from seqkit.runtime.streaming import StreamingModel
+
+        if request.beam_width is not None:
+            raise SeqkitError("--beam-width is for encoder-decoder exports; this export streams one "
+                              "step model.")
+        if request.input_path or request.text is not None:
+            raise SeqkitError("--input is for exports that read sequences; a language model "
+                              "continues --prompt TEXT.")
+        prompt = request.prompt
+        rt = StreamingModel(export)
+        meta = rt.metadata
+        vocab = Vocabulary(meta["vocab"])
+        tok = TextTokenizer.from_export(export, meta)  # a lone .tflite carries its subword model
+        across = meta.get("layout") == "stream"  # a stream-trained model: the state goes on across lines
+        encode = lambda text: vocab.encode(tok.split(text))  # noqa: E731
+        if across:  # a prompt's lines prime the state, line breaks read as <s> (seqkit.data.stream)
+            from seqkit.data.stream import prompt_ids
+
+            ids = prompt_ids(prompt, encode)
+        else:
+            ids = [START_ID] + encode(prompt)
+        if UNK_ID in ids:
+            log.warn("prompt tokens outside the vocabulary were read as [UNK].")
+        new = rt.generate(ids, max_length=request.max_length or 80, greedy=request.greedy,
+                          temperature=request.temperature, top_k=request.top_k, seed=request.seed)
+        if tok.mode == "sentencepiece":  # decoded with the prompt: a piece's "▁" is the space before it
+            toks = tok.split(prompt)
+            full, pre = tok.join(toks + vocab.decode_tokens(new)), tok.join(toks)
+            yield (prompt + full[len(pre):] if full.startswith(pre) else full) + "\n"
+            return
+        join = "" if tokenization(meta) == "char" else " "
+        if across:
+            from seqkit.data.stream import decode_lines
+
+            cont = decode_lines(vocab, new, join=join)
+            sep = join if prompt and cont and join and not prompt.endswith(("\n", " ")) \
+                and not cont.startswith("\n") else ""
+            yield prompt + sep + cont + "\n"
+            return
+        yield prompt + (join if prompt and join else "") + vocab.decode(new, join=join) + "\n"
 
     # ---------------------------------------------------------------- export parity
     def parity_inputs(self, records, length=None):

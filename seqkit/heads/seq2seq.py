@@ -113,7 +113,9 @@ class Seq2SeqHead(Head):
 
     Options = Seq2SeqOptions
     answers = "transduce"
+    logits_index = "target_vocab"
     text_role = "transduce"
+    starter_task = "seq2seq"
     title = "encoder-decoder (seq2seq)"
     diagnostics = "encoder_decoder"
     table_columns = {"source_column": ("source", 0), "target_column": ("target", 1)}
@@ -460,6 +462,32 @@ class Seq2SeqHead(Head):
                                  dropout=o.decoder_dropout, name="decoder")
         logits = decoder(dec_in, enc_out[0], ops.not_equal(src, 0), list(enc_out[1:]))
         return keras.Model([src, dec_in], logits, name="seq2seq")
+
+    @classmethod
+    def stream_export(cls, export, metadata, request):
+        """Encode each input line, decode it symbol by symbol (beam search, or ``greedy``) with the
+        exported ``encode`` / ``decode_step`` models (:class:`seqkit.runtime.Seq2SeqModel`), and
+        yield one line of output symbols per input line.
+
+        Raises:
+            SeqkitError: a ``prompt``; ``greedy`` with ``beam_width``; a source too long.
+        """
+        from seqkit.errors import SeqkitError
+        from seqkit.runtime.seq2seq_stream import Seq2SeqModel, read_sources
+
+        if request.prompt:
+            raise SeqkitError("--prompt is for language-model exports; give a seq2seq export its "
+                              "sources with --input FILE (one per line) or on stdin.")
+        if request.greedy and request.beam_width is not None:
+            raise SeqkitError("--greedy and --beam-width exclude each other (--beam-width 1 with "
+                              "length penalty 0 is greedy).")
+        rt = Seq2SeqModel(export)
+        name, text = request.read()
+        for _, ids in read_sources(text, name, rt):
+            out = (rt.greedy(ids, request.max_length) if request.greedy
+                   else rt.beam_search(ids, beam_width=request.beam_width,
+                                       max_length=request.max_length)[0][0])
+            yield rt.text(out) + "\n"
 
     def export(self, prep, model, out, options, calibration):
         """An encoder (full sequence, pinned ``[1, length]``) + ``decode_step`` export

@@ -27,6 +27,7 @@ class SequenceHead(Head):
     allow_split = False
     target_name = "label"
     answers = "predict"
+    logits_index = "labels"
     word_inputs = True
     internal_state = True
     full_sequence_export = True
@@ -194,6 +195,51 @@ class SequenceHead(Head):
     def keras_inputs(self, x):
         """Raw export inputs as the Keras model reads them: frames normalised (NaN stays NaN)."""
         return self.inputs.normalizer(x) if x.dtype.kind == "f" else x
+
+    # ---------------------------------------------------------------- streaming an export
+    @classmethod
+    def stream_export(cls, export, metadata, request):
+        """Stream each input sequence through the exported step model
+        (:func:`seqkit.runtime.sequence_stream.stream_answers`; a full-sequence export answers each
+        whole sequence) and yield :meth:`stream_answer` of each answer.
+
+        Raises:
+            SeqkitError: a ``prompt`` or ``beam_width``; malformed input.
+        """
+        from seqkit.errors import SeqkitError
+        from seqkit.runtime.sequence_stream import full_sequence_answers, read_stream_input, stream_answers
+
+        if request.beam_width is not None:
+            raise SeqkitError("--beam-width is for encoder-decoder exports; this export streams one "
+                              "step model.")
+        if request.prompt:
+            raise SeqkitError(f"--prompt is for language-model exports; this {metadata.get('head')} "
+                              f"export reads its sequences from --input FILE or stdin.")
+        if metadata.get("artefact") == "full_sequence":  # bidirectional: whole sequences at once
+            from seqkit.runtime.full_sequence import FullSequenceModel
+
+            rt, answers = FullSequenceModel(export), full_sequence_answers
+        else:
+            from seqkit.runtime.streaming import StreamingModel
+
+            rt, answers = StreamingModel(export), stream_answers
+        name, text = request.read()
+        inputs = read_stream_input(text, name, rt.metadata, export)
+        cls.stream_note(rt.metadata)
+        for ans in answers(rt, inputs):
+            seq = inputs[ans.index]
+            yield cls.stream_answer(ans, seq, ans.t == len(seq.steps) - 1)
+
+    @classmethod
+    def stream_note(cls, metadata) -> None:
+        """Log what a reader of the stream should know first (default: nothing)."""
+
+    @classmethod
+    def stream_answer(cls, ans, seq, last: bool) -> str:
+        """The text printed for one streamed answer (default: ``where<TAB>step t<TAB>label<TAB>p``,
+        a line each, ``final`` on the last)."""
+        return (f"{seq.where}\tstep {ans.t + 1}\t{ans.name}\t{ans.probability:.4f}"
+                + ("\tfinal" if last else "") + "\n")
 
     # ---------------------------------------------------------------- answers
     def read_inputs(self, text, name, input_format="auto"):

@@ -75,6 +75,7 @@ class TaggerHead(SequenceHead):
     Options = TaggerOptions
     subword_inputs = False
     text_role = "tag"
+    starter_task = "tag"
     diagnostics = "per_step"
     table_columns = {"tokens_column": ("tokens", 0), "tags_column": ("tags", 1)}
     #: tables hold pre-split tokens (white space), whatever ``data.tokenizer`` says
@@ -196,6 +197,20 @@ class TaggerHead(SequenceHead):
             joined[i].append(p)
         return [(np.concatenate([t for t, _ in ps]), np.concatenate([p for _, p in ps], axis=0))
                 for ps in joined]
+
+    @classmethod
+    def stream_note(cls, metadata):
+        if metadata.get("crf"):
+            from seqkit import log
+
+            log.info("note: CRF tagger -- tags are the best path of each whole line (Viterbi); a step's "
+                     "tag can change until its sequence ends, so each line prints when it ends.")  # -q hides it
+
+    @classmethod
+    def stream_answer(cls, ans, seq, last):
+        """``word/TAG`` as each tag comes, a line per sequence."""
+        word = seq.tokens[ans.t] if seq.tokens is not None else str(ans.t)
+        return f"{word}/{ans.name}" + ("\n" if last else " ")
 
     def output_meaning(self, step):
         return "logits [B, C]: this step's tag scores" if step else "logits [B, T, C]"

@@ -61,7 +61,7 @@ def text_reason(head) -> str | None:
 
 
 #: the text signatures of each role: ``{role: {signature name: TextFunctions method}}``
-ROLES = {"classify": {"predict_text": "acceptor"}, "tag": {"predict_text": "tagger"},
+ROLES = {"classify": {"predict_text": "classify"}, "tag": {"predict_text": "tag"},
          "generate": {"generate_text": "generate"},
          "transduce": {"predict_text": "transduce_beam", "generate_text": "transduce_greedy"}}
 
@@ -137,7 +137,7 @@ class TextFunctions:
         with tf.control_dependencies([check]):
             return tf.identity(ids), False
 
-    def acceptor(self, text):
+    def classify(self, text):
         """``predict_text`` of an acceptor: ``{label [B], probability [B], probabilities [B, C]}``."""
         import tensorflow as tf
 
@@ -164,7 +164,7 @@ class TextFunctions:
         mask = tf.not_equal(ids, 0)
         return tf.cast(crf.decode(z, mask), tf.int32), crf.marginals(z, mask)
 
-    def tagger(self, text):
+    def tag(self, text):
         """``predict_text`` of a tagger: ``{tokens, tags [B, T], lengths [B], probabilities [B, T, C]}``."""
         import tensorflow as tf
 

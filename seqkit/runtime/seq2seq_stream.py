@@ -90,7 +90,7 @@ class Seq2SeqModel:
         from seqkit.runtime.streaming import load_export
 
         model, metadata = load_export(export_dir, model_bytes, metadata)
-        if metadata.get("head") != "seq2seq":
+        if metadata.get("artefact") != "encoder_decoder":
             raise SeqkitError(f"{export_dir or 'this export'}: a '{metadata.get('head')}' export, not "
                               f"an encoder-decoder; run it with seqkit.runtime.StreamingModel.")
         self.metadata = metadata

@@ -161,7 +161,7 @@ class StreamingModel:
 
         model, metadata = self.__dict__.pop("_loaded", None) or load_export(export_dir, model_bytes, metadata)
         self.metadata = metadata
-        if metadata.get("head") == "seq2seq":
+        if metadata.get("artefact") == "encoder_decoder":
             raise SeqkitError(f"{export_dir or 'this export'}: an encoder-decoder export (signatures "
                               f"'encode' and 'decode_step'), not a step model; run it with "
                               f"seqkit.runtime.Seq2SeqModel or `seqkit stream EXPORT --input FILE`.")
