@@ -25,7 +25,7 @@ def main():
     import tensorflow as tf
 
     from seqkit.inference.decoding import beam_search
-    from seqkit.inference.generate import _encode_prompt
+    from seqkit.heads.language_model.generate import _encode_prompt
     from seqkit.training.train import load_run
 
     prep, model = load_run(args.run_dir, with_data=True)

@@ -95,7 +95,7 @@ def _worker(a) -> dict:
         return out
 
     lazy_corpus.LazyCorpus.scan = scan
-    from seqkit.heads.language_model import LanguageModelHead
+    from seqkit.heads.language_model.head import LanguageModelHead
 
     LanguageModelHead.baselines = lambda self, prep: {}  # the in-memory path's n-grams and xz: not training
     t0 = time.perf_counter()

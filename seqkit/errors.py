@@ -38,3 +38,13 @@ def did_you_mean(name: str, known: Iterable[str]) -> str:
     """Return ``" Did you mean 'x'?"`` for the closest known name, or ``""``."""
     close = difflib.get_close_matches(str(name), list(known), n=1, cutoff=0.6)
     return f" Did you mean '{close[0]}'?" if close else ""
+
+
+def refuse_bidirectional(run_hint: str = "RUN_DIR") -> SeqkitError:
+    """The error for a step export of a bidirectional encoder (offers full-sequence export)."""
+    return SeqkitError(
+        "this run's encoder is bidirectional (model.bidirectional: true): its backward pass reads "
+        "the whole sequence from the end, so it has no step model to stream one input at a time. "
+        f"Export it as a full-sequence model for a pinned shape instead: `seqkit export {run_hint} "
+        "--full-sequence --batch B --length T` (TFLite), or `--format saved_model` (its `predict` "
+        "signature takes any shape).")

@@ -101,15 +101,6 @@ def provenance(recipe) -> list[dict]:
     return out
 
 
-def write_provenance(run_path: str, recipe) -> None:
-    """Write ``plugins.json`` into a run directory when the recipe uses plugins (else nothing)."""
-    from seqkit.runs.rundir import atomic_write_json
-
-    items = provenance(recipe)
-    if items:
-        atomic_write_json(os.path.join(run_path, PLUGINS), items)
-
-
 def how_to_get(item: dict) -> str:
     """How to make a recorded plugin available again: the ``--plugin`` to pass (CLI) and the
     :func:`seqkit.load_plugin` call (Python), exactly as they work when pasted."""

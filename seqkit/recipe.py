@@ -245,7 +245,7 @@ class EvaluationConfig(BaseModel):
     """``evaluation``: dynamic evaluation (``seqkit evaluate --dynamic``, data.layout stream)."""
 
     model_config = ConfigDict(extra="forbid")
-    # update rule after each scored chunk (seqkit.heads.dynamic_eval): sgd, or Krause et al.'s
+    # update rule after each scored chunk (seqkit.heads.language_model.dynamic_eval): sgd, or Krause et al.'s
     # rms (step divided by the training gradients' RMS, decay scaled by it)
     dynamic_rule: Literal["sgd", "rms"] = "sgd"
     dynamic_lr: float = Field(0.1, gt=0.0, allow_inf_nan=False)  # eta, on each chunk's mean loss

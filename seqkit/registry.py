@@ -280,8 +280,8 @@ HEADS = Registry("head", "seqkit.heads")
 DATA = Registry("data source", "seqkit.data")
 
 CELLS.add_builtin_modules("seqkit.cells.simple_rnn", "seqkit.cells.lstm", "seqkit.cells.gru")
-HEADS.add_builtin_modules("seqkit.heads.language_model", "seqkit.heads.acceptor", "seqkit.heads.tagger",
-                        "seqkit.heads.seq2seq")
+HEADS.add_builtin_modules("seqkit.heads.language_model.head", "seqkit.heads.acceptor.head", "seqkit.heads.tagger.head",
+                        "seqkit.heads.seq2seq.head")
 DATA.add_builtin_modules("seqkit.data.text_lines", "seqkit.data.ts_file", "seqkit.data.word_tag",
                        "seqkit.data.conll", "seqkit.data.tsv", "seqkit.data.tfds_source",
                        "seqkit.data.packaged", "seqkit.data.cmudict",

@@ -254,7 +254,7 @@ def test_run_saves_reloads_and_predicts_unseen_words(char_run, tf):
 
 def _stream_tags(export_dir, lines):
     """``seqkit stream``'s answers for text lines, as tag lists (the runtime packs the characters)."""
-    from seqkit.runtime.sequence_stream import (full_sequence_answers, read_stream_input,
+    from seqkit.heads.sequence.stream import (full_sequence_answers, read_stream_input,
                                                 stream_answers)
     from seqkit.runtime.streaming import read_export_metadata
 

@@ -167,7 +167,7 @@ def crf_run(tmp_path_factory, keras):
 
 def test_crf_tagger_trains_reloads_and_predicts_viterbi(crf_run, tf):
     from seqkit.layers.crf import CRF, CRFTaggerModel, crf_viterbi
-    from seqkit.inference.predict import predict
+    from seqkit.heads.sequence.predict import predict
     from seqkit.training.train import load_run
 
     run, metrics = crf_run
@@ -202,7 +202,7 @@ def test_full_sequence_export_decodes_viterbi_in_graph_same_as_keras(crf_run, tm
     from seqkit.export.tflite import op_names
     from seqkit.export.writer import export_run
     from seqkit.runtime.full_sequence import FullSequenceModel
-    from seqkit.runtime.sequence_stream import full_sequence_answers, read_stream_input
+    from seqkit.heads.sequence.stream import full_sequence_answers, read_stream_input
     from seqkit.training.train import load_run
 
     run, _ = crf_run
@@ -231,7 +231,7 @@ def test_full_sequence_export_decodes_viterbi_in_graph_same_as_keras(crf_run, tm
 def test_step_export_streams_emissions_and_decodes_at_the_end(crf_run, tmp_path):
     from seqkit.export.parity import sequence_inputs
     from seqkit.export.writer import export_run
-    from seqkit.runtime.sequence_stream import read_stream_input, stream_answers
+    from seqkit.heads.sequence.stream import read_stream_input, stream_answers
     from seqkit.runtime.streaming import StreamingModel
     from seqkit.training.train import load_run
 
@@ -306,7 +306,7 @@ def test_cli_stream_of_a_crf_step_export_prints_viterbi_paths_with_a_note(crf_ru
     from click.testing import CliRunner
 
     from seqkit.cli import main
-    from seqkit.inference.predict import predict, read_records
+    from seqkit.heads.sequence.predict import predict, read_records
     from seqkit.training.train import load_run
 
     run, _ = crf_run

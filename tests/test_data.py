@@ -45,7 +45,7 @@ def test_whitespace_tokenizer_and_lowercase():
 def lm_pairs(ids):
     """The language model's training view of a ragged batch (what its head passes)."""
     from seqkit.data.markers import add_markers
-    from seqkit.heads.language_model import teacher_forcing_pair
+    from seqkit.heads.language_model.head import teacher_forcing_pair
 
     return teacher_forcing_pair(add_markers(ids, end=3))
 
@@ -129,7 +129,7 @@ def test_pydoc_topics_is_real_text():
 
 
 def test_chunk_long_counts_and_splits():
-    from seqkit.training.train import chunk_long
+    from seqkit.heads.language_model.head import chunk_long
 
     out, n = chunk_long(["abcdefg", "ab"], 3, "char")
     assert (out, n) == (["abc", "def", "g", "ab"], 1)
@@ -221,7 +221,7 @@ def test_batch_plan_equals_tf_data_bucket_by_sequence_length(tf, batch_size):
 def test_lm_to_pairs_vectorized_equals_to_pair_per_line(tf):
     """The head's batched training view equals its per-line one, for the stock head and for a
     subclass that overrides only ``to_pair`` (mapped over the lines)."""
-    from seqkit.heads.language_model import LanguageModelHead
+    from seqkit.heads.language_model.head import LanguageModelHead
 
     class Reverse(LanguageModelHead):
         def to_pair(self, ids):
@@ -242,7 +242,7 @@ def test_lm_to_pairs_vectorized_equals_to_pair_per_line(tf):
 def test_pair_dataset_teacher_forcing_batches_by_hand(tf):
     """Two pairs, unshuffled: sources and targets padded with 0, ``<s>`` (2) before and ``</s>``
     (3) after each target."""
-    from seqkit.data.pipeline import make_pair_dataset
+    from seqkit.heads.seq2seq.decoding import make_pair_dataset
 
     ds = make_pair_dataset([[5, 6, 7], []], [[9], [8, 10]], batch_size=2, shuffle=False, seed=0,
                            bucket=False, max_length=8)

@@ -133,7 +133,7 @@ def test_empty_sequence_and_too_long_are_refused(tmp_path, keras):
     from seqkit.data.records import Record
 
     with pytest.raises(DataError, match=r"x:1: an empty sequence"):
-        from seqkit.heads.sequence_inputs import SequenceInputs
+        from seqkit.heads.sequence.inputs import SequenceInputs
 
         SequenceInputs.check_kind([Record(tokens=[], label="a", where="x:1")], "tsv")
     with pytest.raises(DataError, match=r"train.word_tag:1: 1 sequence\(s\) are longer than data.max_length = 3"):
@@ -143,7 +143,7 @@ def test_empty_sequence_and_too_long_are_refused(tmp_path, keras):
 
 def test_too_long_truncate_and_split_are_counted(tmp_path, keras, capsys, seqkit_stderr):
     from seqkit.data.records import Record
-    from seqkit.heads.sequence_inputs import apply_too_long
+    from seqkit.heads.sequence.inputs import apply_too_long
 
     recs = [Record(tokens=list("abcde"), tags=list("NNVVN"), where="r:1"), Record(tokens=["a"], tags=["N"])]
     cut = apply_too_long(recs, 2, "truncate", what="data.max_length", allow_split=True)

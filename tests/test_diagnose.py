@@ -208,7 +208,7 @@ def test_plugin_heads_and_unnamed_bidirectional_layers_are_refused():
 
     from seqkit.diagnostics.diagnose import gradient_flow
     from seqkit.errors import SeqkitError
-    from seqkit.heads.tagger import TaggerHead
+    from seqkit.heads.tagger.head import TaggerHead
 
     prep = SimpleNamespace(head=object(), recipe=SimpleNamespace(head=SimpleNamespace(type="plugin")))
     with pytest.raises(SeqkitError, match="this run's head is 'plugin'"):

@@ -1,4 +1,4 @@
-"""The rms rule's gradient statistics kept in the run directory (seqkit.heads.dynamic_stats_cache):
+"""The rms rule's gradient statistics kept in the run directory (seqkit.heads.language_model.dynamic_stats_cache):
 reused bit for bit while weights, data and settings are unchanged; recomputed otherwise; a damaged
 file is ignored with a warning; a read-only directory still evaluates."""
 
@@ -43,8 +43,8 @@ def counted(monkeypatch):
 
 
 def test_second_call_reads_the_cache_and_a_change_recomputes(tmp_path, keras, counted, caplog):
-    from seqkit.heads.dynamic_eval import gradient_stats
-    from seqkit.heads.dynamic_stats_cache import CACHE, cached_gradient_stats
+    from seqkit.heads.language_model.dynamic_eval import gradient_stats
+    from seqkit.heads.language_model.dynamic_stats_cache import CACHE, cached_gradient_stats
     from seqkit.runs.rundir import RUN_NAMES, is_run_name
 
     assert CACHE in RUN_NAMES and is_run_name(CACHE + ".4711.tmp")  # train --overwrite still sees a run
@@ -81,7 +81,7 @@ def test_second_call_reads_the_cache_and_a_change_recomputes(tmp_path, keras, co
 
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "wrong shape", "absurd", "non-finite"])
 def test_a_damaged_cache_is_recomputed_with_a_warning(tmp_path, keras, counted, caplog, damage):
-    from seqkit.heads.dynamic_stats_cache import CACHE, cached_gradient_stats
+    from seqkit.heads.language_model.dynamic_stats_cache import CACHE, cached_gradient_stats
 
     model, data = _model_and_data()
     first = cached_gradient_stats(model, data, None, str(tmp_path))
@@ -113,7 +113,7 @@ def test_read_only_run_dir_still_evaluates(tmp_path, keras, counted, caplog, mon
     import errno
 
     from seqkit.heads import dynamic_stats_cache
-    from seqkit.heads.dynamic_stats_cache import cached_gradient_stats
+    from seqkit.heads.language_model.dynamic_stats_cache import cached_gradient_stats
 
     model, data = _model_and_data()
     ro = tmp_path / "ro"
@@ -139,7 +139,7 @@ def test_read_only_run_dir_still_evaluates(tmp_path, keras, counted, caplog, mon
 def test_a_lazy_corpus_is_fingerprinted_by_its_files(tmp_path):
     """text_corpus streams: path, size and mtime_ns of each file, vocabulary, columns (no TensorFlow)."""
     from seqkit.data.lazy_corpus import LazyCorpus, LazyStreamData
-    from seqkit.heads.dynamic_stats_cache import data_fingerprint
+    from seqkit.heads.language_model.dynamic_stats_cache import data_fingerprint
 
     p = tmp_path / "a.txt"
     p.write_text("the cat sat\non the mat\n" * 5, encoding="utf-8")

@@ -103,9 +103,9 @@ def test_export_all_passes_parity_with_builtin_ops(exports, name):
 @pytest.mark.parametrize("name", list(RUNS))
 def test_decode_step_streamed_equals_teacher_forced_keras(exports, loaded, name, tf):
     from seqkit.data.vocab import START_ID
-    from seqkit.export.seq2seq_archive import state_names
-    from seqkit.export.seq2seq_parity import SavedModelSeq2Seq
-    from seqkit.runtime.seq2seq_stream import Seq2SeqModel
+    from seqkit.heads.seq2seq.archive import state_names
+    from seqkit.heads.seq2seq.parity import SavedModelSeq2Seq
+    from seqkit.heads.seq2seq.runtime import Seq2SeqModel
 
     out, _ = exports[name]
     prep, model = loaded[name]
@@ -125,7 +125,7 @@ def test_decode_step_streamed_equals_teacher_forced_keras(exports, loaded, name,
 
 @pytest.mark.parametrize("name", list(RUNS))
 def test_saved_model_generate_and_beam_search_equal_transduce(exports, loaded, name, tf):
-    from seqkit.heads.seq2seq import transduce
+    from seqkit.heads.seq2seq.head import transduce
 
     out, _ = exports[name]
     prep, model = loaded[name]
@@ -147,7 +147,7 @@ def test_saved_model_generate_and_beam_search_equal_transduce(exports, loaded, n
 
 def test_beam_differs_from_greedy_somewhere(loaded):
     """Guards the decoding tests above: on these sources beam search is not greedy in disguise."""
-    from seqkit.heads.seq2seq import transduce
+    from seqkit.heads.seq2seq.head import transduce
 
     prep, model = loaded["bi-lstm-bahdanau"]
     ids = _ids(prep, SOURCES)
@@ -158,8 +158,8 @@ def test_beam_differs_from_greedy_somewhere(loaded):
 
 @pytest.mark.parametrize("name", list(RUNS))
 def test_tflite_runtime_greedy_and_beam_equal_transduce(exports, loaded, name):
-    from seqkit.heads.seq2seq import transduce
-    from seqkit.runtime.seq2seq_stream import Seq2SeqModel
+    from seqkit.heads.seq2seq.head import transduce
+    from seqkit.heads.seq2seq.runtime import Seq2SeqModel
 
     out, _ = exports[name]
     prep, model = loaded[name]
@@ -179,7 +179,7 @@ def test_padded_source_keeps_the_mask_in_the_pinned_encoder(exports, loaded):
     """The TFLite encoder reads [1, S_max]: a shorter source is padded with 0, and its outputs at
     the real positions and the decoder start states equal Keras's on the unpadded source (a
     bidirectional encoder that read the padding would start its backward pass elsewhere)."""
-    from seqkit.runtime.seq2seq_stream import Seq2SeqModel
+    from seqkit.heads.seq2seq.runtime import Seq2SeqModel
 
     out, _ = exports["bi-lstm-bahdanau"]
     prep, model = loaded["bi-lstm-bahdanau"]
@@ -213,11 +213,11 @@ def test_quantized_exports_agree_and_are_builtin(runs, tmp_path):
 
 
 def test_parity_failure_and_interruption_write_nothing(runs, tmp_path, monkeypatch):
-    import seqkit.export.seq2seq_parity as sp
+    import seqkit.heads.seq2seq.parity as sp
     import seqkit.export.tflite as tfl
     from seqkit.errors import SeqkitError
     from seqkit.export.writer import export_run
-    from seqkit.runtime.seq2seq_stream import Seq2SeqModel
+    from seqkit.heads.seq2seq.runtime import Seq2SeqModel
 
     run = runs["simple_rnn-none"]
     real = sp.Seq2SeqParityCase.check_teacher_forced

@@ -197,7 +197,7 @@ def test_cli_stream_acceptor_and_tagger(runs, tmp_path):
     from click.testing import CliRunner
 
     from seqkit.cli import main
-    from seqkit.inference.predict import predict, read_records
+    from seqkit.heads.sequence.predict import predict, read_records
     from seqkit.training.train import load_run
 
     r = CliRunner()
@@ -234,7 +234,7 @@ def test_cli_stream_of_full_sequence_exports_equals_predict(runs, tmp_path):
     from click.testing import CliRunner
 
     from seqkit.cli import main
-    from seqkit.inference.predict import predict, read_records
+    from seqkit.heads.sequence.predict import predict, read_records
     from seqkit.training.train import load_run
 
     r = CliRunner()

@@ -170,7 +170,7 @@ def test_cli_tagger_and_acceptor_with_state_inside_stream_as_keras_predicts(sequ
     from click.testing import CliRunner
 
     from seqkit.cli import main
-    from seqkit.inference.predict import predict, read_records
+    from seqkit.heads.sequence.predict import predict, read_records
     from seqkit.training.train import load_run
 
     r = CliRunner()

@@ -22,7 +22,7 @@ def lm_run(tmp_path_factory, keras):
 
 
 def test_beam_width_1_generation_equals_greedy_generation(lm_run):
-    from seqkit.inference.generate import generate_beam, generate_text
+    from seqkit.heads.language_model.generate import generate_beam, generate_text
     from seqkit.training.train import load_run
 
     prep, model = load_run(str(lm_run))
@@ -36,7 +36,7 @@ def test_beam_scores_are_length_penalised_log_probs_of_the_printed_text(lm_run):
     import tensorflow as tf
 
     from seqkit.data.vocab import END_ID, START_ID
-    from seqkit.inference.generate import generate_beam
+    from seqkit.heads.language_model.generate import generate_beam
     from seqkit.training.train import load_run
 
     prep, model = load_run(str(lm_run))
@@ -85,7 +85,7 @@ def test_cli_top_p_sampling_is_seeded(lm_run):
 def test_repeated_generate_text_reuses_one_traced_loop_with_the_same_outputs(lm_run):
     """The sampling loop is traced once per (model, configuration): later calls do not retrace, and
     give what a fresh model's first call gives for the same seed."""
-    from seqkit.inference.generate import TRACED_ATTR, generate_text
+    from seqkit.heads.language_model.generate import TRACED_ATTR, generate_text
     from seqkit.training.train import load_run
 
     prep, model = load_run(str(lm_run))

@@ -22,7 +22,7 @@ def lm(keras):
 
 
 def test_item5_teacher_forcing_alignment(tf):
-    from seqkit.heads.language_model import teacher_forcing_pair
+    from seqkit.heads.language_model.head import teacher_forcing_pair
 
     x, y = teacher_forcing_pair(tf.constant([4, 8, 9]))
     assert x.numpy().tolist() == [START_ID, 4, 8]
@@ -79,7 +79,7 @@ def test_all_padding_row_neither_crashes_nor_changes_other_rows(lm):
 
 @pytest.mark.parametrize("cell", ["lstm", "gru", "simple_rnn"])
 def test_step_by_step_equals_full_sequence(tf, lm, cell):
-    from seqkit.heads.language_model import LanguageModelStepper
+    from seqkit.heads.language_model.head import LanguageModelStepper
 
     head, model = lm(cell)
     x = np.array([[2, 5, 6, 7, 9], [2, 8, 4, 4, 5]], "int32")

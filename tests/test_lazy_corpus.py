@@ -107,7 +107,7 @@ def test_prompt_ids_and_decode_lines_by_hand():
 # ---------------------------------------------------------------- priming and generation (TensorFlow)
 
 def test_multiline_prompt_primes_state_as_step_by_step(tf, keras):
-    from seqkit.heads.stream_lm import prime_states
+    from seqkit.heads.language_model.stream import prime_states
     from seqkit.recipe import recipe_from_dict
     from seqkit.training.train import prepare
 

@@ -36,8 +36,8 @@ def test_export_runtimes_read_one_input_per_line():
     import types
 
     from seqkit.data.vocab import SPECIALS
-    from seqkit.runtime.seq2seq_stream import read_sources
-    from seqkit.runtime.sequence_stream import read_stream_input
+    from seqkit.heads.seq2seq.runtime import read_sources
+    from seqkit.heads.sequence.stream import read_stream_input
 
     meta = {"input": {"kind": "token"}, "vocab": list(SPECIALS) + ["a", "b", "\u2028"],
             "token_mode": "char", "lowercase": False}

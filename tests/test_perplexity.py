@@ -29,8 +29,8 @@ def test_perplexity_worked_numbers():
 
 
 def test_every_report_follows_the_rule():
-    from seqkit.heads.language_model import LanguageModelHead
-    from seqkit.heads.stream_lm import figures
+    from seqkit.heads.language_model.head import LanguageModelHead
+    from seqkit.heads.language_model.stream import figures
     from seqkit.runs.rundir import strict_json
 
     # stream LM figures: 8000 nats over 10 tokens = 800 nats/token

@@ -95,7 +95,7 @@ def test_most_frequent_syllable_per_character_baseline_by_hand(tmp_path):
     (baseline xing2 xing2: 银 is unseen, 2 edits) and 人行 (right). WER = 1/2 phrases wrong;
     PER = 2 edits / 4 reference syllables."""
     from seqkit.metrics.baselines import MostFrequentTargetPerSymbol
-    from seqkit.heads.seq2seq import Seq2SeqHead
+    from seqkit.heads.seq2seq.head import Seq2SeqHead
 
     recs = {x.text: x for x in _load(_recipe(tmp_path, PHRASES))}
     train = [recs[k] for k in ("行走", "行人", "行列", "走人", "一点儿")] + [
@@ -145,7 +145,7 @@ def test_evaluate_pairs_the_model_with_the_lookup_baseline(tmp_path):
     first seen, xing2. 银行 -> model right (yin2 hang2), baseline wrong (银 unseen: xing2 xing2);
     人行 -> both right; 行人 -> model wrong (hang2 ren2), baseline right (xing2 ren2). b = 1,
     c = 1: exact McNemar p = min(1, 2 * (1 + 2) / 4) = 1."""
-    from seqkit.heads.seq2seq import Seq2SeqHead, references
+    from seqkit.heads.seq2seq.head import Seq2SeqHead, references
 
     recs = {x.text: x for x in _load(_recipe(tmp_path, PHRASES))}
     head = Seq2SeqHead(_recipe(tmp_path, PHRASES))
@@ -164,7 +164,7 @@ def test_prepare_and_baselines_fit_the_lookup_once(tmp_path, monkeypatch):
     """The lookup baseline fitted by check_splits (prepare) is the one baselines() scores: one fit
     per training split, not two. Test 银行 -> lookup xing2 xing2 (银 unseen: the commonest syllable,
     xing2; 行 -> xing2), both syllables wrong; 行人 -> xing2 ren2, right: PER 2/4, WER 1/2."""
-    from seqkit.heads.seq2seq import LOOKUP_BASELINE, Seq2SeqHead
+    from seqkit.heads.seq2seq.head import LOOKUP_BASELINE, Seq2SeqHead
 
     recs = {x.text: x for x in _load(_recipe(tmp_path, PHRASES))}
     head = Seq2SeqHead(_recipe(tmp_path, PHRASES))

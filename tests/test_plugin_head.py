@@ -124,3 +124,23 @@ def test_no_builtin_head_is_named_outside_the_heads():
             if BUILTIN.search(line):
                 found.append(f"{rel}:{n}: {line.strip()}")
     assert found == [], "\n".join(found)
+
+
+def test_the_machinery_imports_no_builtin_head():
+    """Outside ``seqkit/heads/`` nothing imports a built-in head's modules (``seqkit.heads`` itself,
+    for the default head's name, and the contract ``seqkit.heads.base`` aside); the one exception,
+    ``seqkit.runtime.Seq2SeqModel``, is looked up on first use for code written against it."""
+    import ast
+
+    root = Path(__file__).parent.parent
+    allowed = {"seqkit.heads", "seqkit.heads.base"}
+    found = []
+    for path in sorted((root / "seqkit").rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith("seqkit/heads/"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            mod = node.module if isinstance(node, ast.ImportFrom) else None
+            if mod and mod.startswith("seqkit.heads") and mod not in allowed:
+                found.append(f"{rel}:{node.lineno}: {mod}")
+    assert found == ["seqkit/runtime/__init__.py:16: seqkit.heads.seq2seq.runtime"], found

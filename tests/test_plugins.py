@@ -158,7 +158,7 @@ def test_decorator_registers_a_tiny_custom_head_that_trains(tmp_path, keras):
     import tensorflow as tf
 
     import seqkit
-    from seqkit.heads.language_model import LanguageModelHead
+    from seqkit.heads.language_model.head import LanguageModelHead
     from seqkit.recipe import recipe_from_dict
     from seqkit.training.train import train
 

@@ -181,8 +181,8 @@ def test_token_acceptor_from_tsv_trains_resumes_and_predicts_with_its_tokenizer(
 
 def test_tagger_truncate_says_how_many_steps_went_untagged(tagger_run, capsys, seqkit_stderr):
     from seqkit.data.records import Record
-    from seqkit.cli.decode import format_result
-    from seqkit.inference.predict import predict
+    from seqkit.heads.sequence.predict import format_result
+    from seqkit.heads.sequence.predict import predict
     from seqkit.training.train import load_run
 
     prep, model = load_run(str(tagger_run))

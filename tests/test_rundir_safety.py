@@ -380,7 +380,7 @@ def test_an_export_removes_partial_folders_of_dead_exports(tmp_path):
 
 
 def test_run_names_match_the_modules_that_write_them():
-    from seqkit.heads.seq2seq import TARGET_VOCAB
+    from seqkit.heads.seq2seq.head import TARGET_VOCAB
     from seqkit.plugins import PLUGINS
     from seqkit.runs.rundir import RUN_NAMES, is_run_name, not_a_run_because
 

@@ -18,7 +18,7 @@ CONFIGS = {  # name: (model section, head section)
 
 @pytest.fixture(scope="module")
 def build(keras):
-    from seqkit.heads.seq2seq import Seq2SeqHead
+    from seqkit.heads.seq2seq.head import Seq2SeqHead
     from seqkit.recipe import recipe_from_dict
     from tests.conftest import make_recipe
 
@@ -44,7 +44,7 @@ TARGETS = np.array([[4, 5, 6, END_ID], [7, END_ID, 0, 0]], "int32")
 
 
 def test_teacher_forcing_pair_adds_start_and_end_markers(tf):
-    from seqkit.heads.seq2seq import seq2seq_pair
+    from seqkit.heads.seq2seq.head import seq2seq_pair
 
     (src, dec_in), tgt = seq2seq_pair(tf.constant([5, 6, 7]), tf.constant([8, 4]))
     assert src.numpy().tolist() == [5, 6, 7]
@@ -90,7 +90,7 @@ def test_zero_length_source_with_attention_gives_no_nan(tf, build, name):
 
 @pytest.mark.parametrize("name", list(CONFIGS))
 def test_stepper_step_by_step_equals_teacher_forced_model(tf, build, name):
-    from seqkit.heads.seq2seq import Seq2SeqStepper
+    from seqkit.heads.seq2seq.head import Seq2SeqStepper
 
     head, model = build(name)
     full = model([SRC, DEC_IN]).numpy()
@@ -124,7 +124,7 @@ def test_bridge_projects_every_decoder_state_when_shapes_differ(build):
 
 
 def test_alignment_weights_are_zero_on_padding_and_sum_to_one(build):
-    from seqkit.heads.seq2seq import Seq2SeqStepper
+    from seqkit.heads.seq2seq.head import Seq2SeqStepper
 
     _, model = build("bahdanau-lstm")
     w = Seq2SeqStepper(model).alignment(SRC, DEC_IN).numpy()
@@ -137,7 +137,7 @@ def test_alignment_weights_are_zero_on_padding_and_sum_to_one(build):
 def test_beam_search_batch_of_2_with_beam_3_equals_each_alone(tf, build, name):
     """Memory, mask and keys are repeated per beam and never mixed across the batch."""
     from seqkit.inference.decoding import beam_search
-    from seqkit.heads.seq2seq import Seq2SeqStepper
+    from seqkit.heads.seq2seq.head import Seq2SeqStepper
 
     _, model = build(name)
     st = Seq2SeqStepper(model)
@@ -159,7 +159,7 @@ def test_beam_search_batch_of_2_with_beam_3_equals_each_alone(tf, build, name):
 
 def test_beam_width_1_equals_greedy_and_empty_source_decodes(tf, build):
     from seqkit.inference.decoding import beam_search, decode
-    from seqkit.heads.seq2seq import Seq2SeqStepper
+    from seqkit.heads.seq2seq.head import Seq2SeqStepper
 
     _, model = build("bahdanau-lstm")
     st = Seq2SeqStepper(model)
@@ -183,7 +183,7 @@ def test_model_saves_and_reloads_with_the_same_outputs(tmp_path, build, keras):
 
 def test_luong_dot_with_unequal_widths_is_a_recipe_error(keras):
     from seqkit.errors import RecipeError
-    from seqkit.heads.seq2seq import Seq2SeqHead
+    from seqkit.heads.seq2seq.head import Seq2SeqHead
     from seqkit.recipe import recipe_from_dict
     from tests.conftest import make_recipe
 
@@ -208,7 +208,7 @@ def test_attention_learns_to_reverse_far_better_than_no_attention(tf, keras):
     """8 epochs on 512 random strings (3-7 symbols), then greedy decoding of 200 unseen ones:
     measured exact match none 0.16, bahdanau 0.89, luong 0.43 (seeded, 2 CPU cores, ~15 s)."""
     from seqkit.inference.decoding import decode
-    from seqkit.heads.seq2seq import Seq2SeqHead, Seq2SeqStepper
+    from seqkit.heads.seq2seq.head import Seq2SeqHead, Seq2SeqStepper
     from seqkit.recipe import recipe_from_dict
     from tests.conftest import make_recipe
 
@@ -236,7 +236,7 @@ def test_attention_learns_to_reverse_far_better_than_no_attention(tf, keras):
 
 def test_transduce_is_independent_of_batching_and_width_1_is_greedy(tf, build):
     from seqkit.inference.decoding import decode
-    from seqkit.heads.seq2seq import Seq2SeqStepper, transduce
+    from seqkit.heads.seq2seq.head import Seq2SeqStepper, transduce
 
     _, model = build("luong-bigru-to-2xlstm")
     sources = [[4, 5, 6, 7, 8], [9, 4], [], [10, 10, 10]]

@@ -87,7 +87,7 @@ def test_attention_writes_a_png_labelled_with_the_output(run, tmp_path):
 def test_alignment_rows_sum_to_one_over_the_source(run):
     import numpy as np
 
-    from seqkit.diagnostics.alignment import alignment
+    from seqkit.heads.seq2seq.alignment import alignment
     from seqkit.training.train import load_run
 
     prep, model = load_run(str(run))

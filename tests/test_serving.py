@@ -94,7 +94,7 @@ TRAIN = {"epochs": 1, "batch_size": 8, "early_stopping": None}
 
 
 def test_acceptor_labels_and_probabilities_equal_predict(data, tf):
-    from seqkit.inference.predict import predict, read_records
+    from seqkit.heads.sequence.predict import predict, read_records
     from seqkit.inference.serving import serving_model
 
     prep, model = _build({"name": "acc", "seed": 3, "data": {
@@ -117,7 +117,7 @@ def test_acceptor_labels_and_probabilities_equal_predict(data, tf):
 
 @pytest.mark.parametrize("crf", [False, True])
 def test_tagger_tags_equal_predict_with_split_pieces(data, tf, crf):
-    from seqkit.inference.predict import predict, read_records
+    from seqkit.heads.sequence.predict import predict, read_records
     from seqkit.inference.serving import serving_model
 
     prep, model = _build({"name": "pos", "seed": 1, "data": {
@@ -142,7 +142,7 @@ def test_language_model_generate_text_equals_greedy_generate(data, tf, tmp_path)
     import keras
 
     from seqkit.errors import SeqkitError
-    from seqkit.inference.generate import generate_text
+    from seqkit.heads.language_model.generate import generate_text
     from seqkit.inference.serving import add_text_endpoints, serving_model
 
     prep, model = _build({"name": "lm", "seed": 2, "data": {

@@ -71,7 +71,7 @@ def _stream_model(cell, layers=1):
 
 @pytest.mark.parametrize("cell,layers", [("lstm", 2), ("gru", 1), ("simple_rnn", 1)])
 def test_carried_state_equals_one_pass(tf, keras, cell, layers):
-    from seqkit.heads.stream_lm import StreamRunner
+    from seqkit.heads.language_model.stream import StreamRunner
 
     prep, model = _stream_model(cell, layers)
     runner = StreamRunner(model)
@@ -87,7 +87,7 @@ def test_carried_state_equals_one_pass(tf, keras, cell, layers):
 
 
 def test_gradient_stops_at_chunk_boundary(tf, keras):
-    from seqkit.heads.stream_lm import StreamRunner
+    from seqkit.heads.language_model.stream import StreamRunner
 
     prep, model = _stream_model("lstm", 2)
     runner = StreamRunner(model)
@@ -171,7 +171,7 @@ def test_train_evaluate_and_dynamic(tmp_path, keras, monkeypatch):
     after = _hashes(run)
     assert after.pop(cache) and after == before  # no other file changed or added
 
-    # the second call reads them (seqkit.heads.dynamic_stats_cache): same figures, no recomputation
+    # the second call reads them (seqkit.heads.language_model.dynamic_stats_cache): same figures, no recomputation
     from seqkit.heads import dynamic_eval
 
     calls = []
@@ -200,7 +200,7 @@ def test_train_evaluate_and_dynamic(tmp_path, keras, monkeypatch):
 def test_decay_rates_and_rms_update_by_hand(tf):
     """Krause et al. 2018, Section 5: theta <- theta - eta g / (sqrt(MS) + eps) + lambda r (theta_g - theta),
     r = RMS / mean(RMS) clipped at 1 / lambda (mean: over tensors of each tensor's mean, as their code)."""
-    from seqkit.heads.dynamic_eval import DynamicUpdate, decay_rates
+    from seqkit.heads.language_model.dynamic_eval import DynamicUpdate, decay_rates
 
     ms = [np.array([[1.0, 4.0], [9.0, 16.0]]), np.array([0.25])]  # RMS 1, 2, 3, 4 (mean 2.5) and 0.5
     # mean RMS (2.5 + 0.5) / 2 = 1.5; rates 2/3, 4/3, 2, 8/3 and 1/3; lambda 0.5 clips 8/3 to 2
@@ -240,8 +240,8 @@ def test_decay_rates_and_rms_update_by_hand(tf):
 def test_gradient_stats_and_dynamic_score_by_hand(tf, keras):
     """MS is the mean of squared chunk gradients (state carried); dynamic_score's total is chunk 1
     scored with theta_g plus chunk 2 scored with the hand-updated weights."""
-    from seqkit.heads.dynamic_eval import dynamic_score, gradient_stats
-    from seqkit.heads.stream_lm import StreamRunner
+    from seqkit.heads.language_model.dynamic_eval import dynamic_score, gradient_stats
+    from seqkit.heads.language_model.stream import StreamRunner
 
     prep, model = _stream_model("lstm")
     runner = StreamRunner(model)

@@ -87,7 +87,7 @@ def test_scores_by_hand_with_bio_entities(keras):
 
 
 def test_most_frequent_tag_baseline_by_hand(keras):
-    from seqkit.heads.tagger import MostFrequentTag
+    from seqkit.heads.tagger.head import MostFrequentTag
 
     train = token_records([["the", "dog", "runs"], ["the", "runs"], ["dog", "dog"]],
                           tags=[["D", "N", "V"], ["D", "N"], ["N", "V"]])

@@ -228,7 +228,7 @@ def test_parallel_text_over_long_pair_names_the_side_and_line_or_is_skipped(tmp_
     raw["data"]["too_long"] = "skip"  # kept by the source, left out by the head (counted warning)
     got = load(tmp_path, raw)["all"]
     assert len(got) == 3
-    from seqkit.heads.seq2seq import Seq2SeqHead
+    from seqkit.heads.seq2seq.head import Seq2SeqHead
     import seqkit
 
     head = Seq2SeqHead(seqkit.Recipe.from_dict(raw, base_dir=str(tmp_path)))

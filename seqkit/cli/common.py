@@ -14,6 +14,7 @@ import sys
 
 import click
 
+from seqkit.data.base import read_input  # noqa: F401  (the commands read --input with it)
 from seqkit.errors import SeqkitError
 
 
@@ -94,17 +95,3 @@ def _internal(exc: BaseException):
     sys.exit(1)
 
 
-def read_input(input_path: str) -> tuple[str, str]:
-    """``(name, text)`` of ``--input`` (``-`` = stdin)."""
-    if input_path == "-":
-        data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read()
-        if isinstance(data, str):
-            return "<stdin>", data
-        try:
-            return "<stdin>", data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise SeqkitError(f"<stdin>: not UTF-8 (byte {exc.start}: {exc.reason}); convert the "
-                              f"input first, e.g. `iconv -f GBK -t UTF-8`.") from exc
-    from seqkit.data.base import read_text
-
-    return input_path, read_text(input_path, key="--input")

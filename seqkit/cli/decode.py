@@ -9,7 +9,6 @@ import json
 import click
 
 from seqkit.cli.common import read_input, with_common_options
-from seqkit.inference.predict import format_result  # noqa: F401  (seqkit predict's lines; re-exported)
 from seqkit.runs.rundir import json_line, strict_json
 
 

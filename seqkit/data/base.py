@@ -15,13 +15,14 @@ returns them as :class:`~seqkit.data.records.Record` lists, in a stable order:
 from __future__ import annotations
 
 import abc
+import sys
 
 from typing import ClassVar, Optional
 
 from pydantic import BaseModel, ConfigDict
 
 from seqkit.cells.base import NoOptions
-from seqkit.errors import DataError
+from seqkit.errors import DataError, SeqkitError
 
 
 class DataSource:
@@ -188,3 +189,17 @@ def read_text(path: str, key: str = "data.path") -> str:
         raise DataError(f"{path}:{line}: not UTF-8 (byte 0x{raw[exc.start]:02x} at offset "
                         f"{exc.start}). Convert the file to UTF-8, e.g. "
                         f"`iconv -f latin1 -t utf-8`.") from exc
+
+
+def read_input(input_path: str) -> tuple[str, str]:
+    """``(name, text)`` of ``--input`` (``-`` = stdin)."""
+    if input_path == "-":
+        data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read()
+        if isinstance(data, str):
+            return "<stdin>", data
+        try:
+            return "<stdin>", data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise SeqkitError(f"<stdin>: not UTF-8 (byte {exc.start}: {exc.reason}); convert the "
+                              f"input first, e.g. `iconv -f GBK -t UTF-8`.") from exc
+    return input_path, read_text(input_path, key="--input")

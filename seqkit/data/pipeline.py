@@ -173,28 +173,3 @@ def make_array_dataset(inputs: list, targets: list, *, batch_size: int, shuffle:
     return padded_batches([x, y], [np.nan if frames else 0, 0], [len(v) for v in inputs],
                           batch_size=batch_size, shuffle=shuffle, seed=seed, bucket=bucket,
                           max_length=max_length, first_epoch=first_epoch, steps_per_epoch=steps_per_epoch)
-
-
-def make_pair_dataset(sources: list, targets: list, *, batch_size: int, shuffle: bool, seed: int,
-                      bucket: bool, max_length: int, first_epoch: int = 0, steps_per_epoch: int | None = None):
-    """Teacher-forced encoder-decoder batches from already-encoded ``(source, target)`` pairs.
-
-    Args:
-        sources: per example the source ids ``[S] int32`` (no padding inside; may be empty).
-        targets: per example the target ids ``[U] int32`` without markers.
-        batch_size, shuffle, seed, bucket, max_length, first_epoch, steps_per_epoch: as
-            :func:`make_array_dataset` (buckets follow the source length).
-
-    Returns:
-        Batches ``((source [B, S], decoder_inputs [B, U+1]), targets [B, U+1])``, all int32,
-        padded with 0; ``decoder_inputs = [<s>] + target``, ``targets = target + [</s>]``
-        (:func:`seqkit.heads.seq2seq.seq2seq_pair`).
-    """
-    from seqkit.heads.seq2seq import seq2seq_pair
-
-    src, tgt = flat_column(sources, "int32"), flat_column(targets, "int32")
-    (src, dec_in), tgt = seq2seq_pair(src, tgt)
-    return padded_batches([src, dec_in, tgt], [0, 0, 0], [len(s) for s in sources], batch_size=batch_size,
-                          shuffle=shuffle, seed=seed, bucket=bucket, max_length=max_length,
-                          first_epoch=first_epoch, steps_per_epoch=steps_per_epoch,
-                          pack=lambda c: ((c[0], c[1]), c[2]))

@@ -19,14 +19,14 @@ token ids instead of independent lines:
   (PyTorch's ``get_batch``).
 
 * :func:`prompt_ids` / :func:`decode_lines`: generation from a stream-trained model
-  (:mod:`seqkit.inference.generate`, ``seqkit stream``): a prompt's line breaks read as ``<s>``,
+  (:mod:`seqkit.heads.language_model.generate`, ``seqkit stream``): a prompt's line breaks read as ``<s>``,
   a generated ``</s>`` written as a line break.
 
 A corpus larger than memory gives the same columns and chunks without the arrays
 (:mod:`seqkit.data.lazy_corpus`, source ``text_corpus``).
 
 The state at the end of chunk ``n`` of a column is the initial state of chunk
-``n + 1`` of the same column (:mod:`seqkit.heads.stream_lm`), with the gradient
+``n + 1`` of the same column (:mod:`seqkit.heads.language_model.stream`), with the gradient
 stopped there: truncated backpropagation through time (Williams & Peng 1990).
 
 On the input side the end marker is shown as the start marker (``</s>`` ->

@@ -24,7 +24,7 @@ Python rule exactly:
 
 Heads lower at different points: the language model and the seq2seq head lower the whole text
 and then split it (``tokenize(text, mode, lowercase)``); the acceptor and tagger split first
-and lower each token (:meth:`seqkit.heads.sequence_inputs.SequenceInputs.encode`). They differ
+and lower each token (:meth:`seqkit.heads.sequence.inputs.SequenceInputs.encode`). They differ
 for ``İ`` in ``"char"`` mode (one token ``"i̇"`` against two tokens), so
 :class:`TextEncoder` takes ``lower_tokens``.
 """

@@ -16,27 +16,6 @@ import numpy as np
 from seqkit.errors import SeqkitError
 
 
-def alignment(prep, model, text: str, *, beam_width: int) -> tuple[list, list, np.ndarray]:
-    """``(source symbols [S], output symbols + "</s>" [T], weights [T, S] float32)`` for one input.
-
-    Raises:
-        SeqkitError: the run was trained without attention (there are no weights to draw).
-    """
-    from seqkit.data.vocab import START_ID
-    from seqkit.heads.seq2seq import Seq2SeqStepper
-
-    head = prep.head
-    if head.options.attention == "none":
-        raise SeqkitError("this run was trained with head.attention: none; it has no attention "
-                          "weights to draw. Train with attention: bahdanau or luong.")
-    out, _ = head.decode_texts(model, [text], beam_width=beam_width)[0][0]
-    src = head.vocab.encode(head.source_tokens(text))
-    dec_in = [START_ID] + head.target_vocab.encode(out)
-    w = Seq2SeqStepper(model).alignment(np.asarray([src], "int32"), np.asarray([dec_in], "int32"))
-    shown = [t if head.vocab.index.get(t) else "[UNK]" for t in head.source_tokens(text)]
-    return shown, out + ["</s>"], np.asarray(w)[0]
-
-
 def draw(source: list, target: list, weights: np.ndarray, path: str, title: str = "", outputs=None) -> None:
     """Write the heatmap PNG (source along x, target along y; darker = more weight), staged and
     renamed by ``outputs`` (a :class:`seqkit.outputs.FileOutputs` of ``path``; default: checked

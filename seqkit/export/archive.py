@@ -4,12 +4,12 @@ Acceptor / tagger exports have ``step`` and ``initial_state`` (forward encoders;
 step input ``token [B] int32`` or raw ``frame [B, D] float32``, logits ``[B, C]``;
 ``model.char_embedding``: ``token [B, 1 + W]`` and ``tokens [B, T, 1 + W]``, the word id
 then its character ids, :mod:`seqkit.data.word_chars`;
-see :mod:`seqkit.heads.sequence_stepper`) and ``predict(tokens [B, T] int32 |
+see :mod:`seqkit.heads.sequence.stepper`) and ``predict(tokens [B, T] int32 |
 frames [B, T, D] float32) -> {logits [B, C] | [B, T, C]}`` where frames are raw
 (the run's normaliser is applied inside) and padding is id 0 / NaN frames; a CRF
 tagger's ``predict`` adds ``tags [B, T] int32`` (Viterbi in the graph) and its
 ``step`` gives the emissions of one step (the path needs the whole sequence: the
-runtime decodes at its end, :mod:`seqkit.runtime.sequence_stream`).
+runtime decodes at its end, :mod:`seqkit.heads.sequence.stream`).
 A full-sequence archive (:func:`build_full_sequence_archive`) holds ``predict``
 alone for a pinned ``[B, T]``: the shape TFLite needs to convert a recurrent
 layer to builtins (a WHILE loop; the mask survives).
@@ -60,13 +60,6 @@ def predict_input_spec(prep, batch: int | None = None, length: int | None = None
     return tf.TensorSpec([batch, length], tf.int32, name="tokens")
 
 
-def crf_layer(model):
-    """The :class:`~seqkit.layers.crf.CRF` layer of a CRF tagger's model, else None."""
-    from seqkit.layers.crf import CRF
-
-    return next((layer for layer in model.layers if isinstance(layer, CRF)), None)
-
-
 def predict_fn(prep, model, unroll: bool = False):
     """``predict`` of the export: raw inputs in (frames normalised in-graph, NaN kept as padding),
     ``{"logits": ...}`` out; a CRF tagger adds ``"tags" [B, T] int32``, its Viterbi paths
@@ -77,6 +70,8 @@ def predict_fn(prep, model, unroll: bool = False):
     import tensorflow as tf
 
     inputs = getattr(prep.head, "inputs", None)
+    from seqkit.layers.crf import crf_layer
+
     crf = crf_layer(model)
 
     def answer(z, mask):  # mask: a thunk, traced only for a CRF (a full-integer graph has no int32 op)

@@ -61,7 +61,7 @@ def compare(reference: np.ndarray, other: np.ndarray, valid: np.ndarray) -> dict
 
 def sequence_inputs(prep, examples: list, length: int | None = None):
     """``(x, lengths [N] int)``: records of a head with ``inputs`` (token ids or frames,
-    :class:`~seqkit.heads.sequence_inputs.SequenceInputs`) as the export's raw inputs.
+    :class:`~seqkit.heads.sequence.inputs.SequenceInputs`) as the export's raw inputs.
 
     ``x`` is ``tokens [N, T] int32`` (0 padding; ``model.char_embedding``: ``[N, T, 1 + W]``) or
     *raw* (not normalised)

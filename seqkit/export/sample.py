@@ -14,7 +14,7 @@ seeded sample of those records in the run directory, ``export_sample.json``::
 Each record is a JSON object with the fields of :class:`seqkit.data.records.Record` that it has:
 ``text`` (a language model's line), ``tokens`` (a list of strings), ``frames`` (a list of ``[D]``
 float lists), ``label``, ``tags``, ``target``, and ``where`` (file *name* and line, never a
-directory). :func:`load_for_export` reads the run's data when it is there, and this sample when it
+directory). :func:`seqkit.export.writer.load_for_export` reads the run's data when it is there, and this sample when it
 is not (a run directory copied to another machine); ``--calibration FILE`` / ``--parity FILE``
 (JSON Lines, one such record per line) replace either part.
 """
@@ -139,47 +139,3 @@ def read_export_sample(run_dir: str) -> dict:
             for k in ("calibration", "parity")}
 
 
-def load_for_export(run_dir: str, *, calibration: str | None = None, parity: str | None = None):
-    """Load a run for export: ``(prep, model)`` with ``prep.splits`` holding the records the
-    export calibrates on (``train``) and checks parity on (``test``).
-
-    The run's data source is read when it is there; when it is not (:class:`DataError`: a copied
-    run directory, a deleted file), the run's ``export_sample.json`` is used. ``calibration`` /
-    ``parity``: JSON Lines files of records (:func:`read_records_file`) that replace the training
-    / held-out records; with both, the data source is not read at all.
-
-    Raises:
-        SeqkitError: the data is missing and so is the sample (naming both and the fix), or a
-            records file is bad.
-    """
-    from seqkit.training.train import load_run
-
-    given = {"train": read_records_file(calibration) if calibration else None,
-             "test": read_records_file(parity) if parity else None}
-    if all(v is not None for v in given.values()):
-        prep, model = load_run(run_dir, with_data=False)
-        prep.source = f"records files {os.path.basename(calibration)}, {os.path.basename(parity)}"
-    else:
-        try:
-            prep, model = load_run(run_dir, with_data=True)
-        except DataError as exc:
-            try:
-                sample = read_export_sample(run_dir)
-            except SeqkitError as missing:
-                raise SeqkitError(f"{run_dir}: the run's data cannot be read ({exc}) and {missing} "
-                                  f"Give the records with --calibration FILE and --parity FILE "
-                                  f"(JSON Lines, one record per line, e.g. {{\"text\": \"...\"}}), or "
-                                  f"put the data back where the recipe says.") from exc
-            log.info(f"the run's data is not readable here ({str(exc).splitlines()[0][:160]}); "
-                     f"exporting with the run's {SAMPLE_FILE} ({len(sample['calibration'])} "
-                     f"calibration, {len(sample['parity'])} parity records).")
-            prep, model = load_run(run_dir, with_data=False)
-            prep.source = SAMPLE_FILE
-            prep.splits = {"train": sample["calibration"], "valid": [], "test": sample["parity"]}
-    splits = dict(prep.splits)
-    for k, v in given.items():
-        if v is not None:
-            splits[k] = prep.head.check_records(v, k)  # a language model's long lines cut as in training
-    splits.setdefault("valid", [])
-    prep.splits = splits
-    return prep, model

@@ -75,7 +75,7 @@ def check_stateful_request(prep, *, fmt: str, full_sequence: bool, batch: int, r
                           "SavedModel keeps explicit states. Use --format tflite or --format all "
                           "(all: SavedModel with explicit states, TFLite with internal state).")
     if prep.recipe.model.bidirectional:
-        from seqkit.heads.sequence_stepper import refuse_bidirectional
+        from seqkit.errors import refuse_bidirectional
 
         raise refuse_bidirectional(run_dir)
     if batch < 1:

@@ -10,7 +10,7 @@ loop that keeps the padding mask -- the artefact for bidirectional encoders. A C
 tagger's in-graph Viterbi (``tf.scan``) converts the same way, as a second WHILE.
 An encoder-decoder converts to one model with two signatures, ``encode``
 (pinned ``[1, S_max]``) and ``decode_step`` (dynamic batch), see
-:mod:`seqkit.export.seq2seq_archive`. A ``--state internal`` step model converts with resource
+:mod:`seqkit.heads.seq2seq.archive`. A ``--state internal`` step model converts with resource
 variables enabled (``VAR_HANDLE`` / ``READ_VARIABLE`` / ``ASSIGN_VARIABLE`` / ``CALL_ONCE``, all
 builtins), signatures ``step`` + ``reset``, see :mod:`seqkit.export.stateful`.
 

@@ -12,7 +12,7 @@ half-written model. Layout::
                           (--format saved_model | all; acceptor/tagger: step, initial_state, predict,
                           predict_text; bidirectional: predict, predict_text; frames: no *_text;
                           seqkit.inference.serving describes the text signatures; seq2seq: see
-                          seqkit.export.seq2seq_writer)
+                          seqkit.heads.seq2seq.export)
     OUT/subword.model     the run's SentencePiece model (data.tokenizer sentencepiece; named by
                           metadata.json's subword_model)
     OUT/metadata.json     vocabulary, labels, normaliser, special ids, input, state layout,
@@ -187,7 +187,7 @@ def write_subword_models(prep, meta: dict, folder: str) -> None:
 
 def crf_metadata(model) -> dict | None:
     """``{"transitions", "start", "end", "decoding"}`` of a CRF tagger's model, else None."""
-    from seqkit.export.archive import crf_layer
+    from seqkit.layers.crf import crf_layer
 
     crf = crf_layer(model)
     if crf is None:
@@ -237,8 +237,6 @@ def export_run(run_dir: str, out: str, options: ExportOptions | None = None, **k
         SeqkitError: bad options, an option the run's head cannot honour, a non-builtin op, a
             conversion the converter refuses, or a parity failure (nothing is written then).
     """
-    from seqkit.export.sample import load_for_export
-
     if options is None:
         options = ExportOptions(**kwargs)
     elif kwargs:
@@ -252,13 +250,6 @@ def export_run(run_dir: str, out: str, options: ExportOptions | None = None, **k
 
         check_stateful_request(prep, fmt=o.fmt, full_sequence=o.full_sequence, batch=o.batch, run_dir=run_dir)
     return prep.head.export(prep, model, out, o, calib)
-
-
-def has_stepper(head) -> bool:
-    """Whether ``head`` offers a step model (it overrides :meth:`~seqkit.heads.base.Head.stepper`)."""
-    from seqkit.heads.base import Head
-
-    return type(head).stepper is not Head.stepper
 
 
 def write_step_export(prep, model, out: str, options: ExportOptions, calib: list | None) -> dict:
@@ -345,9 +336,9 @@ def write_step_export(prep, model, out: str, options: ExportOptions, calib: list
         raise SeqkitError("--batch / --length pin the shape of a --full-sequence export (and "
                           "--length the encoder of a seq2seq export; --batch also the state of "
                           "--state internal); this export has none. Add --full-sequence or drop them.")
-    can_step = has_stepper(prep.head) and not prep.recipe.model.bidirectional
+    can_step = prep.head.has_stepper() and not prep.recipe.model.bidirectional
     if prep.recipe.model.bidirectional and not full_sequence and fmt != "saved_model":
-        from seqkit.heads.sequence_stepper import refuse_bidirectional
+        from seqkit.errors import refuse_bidirectional
 
         raise refuse_bidirectional(run_dir)  # fail before writing anything
     scaled = scaling = None
@@ -384,7 +375,7 @@ def write_step_export(prep, model, out: str, options: ExportOptions, calib: list
         crf = crf_metadata(model)
         ref_tags = None
         if crf is not None:
-            from seqkit.export.archive import crf_layer
+            from seqkit.layers.crf import crf_layer
 
             meta["crf"] = crf
             meta["output"] += (" (CRF emissions; predict also gives tags [B, T] int32, the Viterbi "
@@ -549,3 +540,51 @@ def _check(res: dict, what: str, tolerance: float | None, min_agreement: float) 
                              f"{task['keras']:.4g} for Keras float32." if task else "")
                           + " Lower --min-agreement to accept it, or export a finer precision "
                             "(--quantize int16x8, dynamic-range, float16 or none).")
+
+
+def load_for_export(run_dir: str, *, calibration: str | None = None, parity: str | None = None):
+    """Load a run for export: ``(prep, model)`` with ``prep.splits`` holding the records the
+    export calibrates on (``train``) and checks parity on (``test``).
+
+    The run's data source is read when it is there; when it is not (:class:`DataError`: a copied
+    run directory, a deleted file), the run's ``export_sample.json`` is used. ``calibration`` /
+    ``parity``: JSON Lines files of records (:func:`read_records_file`) that replace the training
+    / held-out records; with both, the data source is not read at all.
+
+    Raises:
+        SeqkitError: the data is missing and so is the sample (naming both and the fix), or a
+            records file is bad.
+    """
+    from seqkit.errors import DataError
+    from seqkit.export.sample import SAMPLE_FILE, read_export_sample, read_records_file
+    from seqkit.training.train import load_run
+
+    given = {"train": read_records_file(calibration) if calibration else None,
+             "test": read_records_file(parity) if parity else None}
+    if all(v is not None for v in given.values()):
+        prep, model = load_run(run_dir, with_data=False)
+        prep.source = f"records files {os.path.basename(calibration)}, {os.path.basename(parity)}"
+    else:
+        try:
+            prep, model = load_run(run_dir, with_data=True)
+        except DataError as exc:
+            try:
+                sample = read_export_sample(run_dir)
+            except SeqkitError as missing:
+                raise SeqkitError(f"{run_dir}: the run's data cannot be read ({exc}) and {missing} "
+                                  f"Give the records with --calibration FILE and --parity FILE "
+                                  f"(JSON Lines, one record per line, e.g. {{\"text\": \"...\"}}), or "
+                                  f"put the data back where the recipe says.") from exc
+            log.info(f"the run's data is not readable here ({str(exc).splitlines()[0][:160]}); "
+                     f"exporting with the run's {SAMPLE_FILE} ({len(sample['calibration'])} "
+                     f"calibration, {len(sample['parity'])} parity records).")
+            prep, model = load_run(run_dir, with_data=False)
+            prep.source = SAMPLE_FILE
+            prep.splits = {"train": sample["calibration"], "valid": [], "test": sample["parity"]}
+    splits = dict(prep.splits)
+    for k, v in given.items():
+        if v is not None:
+            splits[k] = prep.head.check_records(v, k)  # a language model's long lines cut as in training
+    splits.setdefault("valid", [])
+    prep.splits = splits
+    return prep, model

@@ -348,6 +348,11 @@ class Head(abc.ABC):
         raise SeqkitError(f"head '{self.recipe.head.type}' has no step model to export; export it as "
                           f"a full-sequence model (--full-sequence) instead.")
 
+    @classmethod
+    def has_stepper(cls) -> bool:
+        """Whether the head offers a step model (it overrides :meth:`stepper`)."""
+        return cls.stepper is not Head.stepper
+
     def export(self, prep, model, out: str, options, calibration: list | None) -> dict:
         """Write the export of a loaded run into the staged directory ``out``; return the parity
         report. Default: :func:`seqkit.export.writer.write_step_export` (a step model, or a

@@ -62,8 +62,7 @@ def text_reason(head) -> str | None:
 
 #: the text signatures of each role: ``{role: {signature name: TextFunctions method}}``
 ROLES = {"classify": {"predict_text": "classify"}, "tag": {"predict_text": "tag"},
-         "generate": {"generate_text": "generate"},
-         "transduce": {"predict_text": "transduce_beam", "generate_text": "transduce_greedy"}}
+         "generate": {"generate_text": "generate"}}
 
 
 def _names(values):
@@ -85,9 +84,9 @@ class TextFunctions:
 
     Args:
         prep, model: the loaded run (:func:`seqkit.training.train.load_run`).
-        role: what the head's signatures do (:data:`ROLES`): ``"classify"`` (one label per
-            string), ``"tag"`` (one tag per token), ``"generate"`` (continue the string) or
-            ``"transduce"`` (one output sequence per string).
+        role: what the head's signatures do (:data:`ROLES`, or a subclass's own, e.g. an
+            encoder-decoder's ``"transduce"``): ``"classify"`` (one label per string), ``"tag"``
+            (one tag per token), ``"generate"`` (continue the string).
         max_length: ``generate``'s most new tokens [default: ``decoding.max_length``].
 
     Attributes:
@@ -97,6 +96,8 @@ class TextFunctions:
     Raises:
         SeqkitError: the run cannot take text (:func:`text_unsupported`).
     """
+
+    roles = ROLES
 
     def __init__(self, prep, model, *, role: str, max_length: int | None = None):
         from seqkit.data.text_ids import TextEncoder
@@ -116,7 +117,7 @@ class TextFunctions:
             self.encoder = TextEncoder(prep.head.vocab, tokenizer=d.tokenizer, lowercase=d.lowercase,
                                        lower_tokens=False, strip=role == "transduce")
         self.max_length = int(max_length or r.decoding.max_length)
-        self.signatures = {name: getattr(self, method) for name, method in ROLES[role].items()}
+        self.signatures = {name: getattr(self, method) for name, method in self.roles[role].items()}
         self.tables = list(self.encoder.tables)
 
     # ---------------------------------------------------------------- acceptor / tagger
@@ -154,7 +155,7 @@ class TextFunctions:
         """Dense ``ids [P, L]`` -> ``(tag ids [P, L] int32, probabilities [P, L, C])``."""
         import tensorflow as tf
 
-        from seqkit.export.archive import crf_layer
+        from seqkit.layers.crf import crf_layer
 
         z = tf.cast(self.model(ids, training=False), tf.float32)
         crf = crf_layer(self.model)
@@ -226,64 +227,6 @@ class TextFunctions:
 
         out = tf.map_fn(one, tf.range(tf.shape(text)[0]), fn_output_signature=tf.TensorSpec([], tf.string))
         return {"text": out}
-
-    # ---------------------------------------------------------------- seq2seq
-    def _source(self, text):
-        import tensorflow as tf
-
-        from seqkit.heads.seq2seq import Seq2SeqStepper
-
-        _, ids = self.encoder.encode(text)
-        limit = self.prep.recipe.data.max_length
-        check = tf.debugging.assert_less_equal(
-            ids.row_lengths(), tf.cast(limit, tf.int64),
-            message=f"a source has more symbols than the run's data.max_length = {limit}; shorten it")
-        with tf.control_dependencies([check]):
-            src = tf.identity(_dense(ids))
-        st = Seq2SeqStepper(self.model)
-        states, extras = st.start(src)
-        prompt = tf.fill([tf.shape(src)[0], 1], START_ID)
-        return st, states, extras, prompt, ids.row_lengths() > 0
-
-    def _symbols(self, toks, lengths):
-        """``[..., L]`` target ids + lengths -> ``[...]`` strings, symbols joined by spaces."""
-        import tensorflow as tf
-
-        names = tf.gather(_names(self.prep.head.target_vocab.tokens), toks)
-        width = tf.shape(toks)[-1]
-        # a space after every symbol but the last (reduce_join of a ragged tensor drops "" symbols)
-        parts = tf.where(tf.sequence_mask(lengths - 1, width), tf.strings.join([names, " "]),
-                         tf.where(tf.sequence_mask(lengths, width), names, ""))
-        return tf.strings.reduce_join(parts, axis=-1)
-
-    def _decode_length(self) -> int:
-        r = self.prep.recipe
-        return min(r.decoding.max_length, r.data.max_length)
-
-    def transduce_beam(self, text):
-        """``predict_text`` of a seq2seq run: ``{output [B], hypotheses [B, N], scores [B, N]}``."""
-        import tensorflow as tf
-
-        from seqkit.inference.decoding import beam_search
-
-        dec = self.prep.recipe.decoding
-        st, states, extras, prompt, some = self._source(text)
-        res = beam_search(st.step, states, prompt, beam_width=dec.beam_width, n_best=dec.n_best,
-                          max_length=self._decode_length(), length_penalty=dec.length_penalty, extras=extras)
-        hyps = tf.where(some[:, None], self._symbols(res.tokens, res.lengths), "")
-        scores = tf.where(some[:, None], res.scores, 0.0)
-        return {"output": hyps[:, 0], "hypotheses": hyps, "scores": scores}
-
-    def transduce_greedy(self, text):
-        """``generate_text`` of a seq2seq run: ``{output [B]}``, greedy."""
-        import tensorflow as tf
-
-        from seqkit.inference.decoding import decode
-
-        st, states, extras, prompt, some = self._source(text)
-        toks, lens = decode(st.step, states, prompt, max_length=self._decode_length(), greedy=True,
-                            extras=extras)
-        return {"output": tf.where(some, self._symbols(toks, lens), "")}
 
 
 def text_spec():

@@ -308,3 +308,8 @@ class CRFTaggerModel(keras.Model):
             tags = self.crf.decode(ops.cast(y_pred, "float32"), _input_mask(x))
             self._compile_metrics.update_state(y, ops.one_hot(tags, self.crf.num_tags), sample_weight)
         return self.get_metrics_result()
+
+
+def crf_layer(model):
+    """The :class:`~seqkit.layers.crf.CRF` layer of a CRF tagger's model, else None."""
+    return next((layer for layer in model.layers if isinstance(layer, CRF)), None)

@@ -85,3 +85,13 @@ def machine() -> dict:
             "cpu": cpu_model(), "cpu_kind": cpu_kind(flags),
             "cpu_flags": [f for f in FLAGS if flags[f]], "cpus": os.cpu_count(), "load_average": load,
             "gpus": len(tf.config.list_physical_devices("GPU"))}
+
+
+def write_provenance(run_path: str, recipe) -> None:
+    """Write ``plugins.json`` into a run directory when the recipe uses plugins (else nothing)."""
+    from seqkit.plugins import PLUGINS, provenance
+    from seqkit.runs.rundir import atomic_write_json
+
+    items = provenance(recipe)
+    if items:
+        atomic_write_json(os.path.join(run_path, PLUGINS), items)

@@ -180,7 +180,7 @@ class Run:
             confusion_matrix: also report the confusion matrix (acceptor, tagger).
             dynamic: language model trained with ``data.layout: stream``: also score with dynamic
                 evaluation (Krause et al. 2018: one update on each chunk after scoring it,
-                :mod:`seqkit.heads.dynamic_eval`; the run's files are not changed, except that the
+                :mod:`seqkit.heads.language_model.dynamic_eval`; the run's files are not changed, except that the
                 ``rms`` rule keeps its statistics in ``dynamic_stats.npz``). The figures
                 then come as ``{"static": {...}, "dynamic": {..., "rule", "learning_rate",
                 "decay", "chunk"}}``.
@@ -190,7 +190,7 @@ class Run:
                 ``evaluation.dynamic_*``]. The ``rms`` rule first takes gradient statistics on
                 the training split, stored in ``RUN/dynamic_stats.npz`` and reused by later calls
                 while the weights, training data, chunk and ``dynamic_stat_chunks`` are unchanged
-                (:mod:`seqkit.heads.dynamic_stats_cache`).
+                (:mod:`seqkit.heads.language_model.dynamic_stats_cache`).
 
         Returns:
             ``{"split": split, <the head's figures>, "baselines": {...}}``; e.g. a language model's
@@ -212,9 +212,13 @@ class Run:
                  "dynamic_chunk": dynamic_chunk}
         ev = None
         if dynamic or any(v is not None for v in given.values()):  # checked before anything loads
-            from seqkit.heads.dynamic_eval import resolve_options
+            from seqkit.registry import HEADS
 
-            ev = resolve_options(self.recipe.evaluation, **given)
+            resolve = getattr(HEADS.get(self.recipe.head.type), "resolve_dynamic", None)
+            if resolve is None:
+                raise SeqkitError(f"{self.path}: --dynamic needs a language model trained with "
+                                  f"data.layout: stream.")
+            ev = resolve(self.recipe.evaluation, **given)
         prep, model = self._load(with_data=True)
         if not prep.splits.get(split):
             raise SeqkitError(f"{self.path}: the recipe's {split} split is empty (data.split.{split} is 0).")
@@ -257,7 +261,7 @@ class Run:
             prompt: text tokenized like the training data (unknown tokens are read as ``[UNK]``
                 and counted in a logged warning). A run trained with ``data.layout: stream``:
                 the prompt's lines prime the state and sampling goes on past line ends (printed
-                as line breaks) to ``max_length`` tokens (:func:`seqkit.inference.generate.generate_text`).
+                as line breaks) to ``max_length`` tokens (:func:`seqkit.heads.language_model.generate.generate_text`).
             max_length: most new tokens.
             temperature / top_k / top_p / num / seed: sampling (``top_k`` 0 and ``top_p`` 1 = all
                 tokens; ``num`` continuations; the same ``seed`` gives the same text).
@@ -288,8 +292,6 @@ class Run:
                                n_best=n_best, min_length=min_length)
         beam_asked = beam_width is not None or length_penalty is not None or n_best is not None \
             or min_length is not None
-        from seqkit.inference.generate import generate_beam, generate_text
-
         prep, model = self._load()
         self._need(prep, "generate")
         dec = prep.recipe.decoding
@@ -301,12 +303,12 @@ class Run:
                 raise SeqkitError(f"{', '.join(sampling)}: sampling options, which beam search does not use; drop "
                                   f"them, or drop the beam options to sample. Beam search returns "
                                   f"several hypotheses with --n-best.")
-            return generate_beam(prep, model, prompt, beam_width=dec.beam_width if beam_width is None else beam_width,
+            return prep.head.generate_beam(prep, model, prompt, beam_width=dec.beam_width if beam_width is None else beam_width,
                                  n_best=dec.n_best if n_best is None else n_best,
                                  length_penalty=dec.length_penalty if length_penalty is None else length_penalty,
                                  max_length=max_length,
                                  min_length=dec.min_length if min_length is None else min_length)
-        return generate_text(prep, model, prompt, num=num, max_length=max_length,
+        return prep.head.generate_text(prep, model, prompt, num=num, max_length=max_length,
                              greedy=greedy or dec.strategy == "greedy",
                              temperature=temperature or dec.temperature,
                              top_k=dec.top_k if top_k is None else top_k,
@@ -374,7 +376,6 @@ class Run:
                 than the run's ``data.max_length``.
         """
         from seqkit.inference.decoding import check_beam_args
-        from seqkit.inference.transduce import predict_pairs, read_sources
 
         text = _texts(sources, "transduce")
         prep, model = self._load()
@@ -383,8 +384,8 @@ class Run:
         width = dec.beam_width if beam_width is None else beam_width
         alpha = dec.length_penalty if length_penalty is None else length_penalty
         check_beam_args(width, n_best, alpha, 0, 1)
-        return predict_pairs(prep, model, read_sources(text, name, prep.head), beam_width=width,
-                             n_best=n_best, length_penalty=alpha)
+        return prep.head.transduce_texts(prep, model, text, name, beam_width=width, n_best=n_best,
+                                         length_penalty=alpha)
 
     def attention(self, text: str, *, beam_width: int | None = None, name: str = "<input>") -> Alignment:
         """The attention weights of a seq2seq run for one source (what ``seqkit attention`` draws).
@@ -403,13 +404,10 @@ class Run:
         """
         import numpy as np
 
-        from seqkit.diagnostics.alignment import alignment
-        from seqkit.inference.transduce import read_sources
-
         prep, model = self._load()
         self._need(prep, "transduce", "`seqkit attention`")
-        [(_, src)] = read_sources(text, name, prep.head)[:1]
-        source, target, w = alignment(prep, model, src, beam_width=beam_width or prep.recipe.decoding.beam_width)
+        source, target, w = prep.head.attention(prep, model, text, name,
+                                                beam_width=beam_width or prep.recipe.decoding.beam_width)
         return Alignment(source, target, np.asarray(w, "float32"))
 
     # ------------------------------------------------------------ text in, text out
@@ -560,7 +558,7 @@ class Run:
             SeqkitError: ``pre`` holds no data, or the model does not fit its vocabulary/labels.
         """
         from seqkit.guards import check_model_matches
-        from seqkit.plugins import write_provenance
+        from seqkit.runs.provenance import write_provenance
         from seqkit.runs.lifecycle import RunLock, Staging, check_target, remove_stale, split_run_path
         from seqkit.runs.rundir import (BEST, HISTORY, METRICS, RECIPE, STATE, atomic_save_model,
                                    atomic_write_json, atomic_write_text)

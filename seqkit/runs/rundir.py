@@ -19,7 +19,7 @@ Layout::
     RUN/target_subword.model  the target side's SentencePiece model (seq2seq, target_tokenizer sentencepiece)
     RUN/backup/         BackupAndRestore's state (training.distribute.backup), while training
     RUN/dynamic_stats.npz  the rms rule's gradient statistics, kept by evaluate --dynamic
-                        (seqkit.heads.dynamic_stats_cache: plain arrays, keyed by weights and data)
+                        (seqkit.heads.language_model.dynamic_stats_cache: plain arrays, keyed by weights and data)
 
 A directory is a seqkit run (one that ``train --overwrite`` may replace) when it
 holds ``recipe.yaml`` and ``state.json`` and nothing but the names above (and
@@ -51,7 +51,7 @@ RECIPE, VOCAB, BEST, LAST, STATE, METRICS, HISTORY, LOGS = (
 LABELS, NORMALIZER, INPUTS = "labels.json", "normalizer.json", "inputs.json"
 PLUGINS, TARGET_VOCAB, BACKUP = "plugins.json", "target_vocab.json", "backup"
 SUBWORD_MODEL, TARGET_SUBWORD_MODEL = "subword.model", "target_subword.model"
-DYNAMIC_STATS = "dynamic_stats.npz"  # seqkit.heads.dynamic_stats_cache.CACHE
+DYNAMIC_STATS = "dynamic_stats.npz"  # seqkit.heads.language_model.dynamic_stats_cache.CACHE
 EXPORT_SAMPLE = "export_sample.json"  # seqkit.export.sample: what export needs of the data
 # every name a run directory can hold (seqkit.plugins.PLUGINS, seqkit.heads.seq2seq.TARGET_VOCAB and
 # seqkit.data.subword's SUBWORD_MODEL / TARGET_SUBWORD_MODEL are the same strings; tests/test_rundir_safety.py

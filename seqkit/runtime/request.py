@@ -68,7 +68,7 @@ class StreamRequest:
         """
         if self.text is not None:
             return self.name or "<input>", self.text
-        from seqkit.cli.common import read_input
+        from seqkit.data.base import read_input
 
         name, text = read_input(self.input_path or "-")
         return self.name or name, text

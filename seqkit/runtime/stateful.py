@@ -8,7 +8,7 @@ every ``step`` takes ``[B]`` token ids or ``[B, D]`` raw frames.
 
 :class:`~seqkit.runtime.streaming.StreamingModel` returns a
 :class:`StatefulStreamingModel` for such an export (``metadata["state"] ==
-"internal"``), so ``seqkit stream``, :func:`seqkit.runtime.sequence_stream.stream_answers`
+"internal"``), so ``seqkit stream``, :func:`seqkit.heads.sequence.stream.stream_answers`
 and :meth:`~seqkit.runtime.streaming.StreamingModel.generate` drive it unchanged.
 
 Each step goes straight to the interpreter, as the explicit runtime does: the
@@ -112,3 +112,6 @@ class StatefulStreamingModel(StreamingModel):
         w.SetTensor(self._in_x, self._codec_x.encode(x), sg)
         w.Invoke(sg)
         return self._codec_logits.decode(w.GetTensor(self._out_logits, sg))
+
+
+StreamingModel.variants["internal"] = StatefulStreamingModel

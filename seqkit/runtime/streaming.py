@@ -144,13 +144,15 @@ class StreamingModel:
         SeqkitError: missing or unreadable files, or a full-sequence or encoder-decoder export.
     """
 
+    #: subclasses by the metadata's ``state`` (``"internal"``: :mod:`seqkit.runtime.stateful`, which
+    #: registers itself when imported; ``seqkit.runtime``'s package import does so first)
+    variants: dict = {}
+
     def __new__(cls, export_dir: str | None = None, *, model_bytes: bytes | None = None,
                 metadata: dict | None = None):
         loaded = load_export(export_dir, model_bytes, metadata)
         if cls is StreamingModel and isinstance(loaded[1], dict) and loaded[1].get("state") == "internal":
-            from seqkit.runtime.stateful import StatefulStreamingModel
-
-            cls = StatefulStreamingModel
+            cls = StreamingModel.variants["internal"]  # registered by seqkit.runtime.stateful
         obj = super().__new__(cls)
         obj._loaded = loaded  # read once: __init__ takes it from here
         return obj

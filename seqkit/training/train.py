@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from seqkit import log
 from seqkit.data.split import assemble_splits
 from seqkit.data.vocab import Vocabulary
-from seqkit.heads.language_model import chunk_long  # noqa: F401  (public since the first release)
 from seqkit.errors import DataError, RunDirError, SeqkitError
 from seqkit.recipe import Recipe, load_recipe
 from seqkit.registry import DATA, HEADS
@@ -525,7 +524,7 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
                 stage.create()
             atomic_write_text(out.file(RECIPE), recipe.to_yaml())
             prep.head.save_assets(out.path)
-            from seqkit.plugins import write_provenance
+            from seqkit.runs.provenance import write_provenance
 
             write_provenance(out.path, recipe)  # plugins.json: what a reload needs, named
         if train_more:

@@ -25,7 +25,7 @@ class SequenceRegression(Head):
     table_columns = {"text_column": ("text", 0), "label_column": ("label", 1)}
 
     def __init__(self, recipe, vocab=None):
-        from seqkit.heads.sequence_inputs import SequenceInputs
+        from seqkit.heads.sequence.inputs import SequenceInputs
 
         super().__init__(recipe, None)
         self.inputs = SequenceInputs(recipe.data)
@@ -124,7 +124,7 @@ class SequenceRegression(Head):
 
     # ---- export and streaming
     def stepper(self, model):
-        from seqkit.heads.sequence_stepper import SequenceStepper
+        from seqkit.heads.sequence.stepper import SequenceStepper
         from seqkit.registry import CELLS
 
         return SequenceStepper(model, CELLS.get(self.recipe.model.cell).state_names, kind="tokens",

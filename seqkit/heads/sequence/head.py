@@ -13,7 +13,7 @@ from seqkit import log
 from seqkit.data.labels import LabelVocabulary
 from seqkit.errors import DataError
 from seqkit.heads.base import Head
-from seqkit.heads.sequence_inputs import SequenceInputs, apply_too_long
+from seqkit.heads.sequence.inputs import SequenceInputs, apply_too_long
 from seqkit.runs.rundir import LABELS
 
 
@@ -146,12 +146,12 @@ class SequenceHead(Head):
 
     def stepper(self, model):
         """The one-input-at-a-time view of ``model`` used by export and streaming
-        (:class:`~seqkit.heads.sequence_stepper.SequenceStepper`).
+        (:class:`~seqkit.heads.sequence.stepper.SequenceStepper`).
 
         Raises:
             SeqkitError: a bidirectional encoder (offers full-sequence export instead).
         """
-        from seqkit.heads.sequence_stepper import SequenceStepper
+        from seqkit.heads.sequence.stepper import SequenceStepper
         from seqkit.registry import CELLS
 
         return SequenceStepper(model, CELLS.get(self.recipe.model.cell).state_names,
@@ -200,14 +200,14 @@ class SequenceHead(Head):
     @classmethod
     def stream_export(cls, export, metadata, request):
         """Stream each input sequence through the exported step model
-        (:func:`seqkit.runtime.sequence_stream.stream_answers`; a full-sequence export answers each
+        (:func:`seqkit.heads.sequence.stream.stream_answers`; a full-sequence export answers each
         whole sequence) and yield :meth:`stream_answer` of each answer.
 
         Raises:
             SeqkitError: a ``prompt`` or ``beam_width``; malformed input.
         """
         from seqkit.errors import SeqkitError
-        from seqkit.runtime.sequence_stream import full_sequence_answers, read_stream_input, stream_answers
+        from seqkit.heads.sequence.stream import full_sequence_answers, read_stream_input, stream_answers
 
         if request.beam_width is not None:
             raise SeqkitError("--beam-width is for encoder-decoder exports; this export streams one "
@@ -243,25 +243,25 @@ class SequenceHead(Head):
 
     # ---------------------------------------------------------------- answers
     def read_inputs(self, text, name, input_format="auto"):
-        """Prediction input as records (:func:`seqkit.inference.predict.read_records`: text lines,
+        """Prediction input as records (:func:`seqkit.heads.sequence.predict.read_records`: text lines,
         CoNLL, or ``.ts`` frames)."""
         import types
 
-        from seqkit.inference.predict import read_records
+        from seqkit.heads.sequence.predict import read_records
 
         return read_records(text, name, input_format, types.SimpleNamespace(head=self, recipe=self.recipe))
 
     def predict(self, model, records):
-        """Labels or tags with their probabilities (:func:`seqkit.inference.predict.predict`)."""
+        """Labels or tags with their probabilities (:func:`seqkit.heads.sequence.predict.predict`)."""
         import types
 
-        from seqkit.inference.predict import predict
+        from seqkit.heads.sequence.predict import predict
 
         return predict(types.SimpleNamespace(head=self, recipe=self.recipe), model, records)
 
     def format_prediction(self, result, fmt="text", probabilities=False):
-        """``label`` / ``word/TAG ...`` lines (:func:`seqkit.inference.predict.format_result`)."""
-        from seqkit.inference.predict import format_result
+        """``label`` / ``word/TAG ...`` lines (:func:`seqkit.heads.sequence.predict.format_result`)."""
+        from seqkit.heads.sequence.predict import format_result
 
         return format_result(result, fmt, probabilities)
 

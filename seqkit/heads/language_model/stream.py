@@ -166,15 +166,6 @@ def score_stream(model, data) -> dict:
     return figures(*tot)
 
 
-def dynamic_score(model, data, lr: float) -> dict:
-    """Dynamic evaluation with plain SGD: :func:`seqkit.heads.dynamic_eval.dynamic_score` with
-    ``rule="sgd"`` and no decay (each chunk scored, then ``w <- w - lr * grad`` on its mean
-    cross-entropy; the weights are restored after). Raises ValueError: ``lr`` is not positive."""
-    from seqkit.heads.dynamic_eval import dynamic_score as score
-
-    return score(model, data, lr=lr, rule="sgd")
-
-
 def fit_stream(model, train, *, validation_data=None, epochs: int, initial_epoch: int = 0,
                callbacks=(), verbose: int = 1, steps_per_epoch=None, **_):
     """Truncated-BPTT training of a compiled language model over a stream (``model.fit``'s role).

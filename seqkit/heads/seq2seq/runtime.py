@@ -1,7 +1,7 @@
 """Running an encoder-decoder TFLite export: encode a source once, then decode one symbol per call.
 
 The loop a device runs (``seqkit export`` of a ``seq2seq`` run writes
-``model.tflite`` with two signatures, see :mod:`seqkit.export.seq2seq_archive`):
+``model.tflite`` with two signatures, see :mod:`seqkit.heads.seq2seq.archive`):
 
 1. ``encode(source [1, S_max] int32)``: the source ids padded with 0 to the
    pinned length ``S_max`` (``metadata.json`` ``encoder.pinned_length``) ->

@@ -21,18 +21,8 @@ No padding is ever fed: a runtime streams only real inputs.
 
 from __future__ import annotations
 
-from seqkit.errors import SeqkitError
+from seqkit.errors import SeqkitError, refuse_bidirectional  # noqa: F401  (re-exported)
 from seqkit.layers.stack import recurrent_layers
-
-
-def refuse_bidirectional(run_hint: str = "RUN_DIR") -> SeqkitError:
-    """The error for a step export of a bidirectional encoder (offers full-sequence export)."""
-    return SeqkitError(
-        "this run's encoder is bidirectional (model.bidirectional: true): its backward pass reads "
-        "the whole sequence from the end, so it has no step model to stream one input at a time. "
-        f"Export it as a full-sequence model for a pinned shape instead: `seqkit export {run_hint} "
-        "--full-sequence --batch B --length T` (TFLite), or `--format saved_model` (its `predict` "
-        "signature takes any shape).")
 
 
 class SequenceStepper:

@@ -1,6 +1,6 @@
 """The RMS rule's gradient statistics, kept in the run directory between evaluations.
 
-:func:`seqkit.heads.dynamic_eval.gradient_stats` reads the whole training split (46 of the 75-90 s
+:func:`seqkit.heads.language_model.dynamic_eval.gradient_stats` reads the whole training split (46 of the 75-90 s
 of ``seqkit evaluate --dynamic`` on the 2-layer ``lm-pydoc-stream`` run). Its result depends only
 on the model's weights, the training token stream, its columns and chunk length, and
 ``max_chunks``, so :func:`cached_gradient_stats` stores it in ``RUN/dynamic_stats.npz``
@@ -74,7 +74,7 @@ def data_fingerprint(data) -> str:
 
 
 def stats_key(model, data, max_chunks) -> dict:
-    """What :func:`~seqkit.heads.dynamic_eval.gradient_stats` ``(model, data, max_chunks)``
+    """What :func:`~seqkit.heads.language_model.dynamic_eval.gradient_stats` ``(model, data, max_chunks)``
     depends on: ``{"format", "weights", "data", "columns", "chunk", "max_chunks", "shapes"}``."""
     return {"format": FORMAT, "weights": weights_digest(model), "data": data_fingerprint(data),
             "columns": int(data.batch_size), "chunk": int(data.bptt),
@@ -122,7 +122,7 @@ def _write(path: str, key: dict, ms) -> None:
 
 
 def cached_gradient_stats(model, data, max_chunks: int | None = None, run_dir: str | None = None) -> list:
-    """:func:`~seqkit.heads.dynamic_eval.gradient_stats` ``(model, data, max_chunks)``, kept in
+    """:func:`~seqkit.heads.language_model.dynamic_eval.gradient_stats` ``(model, data, max_chunks)``, kept in
     ``run_dir/`` :data:`CACHE` (module docstring).
 
     Args:

@@ -49,6 +49,7 @@ from seqkit.data.vocab import END_ID, START_ID, UNK_ID, Vocabulary
 from seqkit.errors import DataError, RecipeError
 from seqkit.heads.base import Head
 from seqkit.layers.stack import apply_stack, make_plugin
+from seqkit.heads.seq2seq.decoding import Seq2SeqStepper, bridge, seq2seq_pair, transduce  # noqa: F401
 from seqkit.registry import register_head
 
 
@@ -81,23 +82,6 @@ def references(records: list) -> dict:
     for r in records:
         refs.setdefault(r.text, []).append(list(r.target))
     return refs
-
-
-def seq2seq_pair(source_ids, target_ids):
-    """Teacher forcing for a pair: ``(source, target)`` ->
-    ``((source, [<s>] + target), target + [</s>])``, all int32.
-
-    Args:
-        source_ids, target_ids: one pair (``[S]``, ``[U]``) or ragged batches
-            (``tf.RaggedTensor [N, (S)]``, ``[N, (U)]``); int.
-
-    Returns:
-        ``((source, decoder_inputs [U + 1]), targets [U + 1])`` (per row for batches).
-    """
-    import tensorflow as tf
-
-    return ((tf.cast(source_ids, tf.int32), add_markers(target_ids, start=START_ID)),
-            add_markers(target_ids, end=END_ID))
 
 
 @register_head("seq2seq")
@@ -255,8 +239,8 @@ class Seq2SeqHead(Head):
 
     def dataset(self, records, *, training, first_epoch=0):
         """Teacher-forced batches ``((source, decoder_inputs), targets)`` (see
-        :func:`seqkit.data.pipeline.make_pair_dataset`)."""
-        from seqkit.data.pipeline import make_pair_dataset
+        :func:`seqkit.heads.seq2seq.decoding.make_pair_dataset`)."""
+        from seqkit.heads.seq2seq.decoding import make_pair_dataset
 
         r = self.recipe
         src, _, _ = self.encode_sources([x.text for x in records])
@@ -473,7 +457,7 @@ class Seq2SeqHead(Head):
             SeqkitError: a ``prompt``; ``greedy`` with ``beam_width``; a source too long.
         """
         from seqkit.errors import SeqkitError
-        from seqkit.runtime.seq2seq_stream import Seq2SeqModel, read_sources
+        from seqkit.heads.seq2seq.runtime import Seq2SeqModel, read_sources
 
         if request.prompt:
             raise SeqkitError("--prompt is for language-model exports; give a seq2seq export its "
@@ -489,15 +473,46 @@ class Seq2SeqHead(Head):
                                        max_length=request.max_length)[0][0])
             yield rt.text(out) + "\n"
 
+    def transduce_texts(self, prep, model, text, name, *, beam_width, n_best, length_penalty):
+        """Beam-search each source line of ``text`` (:func:`seqkit.heads.seq2seq.transduce.predict_pairs`)."""
+        from seqkit.heads.seq2seq.transduce import predict_pairs, read_sources
+
+        return predict_pairs(prep, model, read_sources(text, name, self), beam_width=beam_width,
+                             n_best=n_best, length_penalty=length_penalty)
+
+    def attention(self, prep, model, text, name, *, beam_width):
+        """``(source [S], target [T], weights [T, S])`` of the first source of ``text``
+        (:func:`seqkit.heads.seq2seq.alignment.alignment`)."""
+        from seqkit.heads.seq2seq.alignment import alignment
+        from seqkit.heads.seq2seq.transduce import read_sources
+
+        [(_, src)] = read_sources(text, name, self)[:1]
+        return alignment(prep, model, src, beam_width=beam_width)
+
+    def text_functions(self, prep, model, *, max_length=None):
+        """``predict_text`` (beam search) and ``generate_text`` (greedy)
+        (:class:`seqkit.heads.seq2seq.serving.Seq2SeqTextFunctions`).
+
+        Raises:
+            SeqkitError: the run cannot take text (:meth:`text_unsupported`).
+        """
+        from seqkit.errors import SeqkitError
+        from seqkit.heads.seq2seq.serving import Seq2SeqTextFunctions
+
+        why = self.text_unsupported()
+        if why is not None:
+            raise SeqkitError(f"this run cannot serve text: {why}.")
+        return Seq2SeqTextFunctions(prep, model, role="transduce", max_length=max_length)
+
     def export(self, prep, model, out, options, calibration):
         """An encoder (full sequence, pinned ``[1, length]``) + ``decode_step`` export
-        (:func:`seqkit.export.seq2seq_writer.export_seq2seq`).
+        (:func:`seqkit.heads.seq2seq.export.export_seq2seq`).
 
         Raises:
             SeqkitError: ``batch`` other than 1, ``full_sequence``; as ``export_seq2seq``.
         """
         from seqkit.errors import SeqkitError
-        from seqkit.export.seq2seq_writer import export_seq2seq
+        from seqkit.heads.seq2seq.export import export_seq2seq
 
         if options.batch != 1:
             raise SeqkitError(f"--batch {options.batch}: a seq2seq export pins its encoder to one source "
@@ -511,129 +526,3 @@ class Seq2SeqHead(Head):
     def stepper(self, model) -> "Seq2SeqStepper":
         """The encoder pass plus one-step decoder of ``model``, for :mod:`seqkit.inference.decoding`."""
         return Seq2SeqStepper(model)
-
-
-def bridge(enc_states, *, enc_names, enc_units, bidirectional, dec_names, dec_units, dec_layers):
-    """Decoder start states from the encoder's final states (see the module docstring).
-
-    Args:
-        enc_states: per encoder layer, its final states (``[B, H]`` Keras tensors;
-            bidirectional: forward then backward).
-        enc_names / dec_names: the cells' ``state_names``.
-        enc_units / dec_units: widths; dec_layers: decoder depth.
-
-    Returns:
-        Flat list of ``dec_layers * len(dec_names)`` ``[B, dec_units]`` tensors.
-    """
-    import keras
-
-    enc_layers = len(enc_states)
-    same = (not bidirectional and enc_layers == dec_layers and tuple(enc_names) == tuple(dec_names)
-            and enc_units == dec_units)
-    if same:
-        return [s for layer in enc_states for s in layer]
-    out, joined = [], {}
-    for i in range(dec_layers):
-        j = enc_layers - dec_layers + i if enc_layers >= dec_layers else min(i, enc_layers - 1)
-        if j not in joined:
-            st = enc_states[j]
-            joined[j] = st[0] if len(st) == 1 else keras.layers.Concatenate(name=f"bridge_in_{j}")(st)
-        src = joined[j]
-        for name in dec_names:
-            out.append(keras.layers.Dense(dec_units, activation="tanh", name=f"bridge_{i}_{name}")(src))
-    return out
-
-
-class Seq2SeqStepper:
-    """Encoder pass plus one-step decoder for :mod:`seqkit.inference.decoding` (shares the model's weights).
-
-    Args:
-        model: the training model of :class:`Seq2SeqHead`.
-
-    Use::
-
-        states, extras = stepper.start(source)            # source [B, S] int32
-        decode(stepper.step, states, prompt=[[<s>]] * B, extras=extras, ...)
-        beam_search(stepper.step, states, [[<s>]] * B, extras=extras, beam_width=5, ...)
-    """
-
-    def __init__(self, model):
-        self.encoder = model.get_layer("encoder")
-        self.decoder = model.get_layer("decoder")
-
-    def start(self, source):
-        """``source [B, S] int32 -> (states, extras)``: the decoder's start states (list of
-        ``[B, H]``, input-feeding state included) and ``[memory, mask, keys]``."""
-        import tensorflow as tf
-
-        source = tf.convert_to_tensor(source, tf.int32)
-        out = self.encoder(source, training=False)
-        memory = tf.cast(out[0], tf.float32)
-        mask = tf.not_equal(source, 0)
-        states = self.decoder.full_initial_states(list(out[1:]))
-        return states, [memory, mask, self.decoder.precompute(memory)]
-
-    def step(self, token, states, extras):
-        """``(token [B] int32, states, extras) -> (logits [B, V], new_states)``."""
-        return self.decoder.step(token, states, extras)
-
-    def alignment(self, source, decoder_inputs):
-        """Attention weights under teacher forcing: ``[B, T, S]`` float32 (zeros without attention)."""
-        import tensorflow as tf
-
-        source = tf.convert_to_tensor(source, tf.int32)
-        out = self.encoder(source, training=False)
-        _, w = self.decoder(tf.convert_to_tensor(decoder_inputs, tf.int32), out[0],
-                            tf.not_equal(source, 0), list(out[1:]), return_weights=True)
-        return w
-
-
-def transduce(model, sources, *, beam_width: int = 1, n_best: int = 1, length_penalty: float = 0.0,
-              max_length: int = 50, batch_size: int = 64) -> list:
-    """Decode a list of sources with a trained encoder-decoder (beam search; width 1 = greedy).
-
-    Args:
-        model: the training model of :class:`Seq2SeqHead`.
-        sources: list of source id lists (may be empty lists; 0 = padding is not allowed inside).
-        beam_width / n_best / length_penalty / max_length: see
-            :func:`seqkit.inference.decoding.beam_search` (GNMT length penalty, Wu et al. 2016, eq. 14).
-        batch_size: sources decoded together (results do not depend on it).
-
-    Returns:
-        Per source, ``n_best`` ``(target ids without </s>, score)`` pairs, best first.
-
-    Raises:
-        SeqkitError: bad beam arguments (e.g. ``n_best > beam_width``).
-    """
-    import numpy as np
-    import tensorflow as tf
-
-    from seqkit.inference.decoding import beam_search, check_beam_args
-
-    check_beam_args(beam_width, n_best, length_penalty, 0, max_length)
-    st = Seq2SeqStepper(model)
-
-    @tf.function(reduce_retracing=True)
-    def run(src, alpha):
-        states, extras = st.start(src)
-        start = tf.fill([tf.shape(src)[0], 1], START_ID)
-        return beam_search(st.step, states, start, beam_width=beam_width, n_best=n_best,
-                           max_length=max_length, length_penalty=alpha, extras=extras)
-
-    from seqkit.progress import progress
-
-    out = []
-    what = "greedy decoding" if beam_width == 1 else f"beam decoding (width {beam_width})"
-    with progress(len(sources), what, "sources") as bar:  # drawn only on a terminal (seqkit.progress)
-        for i in range(0, len(sources), batch_size):
-            chunk = sources[i:i + batch_size]
-            width = max([len(s) for s in chunk] + [1])
-            src = np.zeros((len(chunk), width), "int32")
-            for r, s in enumerate(chunk):
-                src[r, :len(s)] = s
-            res = run(tf.constant(src), tf.constant(length_penalty, tf.float32))
-            toks, lens, scores = res.tokens.numpy(), res.lengths.numpy(), res.scores.numpy()
-            for r in range(len(chunk)):
-                out.append([(toks[r, k, :lens[r, k]].tolist(), float(scores[r, k])) for k in range(n_best)])
-            bar.update(len(chunk))
-    return out

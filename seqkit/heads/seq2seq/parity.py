@@ -72,7 +72,7 @@ class Seq2SeqParityCase:
 
     def references(self, model, *, beam_width: int, length_penalty: float, max_length: int) -> dict:
         """``{"greedy": [ids], "beam": [ids]}`` per source from :func:`transduce` (best hypothesis)."""
-        from seqkit.heads.seq2seq import transduce
+        from seqkit.heads.seq2seq.decoding import transduce
 
         n = max(len(self.sources), 1)
         greedy = transduce(model, self.sources, beam_width=1, max_length=max_length, batch_size=n)
@@ -89,7 +89,7 @@ def identical(reference: list, got: list) -> dict:
 
 class SavedModelSeq2Seq:
     """``start`` / ``step`` over a loaded seq2seq SavedModel's ``encode`` and ``decode_step``
-    (the same interface as :class:`seqkit.runtime.seq2seq_stream.Seq2SeqModel`, one row)."""
+    (the same interface as :class:`seqkit.heads.seq2seq.runtime.Seq2SeqModel`, one row)."""
 
     def __init__(self, loaded, state_names: list[str]):
         self.encode_fn = loaded.signatures["encode"]

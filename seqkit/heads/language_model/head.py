@@ -168,7 +168,7 @@ class LanguageModelHead(Head):
 
     @property
     def stream(self) -> bool:
-        """``data.layout: stream``: train and score over continuous text (:mod:`seqkit.heads.stream_lm`)."""
+        """``data.layout: stream``: train and score over continuous text (:mod:`seqkit.heads.language_model.stream`)."""
         return self.recipe.data.layout == "stream"
 
     def stream_data(self, records, *, columns: int, bptt: int | None = None):
@@ -240,7 +240,7 @@ class LanguageModelHead(Head):
         x = keras.layers.Embedding(len(self.vocab), cfg.embedding_dim, mask_zero=True,
                                    name="embedding")(tokens)
         x = apply_stack(x, plugin, cfg, causal=True, return_state=self.stream)
-        if self.stream:  # the layers also return their final states (seqkit.heads.stream_lm)
+        if self.stream:  # the layers also return their final states (seqkit.heads.language_model.stream)
             x = x[0]
         if cfg.dropout > 0:
             x = keras.layers.Dropout(cfg.dropout, name="output_dropout")(x)
@@ -252,6 +252,26 @@ class LanguageModelHead(Head):
         from seqkit.registry import CELLS
 
         return LanguageModelStepper(model, CELLS.get(self.recipe.model.cell).state_names)
+
+    # ---------------------------------------------------------------- answers (Run.generate)
+    @classmethod
+    def resolve_dynamic(cls, evaluation, **given):
+        """Dynamic-evaluation options (:func:`seqkit.heads.language_model.dynamic_eval.resolve_options`)."""
+        from seqkit.heads.language_model.dynamic_eval import resolve_options
+
+        return resolve_options(evaluation, **given)
+
+    def generate_text(self, prep, model, prompt, **options):
+        """Sampled or greedy continuations (:func:`seqkit.heads.language_model.generate.generate_text`)."""
+        from seqkit.heads.language_model.generate import generate_text
+
+        return generate_text(prep, model, prompt, **options)
+
+    def generate_beam(self, prep, model, prompt, **options):
+        """Beam-search continuations (:func:`seqkit.heads.language_model.generate.generate_beam`)."""
+        from seqkit.heads.language_model.generate import generate_beam
+
+        return generate_beam(prep, model, prompt, **options)
 
     # ---------------------------------------------------------------- streaming an export
     @classmethod
@@ -352,10 +372,10 @@ class LanguageModelHead(Head):
         return {"perplexity": perplexity(nll.mean()) if len(y) else float("nan"), "scored": int(len(y))}
 
     def fit_stream(self, model):
-        """``model.fit``'s stand-in for ``data.layout: stream`` (:func:`seqkit.heads.stream_lm.fit_stream`)."""
+        """``model.fit``'s stand-in for ``data.layout: stream`` (:func:`seqkit.heads.language_model.stream.fit_stream`)."""
         from functools import partial
 
-        from seqkit.heads.stream_lm import fit_stream
+        from seqkit.heads.language_model.stream import fit_stream
 
         return partial(fit_stream, model)
 
@@ -363,7 +383,7 @@ class LanguageModelHead(Head):
         """Exact figures on ``records``; stream layout: over the continuous split, state carried."""
         if not self.stream:
             return super().evaluate(model, records)
-        from seqkit.heads.stream_lm import score_stream
+        from seqkit.heads.language_model.stream import score_stream
 
         return score_stream(model, self.dataset(records, training=False))
 
@@ -371,7 +391,7 @@ class LanguageModelHead(Head):
                          options=None, train_records=None, run_dir=None):
         """Dynamic evaluation (Krause et al. 2018) over the continuous split: each chunk of
         ``chunk`` tokens is scored, then one update of the rule ``options.dynamic_rule`` is taken on
-        it (:mod:`seqkit.heads.dynamic_eval`); the weights are restored after.
+        it (:mod:`seqkit.heads.language_model.dynamic_eval`); the weights are restored after.
 
         Args:
             model: the language model.
@@ -382,16 +402,16 @@ class LanguageModelHead(Head):
                 it, ``training.batch_size`` columns of ``chunk`` tokens.
             run_dir: the run directory: the ``rms`` rule's statistics are kept in it and reused
                 while weights, data and settings are unchanged
-                (:mod:`seqkit.heads.dynamic_stats_cache`); None: computed every time.
+                (:mod:`seqkit.heads.language_model.dynamic_stats_cache`); None: computed every time.
 
         Returns:
-            The figures of :func:`seqkit.heads.dynamic_eval.dynamic_score`.
+            The figures of :func:`seqkit.heads.language_model.dynamic_eval.dynamic_score`.
 
         Raises:
             ValueError: the ``rms`` rule without ``train_records``; a bad value (dynamic_score).
         """
-        from seqkit.heads.dynamic_eval import dynamic_score
-        from seqkit.heads.dynamic_stats_cache import cached_gradient_stats
+        from seqkit.heads.language_model.dynamic_eval import dynamic_score
+        from seqkit.heads.language_model.dynamic_stats_cache import cached_gradient_stats
 
         ev = options or self.recipe.evaluation
         lr = lr if lr is not None else ev.dynamic_lr

@@ -10,9 +10,9 @@ parity check passes, as for the other heads: :func:`seqkit.export.writer.staged_
                             (also embedded in model.tflite: seqkit.export.embedded_metadata)
     OUT/vocab.json          the source vocabulary (id = position)
     OUT/target_vocab.json   the target vocabulary (id = position)
-    OUT/parity.json         the parity report (see :mod:`seqkit.export.seq2seq_parity`)
+    OUT/parity.json         the parity report (see :mod:`seqkit.heads.seq2seq.parity`)
 
-The signatures are described in :mod:`seqkit.export.seq2seq_archive`; a
+The signatures are described in :mod:`seqkit.heads.seq2seq.archive`; a
 bidirectional encoder is exported as it is (the encoder never streams; only
 the decoder steps).
 """
@@ -45,7 +45,7 @@ def metadata_for_seq2seq(prep, model, quantize: str, source_length: int) -> dict
 
     import seqkit
     from seqkit.data.vocab import END_ID, PAD_ID, START_ID, UNK_ID
-    from seqkit.export.seq2seq_archive import state_names, widths
+    from seqkit.heads.seq2seq.archive import state_names, widths
 
     r, w = prep.recipe, widths(model)
     dec = r.decoding
@@ -124,14 +124,14 @@ def export_seq2seq(prep, model, out: str, *, fmt: str, quantize: str, tolerance:
     from seqkit.export import embedded_metadata
     from seqkit.export.writer import subword_files
     from seqkit.export.calibration import seq2seq_samples
-    from seqkit.export.seq2seq_archive import build_seq2seq_archive, state_names
+    from seqkit.heads.seq2seq.archive import build_seq2seq_archive, state_names
     from seqkit.export.id_lookups import gathered_ids, shifted_attention
     from seqkit.export.unrolled import unrolled
-    from seqkit.export.seq2seq_parity import (SavedModelSeq2Seq, Seq2SeqParityCase, identical,
+    from seqkit.heads.seq2seq.parity import (SavedModelSeq2Seq, Seq2SeqParityCase, identical,
                                               saved_model_decodes)
     from seqkit.export.tflite import convert_signature, op_names
     from seqkit.export.writer import _check, calibration_report, staged_dir
-    from seqkit.runtime.seq2seq_stream import Seq2SeqModel
+    from seqkit.heads.seq2seq.runtime import Seq2SeqModel
 
     S = length or prep.recipe.data.max_length
     held_out = prep.splits.get("test") or prep.splits.get("valid") or prep.splits["train"]

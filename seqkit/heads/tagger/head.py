@@ -1,7 +1,7 @@
 """Tagger head: an aligned transducer, one tag per input step.
 
 ``tokens [B, T] int32`` or ``frames [B, T, D] float32`` (``model.char_embedding``:
-``tokens [B, T, 1 + W]``, each word's id and characters, :mod:`seqkit.heads.sequence_inputs`)
+``tokens [B, T, 1 + W]``, each word's id and characters, :mod:`seqkit.heads.sequence.inputs`)
 -> encoder ``[B, T, H]``
 (stacked and/or bidirectional allowed) -> ``logits [B, T, C]``; targets
 ``[B, T]`` fed as ``tag + 1`` with ``0`` at padding, so padding positions reach
@@ -28,8 +28,8 @@ import numpy as np
 
 from seqkit.metrics import classification as M
 from seqkit.errors import DataError
-from seqkit.heads.sequence_head import SequenceHead
-from seqkit.heads.sequence_inputs import SequenceHeadOptions, apply_too_long
+from seqkit.heads.sequence.head import SequenceHead
+from seqkit.heads.sequence.inputs import SequenceHeadOptions, apply_too_long
 from seqkit.layers.stack import apply_stack, make_plugin
 from seqkit.registry import register_head
 

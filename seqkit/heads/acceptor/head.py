@@ -1,7 +1,7 @@
 """Acceptor head: read a whole sequence, answer once.
 
 ``tokens [B, T] int32`` or ``frames [B, T, D] float32`` (``model.char_embedding``:
-``tokens [B, T, 1 + W]``, each word's id and characters, :mod:`seqkit.heads.sequence_inputs`)
+``tokens [B, T, 1 + W]``, each word's id and characters, :mod:`seqkit.heads.sequence.inputs`)
 -> encoder ``[B, T, H]``
 -> one vector per sequence (:class:`~seqkit.layers.pooling.SequencePooling`:
 the final valid state -- forward final + backward final when bidirectional --
@@ -21,8 +21,8 @@ from typing import Literal
 import numpy as np
 
 from seqkit.metrics import classification as M
-from seqkit.heads.sequence_head import SequenceHead
-from seqkit.heads.sequence_inputs import SequenceHeadOptions
+from seqkit.heads.sequence.head import SequenceHead
+from seqkit.heads.sequence.inputs import SequenceHeadOptions
 from seqkit.layers.stack import apply_stack, make_plugin
 from seqkit.registry import register_head
 

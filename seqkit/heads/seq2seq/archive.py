@@ -89,7 +89,7 @@ def build_seq2seq_archive(prep, model, *, source_length: int | None = None, look
     import tensorflow as tf
 
     from seqkit.inference.decoding import beam_search, check_beam_args, decode
-    from seqkit.heads.seq2seq import Seq2SeqStepper
+    from seqkit.heads.seq2seq.decoding import Seq2SeqStepper
 
     st = Seq2SeqStepper(model)
     names, w = state_names(model), widths(model)

@@ -97,7 +97,7 @@ def generate_text(prep, model, prompt: str = "", *, num: int = 1, max_length: in
     A run trained with ``data.layout: stream`` does not stop at the end of a line: ``</s>`` is
     printed as a line break, read back as ``<s>`` (as in training), and generation goes on to
     ``max_length`` tokens; a prompt of several lines primes the state across its line breaks
-    (:func:`seqkit.data.stream.prompt_ids`, :func:`seqkit.heads.stream_lm.prime_states`).
+    (:func:`seqkit.data.stream.prompt_ids`, :func:`seqkit.heads.language_model.stream.prime_states`).
 
     Returns:
         ``num`` strings: the prompt followed by its continuation.
@@ -188,7 +188,7 @@ def _generate_stream(prep, model, prompt: str, *, num, max_length, greedy, tempe
     import tensorflow as tf
 
     from seqkit.inference.decoding import decode
-    from seqkit.heads.stream_lm import prime_states
+    from seqkit.heads.language_model.stream import prime_states
 
     ids = _encode_stream_prompt(prep, prompt)
     states = prime_states(model, ids[:-1], num)  # the prompt read in one pass

@@ -35,7 +35,7 @@ def gradient_stats(model, data, max_chunks: int | None = None) -> list:
     boundaries), no dropout and no weight change, as the reference code's ``gradstat``.
 
     Args:
-        model: the language model (:class:`~seqkit.heads.stream_lm.StreamRunner`'s layers).
+        model: the language model (:class:`~seqkit.heads.language_model.stream.StreamRunner`'s layers).
         data: a :class:`~seqkit.data.stream.StreamData` (or lazy one) over training text; its
             ``bptt`` should be the evaluation chunk, its columns the gradient's batch.
         max_chunks: read at most this many chunks (None: all of them).
@@ -49,7 +49,7 @@ def gradient_stats(model, data, max_chunks: int | None = None) -> list:
     """
     import tensorflow as tf
 
-    from seqkit.heads.stream_lm import StreamRunner, chunk_gradients
+    from seqkit.heads.language_model.stream import StreamRunner, chunk_gradients
 
     runner = StreamRunner(model)
     weights = model.trainable_variables
@@ -165,14 +165,14 @@ def dynamic_score(model, data, *, lr: float, rule: str = "sgd", decay: float = 0
             weights on entry).
 
     Returns:
-        :func:`seqkit.heads.stream_lm.figures` of the scores given *before* each chunk's update.
+        :func:`seqkit.heads.language_model.stream.figures` of the scores given *before* each chunk's update.
 
     Raises:
         ValueError: as :class:`DynamicUpdate`.
     """
     import tensorflow as tf
 
-    from seqkit.heads.stream_lm import StreamRunner, chunk_gradients, figures
+    from seqkit.heads.language_model.stream import StreamRunner, chunk_gradients, figures
 
     runner = StreamRunner(model)
     weights = model.trainable_variables

@@ -1,0 +1,1 @@
+"""The acceptor head (:mod:`.head`): one class per sequence."""
