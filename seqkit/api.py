@@ -17,7 +17,8 @@ from seqkit.errors import SeqkitError
 from seqkit.recipe import Recipe
 from seqkit.runs.run import Alignment, Run
 
-__all__ = ["Alignment", "Preprocessing", "Recipe", "Run", "build", "load", "train", "train_seeds"]
+__all__ = ["Alignment", "Preprocessing", "Recipe", "Run", "build", "load", "stream", "train", "train_seeds",
+           "validate"]
 
 
 @contextlib.contextmanager
@@ -48,7 +49,7 @@ def _recipe(recipe, what: str) -> Recipe:
 
 
 def train(recipe=None, run_dir=None, *, overwrite: bool = False, resume: bool = False,
-          verbose: int = 0) -> Run | None:
+          verbose: int = 0, overrides=()) -> Run | None:
     """Train a recipe into a run directory, as ``seqkit train`` does.
 
     Args:
@@ -60,6 +61,8 @@ def train(recipe=None, run_dir=None, *, overwrite: bool = False, resume: bool = 
             recipe with a larger ``training.epochs`` trains longer).
         verbose: 0 (default) prints nothing; 1 shows Keras's progress bar and seqkit's progress
             lines on stderr; 2 one line per epoch.
+        overrides: ``["KEY.PATH=VALUE", ...]`` (``--set``) applied to a recipe file or, with
+            ``resume`` and no recipe, to the run's own recipe (e.g. ``training.epochs=20``).
 
     Returns:
         The :class:`Run` (``run.metrics`` holds the final metrics, as ``metrics.json``); ``None``
@@ -75,20 +78,25 @@ def train(recipe=None, run_dir=None, *, overwrite: bool = False, resume: bool = 
     from seqkit.guards import check_writable
     from seqkit.runs.rundir import RECIPE, RunDir
 
+    from seqkit.recipe import load_recipe
+
+    overrides = list(overrides or ())
     if resume:
         if run_dir is None:
             raise SeqkitError("train(resume=True) needs run_dir: the run to continue.")
         run_dir = os.fspath(run_dir)
-        RunDir(run_dir).check(need_model=False)
-        if recipe is None:
-            from seqkit.recipe import load_recipe
-
-            recipe = load_recipe(os.path.join(run_dir, RECIPE), load_plugins=False)
+        RunDir(run_dir).check(need_model=False)  # names a missing plugin; imports nothing
+        if recipe is None:  # the run's own recipe is data: its plugins: are not imported
+            recipe = load_recipe(os.path.join(run_dir, RECIPE), overrides, load_plugins=False)
+        elif isinstance(recipe, (str, os.PathLike)):
+            recipe = load_recipe(os.fspath(recipe), overrides)
         rec = _recipe(recipe, "train")
         check_writable(run_dir, "resume")
     else:
         if recipe is None:
             raise SeqkitError("train: give a recipe (a seqkit.Recipe, a recipe file or a dict).")
+        if isinstance(recipe, (str, os.PathLike)):
+            recipe = load_recipe(os.fspath(recipe), overrides)
         rec = _recipe(recipe, "train")
         run_dir = os.fspath(run_dir) if run_dir is not None else os.path.join("runs", rec.name)
         check_writable(run_dir, "train")
@@ -96,7 +104,10 @@ def train(recipe=None, run_dir=None, *, overwrite: bool = False, resume: bool = 
 
     with _shown(verbose):
         metrics = do_train(rec, run_dir, resume=resume, overwrite=overwrite, verbose=verbose)
-    if "worker" in metrics:
+    if "worker" in metrics:  # a non-chief worker of a multi-worker job
+        from seqkit import log
+
+        log.info(f"{metrics['worker']}: trained {metrics['epochs']} epochs; the chief writes {run_dir}")
         return None
     return Run(run_dir)
 
@@ -218,3 +229,57 @@ def build(recipe, *, verbose: int = 0):
         prep = prepare(rec)
         model = compile_model(prep)
     return model, Preprocessing(prep)
+
+
+def validate(recipe, overrides=(), *, data: bool = True) -> dict:
+    """Check a recipe without training (``seqkit validate``): every key, and with ``data`` the data
+    source, the head's assets and the model it builds.
+
+    Args:
+        recipe: a YAML path, a shipped recipe's name, a dict or a :class:`Recipe`.
+        overrides: ``["KEY.PATH=VALUE", ...]`` (``--set``), for a path or a name.
+        data: also read the data and build the model.
+
+    Returns:
+        ``{"recipe", "ok": True, "resolved": {...}}`` and with ``data`` also ``"data": {"source",
+        "examples": {split: n}, "assets"}`` and ``"parameters": {"total", "trainable", ...}``.
+
+    Raises:
+        RecipeError: every problem of the recipe at once (file, line and key named).
+        DataError: the data cannot be read; SeqkitError: a model too large for memory.
+    """
+    from seqkit.recipe import load_recipe, recipe_from_dict
+
+    if isinstance(recipe, Recipe):
+        rec, name = recipe, recipe.name
+    elif isinstance(recipe, dict):
+        rec, name = recipe_from_dict(recipe), "<dict>"
+    elif isinstance(recipe, (str, os.PathLike)):
+        rec, name = load_recipe(os.fspath(recipe), list(overrides)), os.fspath(recipe)
+    else:
+        raise SeqkitError(f"validate: expected a recipe file, a shipped recipe's name, a dict or a "
+                          f"seqkit.Recipe; got {type(recipe).__name__}.")
+    out = {"recipe": name, "ok": True, "resolved": rec.to_dict()}
+    if data:
+        from seqkit.guards import build_model
+        from seqkit.training.train import count_parameters, prepare
+
+        _recipe(rec, "validate")  # TensorFlow imported quietly
+        prep = prepare(rec)
+        out["data"] = {"source": str(prep.source), "examples": {k: len(v) for k, v in prep.splits.items()},
+                       "assets": prep.head.describe_assets()}
+        out["parameters"] = count_parameters(build_model(prep))
+    return out
+
+
+def stream(export, **options) -> str:
+    """Run an exported ``.tflite`` (an export directory or the file alone) as ``seqkit stream`` does
+    and return what it prints (:func:`seqkit.runtime.request.stream`; ``options``: ``prompt=``,
+    ``text=``, ``max_length=``, ``temperature=``, ``top_k=``, ``greedy=``, ``beam_width=``, ``seed=``).
+
+    Raises:
+        SeqkitError: no export or invalid metadata, a head not registered here, a bad option.
+    """
+    from seqkit.runtime.request import stream as _stream
+
+    return _stream(os.fspath(export), **options)

@@ -63,43 +63,25 @@ def train(recipe, overrides, run_dir, resume_dir, overwrite, seeds, as_json=Fals
         click.echo(f"summary: {summary['path']}")
         return
 
-    if resume_dir:
-        if run_dir and os.path.abspath(run_dir) != os.path.abspath(resume_dir):
-            raise SeqkitError("--run-dir and --resume name different directories; use one.")
-        source = recipe or os.path.join(resume_dir, RECIPE)
-        if not os.path.isfile(source):
-            raise SeqkitError(f"{resume_dir}: not a run directory (no {RECIPE}).")
-        from seqkit.runs.rundir import RunDir
-
-        RunDir(resume_dir).check(need_model=False)  # names a missing plugin; imports nothing
-        # the run's own recipe is data: its plugins: are not imported (a RECIPE the user names is)
-        rec = load_recipe(source, list(overrides), load_plugins=None if recipe else False)
-        path = resume_dir
-        from seqkit.guards import check_writable
-
-        check_writable(path, "resume")
-    else:
-        if not recipe:
-            raise click.UsageError("give a RECIPE file (or --resume RUN_DIR).")
-        rec = load_recipe(recipe, list(overrides))
-        path = run_dir or _default_run_dir(rec)
-        from seqkit.guards import check_writable
-
-        check_writable(path, "train")  # a read-only folder fails before the data is read
-    from seqkit.training.train import train as do_train
+    if resume_dir and run_dir and os.path.abspath(run_dir) != os.path.abspath(resume_dir):
+        raise SeqkitError("--run-dir and --resume name different directories; use one.")
+    if not recipe and not resume_dir:
+        raise click.UsageError("give a RECIPE file (or --resume RUN_DIR).")
+    from seqkit.api import train as train_run
 
     import contextlib
 
     # --json: stdout holds the JSON only; Keras writes its progress bar to stdout, so send it to stderr
     with contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext():
-        metrics = do_train(rec, path, resume=bool(resume_dir), overwrite=overwrite, verbose=0 if quiet else 1)
+        run = train_run(recipe or None, resume_dir or run_dir, overwrite=overwrite, resume=bool(resume_dir),
+                        verbose=0 if quiet else 1, overrides=overrides)
+    if run is None:  # a non-chief worker of a multi-worker job (logged)
+        return
+    path, metrics, rec = run.path, run.metrics, run.recipe
     if as_json:
         from seqkit.runs.rundir import strict_json
 
         click.echo(strict_json({"run_dir": path, "metrics": metrics}, indent=2))
-        return
-    if "worker" in metrics:  # a non-chief worker of a multi-worker job
-        click.echo(f"{metrics['worker']}: trained {metrics['epochs']} epochs; the chief writes {path}")
         return
     from seqkit.registry import HEADS
 
@@ -156,41 +138,28 @@ def list_(kind, as_json=False):
 @with_common_options
 def validate(recipe, overrides, check_data, show, as_json=False):
     """Check a RECIPE without training: every key, the data, the model it builds."""
+    from seqkit.api import validate as validate_recipe
     from seqkit.errors import RecipeError
-    from seqkit.recipe import load_recipe
+    from seqkit.runs.rundir import strict_json
 
-    if as_json:
-        from seqkit.runs.rundir import strict_json
-
-        try:
-            rec = load_recipe(recipe, list(overrides))
-        except RecipeError as exc:
+    try:
+        out = validate_recipe(recipe, overrides, data=check_data)
+    except RecipeError as exc:
+        if as_json:
             click.echo(json.dumps({"recipe": recipe, "ok": False,
                                    "errors": getattr(exc, "problems", None) or [str(exc)]}, indent=2))
-            raise
-        out = {"recipe": recipe, "ok": True, "resolved": rec.to_dict()}
-        if check_data:
-            from seqkit.guards import build_model
-            from seqkit.training.train import count_parameters, prepare
-
-            prep = prepare(rec)
-            out["data"] = {"source": str(prep.source), "examples": {k: len(v) for k, v in prep.splits.items()},
-                           "assets": prep.head.describe_assets()}
-            out["parameters"] = count_parameters(build_model(prep))
+        raise
+    if as_json:
         click.echo(strict_json(out, indent=2, ensure_ascii=False))
         return
-    rec = load_recipe(recipe, list(overrides))
     if show:
-        click.echo(rec.to_yaml().rstrip())
-    if check_data:
-        from seqkit.guards import build_model
-        from seqkit.training.train import count_parameters, prepare
+        import yaml
 
-        prep = prepare(rec)
-        model = build_model(prep)
-        params = count_parameters(model)
-        click.echo(f"data: {prep.source}: " + ", ".join(f"{k} {len(v)}" for k, v in prep.splits.items())
-                   + f" examples; {prep.head.describe_assets()}")
+        click.echo(yaml.safe_dump(out["resolved"], sort_keys=False, allow_unicode=True).rstrip())
+    if check_data:
+        d, params = out["data"], out["parameters"]
+        click.echo(f"data: {d['source']}: " + ", ".join(f"{k} {v}" for k, v in d["examples"].items())
+                   + f" examples; {d['assets']}")
         click.echo(f"model: {params['total']:,} parameters (" +
                    ", ".join(f"{k} {v:,}" for k, v in params.items() if k not in ("total", "trainable")) + ")")
     click.echo(f"{recipe}: OK")
