@@ -99,6 +99,10 @@ def test_plugin_head_is_refused_where_it_declares_nothing(plugin_run, tmp_path):
     res = r.invoke(main, ["diagnose", run, "--out", str(tmp_path / "d.png"), "--plugin", HEAD])
     assert "Traceback" not in res.output, res.output
     assert "declares none" in res.output and "test_sequence_regression" in res.output, res.output
+    res = r.invoke(main, ["plot", run, "--out", str(tmp_path / "curves.png"), "--plugin", HEAD])
+    assert res.exit_code == 0, res.output  # training curves: generic, from history.json
+    curves = json.loads((tmp_path / "curves.json").read_text())["runs"][run]
+    assert len(curves["epoch"]) == len(curves["series"]["loss"]) >= 1
     res = r.invoke(main, ["generate", run, "--plugin", HEAD])
     assert res.exit_code != 0 and "generate needs a language_model run" in res.output
     assert "use `seqkit predict`" in res.output
@@ -143,4 +147,5 @@ def test_the_machinery_imports_no_builtin_head():
             mod = node.module if isinstance(node, ast.ImportFrom) else None
             if mod and mod.startswith("seqkit.heads") and mod not in allowed:
                 found.append(f"{rel}:{node.lineno}: {mod}")
-    assert found == ["seqkit/runtime/__init__.py:16: seqkit.heads.seq2seq.runtime"], found
+    assert [f.split(":")[0] + " " + f.split(": ")[1] for f in found] == [
+        "seqkit/runtime/__init__.py seqkit.heads.seq2seq.runtime"], found
