@@ -93,12 +93,17 @@ def _follow(d, run, source):
 
 
 def test_script_cell_reloads_in_a_new_process_by_following_the_instruction(cell_runs):
+    """The script is not to be passed (importing it runs its top-level code): the message says to
+    move the cell into a module of its own first, and the run reloads from that module."""
     d, same = cell_runs
-    flags = _follow(d, "run_main", "train_here.py")
-    # the printed flag, in a new process, from another folder, without PYTHONPATH to the cells
-    # (the script's own `import work_cells` resolves beside it, as `python train_here.py` had it)
+    flags = _printed_flags(d / "run_main")
+    assert flags == ["--plugin", "my_cells.py"]
+    assert json.load(open(d / "run_main" / "plugins.json"))[0]["file"] == str(d / "train_here.py")
+    # as told: the class, its registration and imports, moved beside the script
+    (d / "my_cells.py").write_text(_cell_code("main_indrnn", "train_here"), encoding="utf-8")
     res = subprocess.run([sys.executable, "-m", "seqkit.cli", "evaluate", str(d / "run_main"), "--json",
-                          *flags], cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
+                          "--plugin", str(d / "my_cells.py")], cwd=ROOT, env=_env(), capture_output=True,
+                         text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
     assert json.loads(res.stdout)["perplexity"] == pytest.approx(same["run_main"], rel=1e-6)
 

@@ -151,7 +151,8 @@ def make_array_dataset(inputs: list, targets: list, *, batch_size: int, shuffle:
             character ids ``[T, 1 + W] int32`` (padded with 0, :mod:`seqkit.data.word_chars`) or
             frames ``[T, D] float32`` (padded with NaN, see :mod:`seqkit.layers.frame_mask`).
         targets: per example a class target ``int`` (shape ``[]``) or a tag target
-            ``[T] int32``; padded with 0 ("no target").
+            ``[T] int32``; padded with 0 ("no target"). Real-valued targets (a float, or ``[T]``
+            floats: e.g. a regression head's) stay float32.
         batch_size: examples per batch.
         shuffle: shuffle each epoch (seeded), for training.
         bucket: batch examples of similar length (training); without it batches
@@ -162,14 +163,16 @@ def make_array_dataset(inputs: list, targets: list, *, batch_size: int, shuffle:
         steps_per_epoch: as :func:`make_dataset`.
 
     Returns:
-        Batches ``(inputs [B, T] int32 | [B, T, 1 + W] int32 | [B, T, D] float32, targets [B] | [B, T] int32)``.
+        Batches ``(inputs [B, T] int32 | [B, T, 1 + W] int32 | [B, T, D] float32, targets [B] | [B, T]
+        int32, or float32 for real-valued targets)``.
     """
     import tensorflow as tf
 
     frames = np.ndim(inputs[0]) == 2 and np.asarray(inputs[0]).dtype.kind == "f"
     x = flat_column(inputs, "float32" if frames else "int32")
     per_step = np.ndim(targets[0]) == 1
-    y = flat_column(targets, "int32") if per_step else tf.constant(np.asarray(targets, "int32"))
+    ty = "float32" if np.asarray(targets[0]).dtype.kind == "f" else "int32"
+    y = flat_column(targets, ty) if per_step else tf.constant(np.asarray(targets, ty))
     return padded_batches([x, y], [np.nan if frames else 0, 0], [len(v) for v in inputs],
                           batch_size=batch_size, shuffle=shuffle, seed=seed, bucket=bucket,
                           max_length=max_length, first_epoch=first_epoch, steps_per_epoch=steps_per_epoch)

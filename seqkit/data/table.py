@@ -413,7 +413,7 @@ def records_from_table(table: Table, head, options, data) -> list[Record]:
 
     Args:
         table: a read :class:`Table`.
-        head: the head class (``seqkit.registry.HEADS.get(recipe.head.type)``): its
+        head: the head class (``seqkit.registry.HEADS.get(recipe.head.type)``) or its name: its
             ``table_columns`` say which columns it reads, its ``table_record`` makes a record.
         options: the source's options (``*_column``, and the head's ``table_keys``).
         data: the recipe's ``data`` section.
@@ -421,6 +421,10 @@ def records_from_table(table: Table, head, options, data) -> list[Record]:
     Raises:
         DataError: a missing column (naming it, the file and the columns present) or a bad row.
     """
+    if isinstance(head, str):  # a registered head's name
+        from seqkit.registry import HEADS
+
+        head = HEADS.get(head)
     header = getattr(options, "header", True)
     cols = {}
     for key, (name, number) in (head.table_columns or {}).items():

@@ -162,7 +162,7 @@ def _check_run(prep, model):
     from seqkit.registry import HEADS
 
     head = prep.head
-    kind = head.diagnostics
+    kind = getattr(head, "diagnostics", None)
     if kind == "encoder_decoder":
         return kind, []
     if kind not in ("per_step", "per_sequence"):

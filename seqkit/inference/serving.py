@@ -265,9 +265,12 @@ def serving_model(prep, model, *, greedy: bool = False, max_length: int | None =
     fns = prep.head.text_functions(prep, model, max_length=max_length)
     names = list(fns.signatures)
     if greedy and "generate_text" not in names[1:]:
-        raise SeqkitError(f"serving_model(greedy=True) is for runs with a greedy signature beside "
-                          f"their beam search (encoder-decoders; a generating head's text model is "
-                          f"always greedy); this run's head is '{kind}'.")
+        from seqkit.registry import HEADS
+
+        which = " or ".join(n for n in HEADS.names() if HEADS.get(n).text_role == "transduce")
+        raise SeqkitError(f"serving_model(greedy=True) is for runs with a greedy signature beside their "
+                          f"beam search ({which}; a generating head's text model is always greedy); "
+                          f"this run's head is '{kind}'.")
     if max_length is not None and (names != ["generate_text"] or max_length < 1):
         raise SeqkitError(f"serving_model(max_length={max_length}): the most new tokens of a "
                           f"generating head, a positive integer; this run's head is '{kind}'.")
