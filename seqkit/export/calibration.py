@@ -53,11 +53,14 @@ def calibration_records(prep, n: int = DEFAULT_EXAMPLES) -> list:
 
 
 def _inputs(prep, records, length: int | None = None) -> np.ndarray:
-    """``[N, T]`` int32 ids or ``[N, T, D]`` raw frames (NaN padding) of ``records``."""
+    """``[N, T]`` int32 ids or ``[N, T, D]`` raw frames (NaN padding) of ``records`` (a head without
+    an input vocabulary: its :meth:`~seqkit.heads.base.Head.parity_inputs`)."""
     from seqkit.export.parity import padded_pairs, sequence_inputs
 
     if hasattr(prep.head, "inputs"):
         return sequence_inputs(prep, records, length)[0]
+    if prep.vocab is None:  # a head without a vocabulary: its own raw inputs (Head.parity_inputs)
+        return prep.head.parity_inputs(records, length)[0]
     return padded_pairs(prep, records)[0]
 
 

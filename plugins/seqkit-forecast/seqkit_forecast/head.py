@@ -1,0 +1,535 @@
+"""The ``forecast`` head: an encoder RNN reads ``context`` past steps and answers the next ``horizon``
+steps at once (a direct multi-horizon forecast), as points or as quantiles.
+
+Model: ``frames [B, T, D] float32`` (the window's target, covariates and calendar features, scaled
+per series) -> the recipe's recurrent stack (any cell, :func:`seqkit.layers.stack.apply_stack`) ->
+the final step's output -> ``logits [B, H * Q] float32`` (the layer :class:`QuantileOutput`; row
+``h * Q + q`` is step ``h + 1``'s level ``q``, in the target's scaled units). ``Q = 1`` for a point
+forecast (loss ``mae`` or ``mse``); with ``head.quantiles`` (e.g. ``[0.1, 0.5, 0.9]``) the loss is
+the pinball loss averaged over the levels, and the levels never cross: level 0 is a free value and
+each next level adds a softplus (> 0) to the one below.
+
+Scaling: each series' input columns are standardised with the mean and standard deviation of its
+*training period* (:meth:`ForecastHead.fit`, from the training windows alone); forecasts are
+scaled back with the target's. The scaling travels in the run (``forecast_assets.json``) and in an
+export's metadata (``forecast.scaling``), so the lone ``.tflite`` is enough to stream.
+
+Export: the step model takes one scaled observation ``frame [B, D] float32`` and the states, and
+returns the forecasts of the next ``horizon`` steps as if the series ended there; streaming the
+``context`` steps of a window from zero states answers what the Keras model answers for the window.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from seqkit.errors import DataError, RunDirError, SeqkitError
+from seqkit.heads.base import Head
+from seqkit.registry import register_head
+
+from seqkit_forecast import metrics as M
+from seqkit_forecast.source import TimeSeriesOptions, calendar_features, read_series
+
+ASSETS = "forecast_assets.json"
+
+
+class ForecastOptions(BaseModel):
+    """Recipe keys under ``head`` of ``type: forecast``.
+
+    Attributes:
+        loss: ``mae`` or ``mse`` (point forecasts); ``pinball`` with ``quantiles``.
+        quantiles: increasing levels in (0, 1) (e.g. ``[0.1, 0.5, 0.9]``); empty: a point forecast.
+            The point forecast of a quantile model is its 0.5 level (else the middle one).
+        season: the seasonal period ``m`` in steps (MASE's scale, seasonal naive, ETS); 1: none.
+        ets: also fit the ETS baseline (statsmodels; slower on long seasons).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    loss: Literal["mae", "mse", "pinball"] = "mae"
+    quantiles: list[float] = []
+    season: int = Field(1, ge=1)
+    ets: bool = True
+
+    @model_validator(mode="after")
+    def _levels(self):
+        q = self.quantiles
+        if any(not 0 < v < 1 for v in q) or any(b <= a for a, b in zip(q, q[1:])):
+            raise ValueError(f"quantiles {q}: increasing levels strictly between 0 and 1, e.g. [0.1, 0.5, 0.9]")
+        if self.loss == "pinball" and not q:
+            raise ValueError("loss pinball needs quantiles, e.g. quantiles: [0.1, 0.5, 0.9]")
+        if q and self.loss != "pinball":
+            raise ValueError(f"quantiles are trained with loss: pinball (not {self.loss}); set head.loss: "
+                             f"pinball or drop head.quantiles")
+        return self
+
+
+def _keras():
+    import keras
+
+    return keras
+
+
+keras = _keras()
+
+
+@keras.saving.register_keras_serializable(package="seqkit_forecast")
+class QuantileOutput(keras.layers.Layer):
+    """``[B, F] float32 -> [B, H * Q] float32``: a dense layer of ``H * Q`` outputs; with ``Q > 1``
+    the levels of each step are made non-decreasing: ``z_0 = a_0``, ``z_q = z_{q-1} +
+    softplus(a_q)`` (so quantile forecasts never cross).
+
+    Args:
+        horizon: ``H``; levels: ``Q``.
+    """
+
+    def __init__(self, horizon: int, levels: int = 1, **kwargs):
+        super().__init__(**kwargs)
+        self.horizon, self.levels = int(horizon), int(levels)
+        self.dense = keras.layers.Dense(self.horizon * self.levels, name="dense")
+
+    def build(self, input_shape):
+        self.dense.build(input_shape)
+
+    def get_config(self):
+        return {**super().get_config(), "horizon": self.horizon, "levels": self.levels}
+
+    def call(self, x):
+        from keras import ops
+
+        a = self.dense(x)
+        if self.levels == 1:
+            return a
+        a = ops.reshape(a, (-1, self.horizon, self.levels))
+        z = ops.concatenate([a[..., :1], ops.softplus(a[..., 1:])], axis=-1)
+        return ops.reshape(ops.cumsum(z, axis=-1), (-1, self.horizon * self.levels))
+
+
+@keras.saving.register_keras_serializable(package="seqkit_forecast")
+class ForecastLoss(keras.losses.Loss):
+    """``y_true [B, H]``, ``y_pred [B, H * Q]`` (scaled units) -> mean absolute or squared error
+    (``Q = 1``) or the pinball loss averaged over steps and levels (see :mod:`seqkit_forecast.metrics`)."""
+
+    def __init__(self, kind: str = "mae", quantiles=(), name: str = "forecast_loss", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.kind, self.quantiles = kind, [float(q) for q in quantiles]
+
+    def get_config(self):
+        return {**super().get_config(), "kind": self.kind, "quantiles": self.quantiles}
+
+    def call(self, y_true, y_pred):
+        from keras import ops
+
+        y_true = ops.cast(y_true, "float32")
+        if self.kind == "pinball":
+            q = ops.convert_to_tensor(np.asarray(self.quantiles, np.float32))
+            d = y_true[..., None] - ops.reshape(y_pred, (-1, ops.shape(y_true)[1], len(self.quantiles)))
+            return ops.mean(ops.maximum(q * d, (q - 1.0) * d), axis=(1, 2))
+        d = y_true - y_pred
+        return ops.mean(ops.abs(d) if self.kind == "mae" else d * d, axis=1)
+
+
+class ForecastStepper:
+    """One step of a forecast model (shares its weights): ``(frame [B, D] float32 (scaled),
+    states) -> (logits [B, H * Q] float32, states)``; states ``rnn_{layer}_{state}`` ``[B, size]``.
+
+    Args:
+        model: the head's training model; cell_state_names: the cell plugin's state names.
+    """
+
+    def __init__(self, model, cell_state_names, width: int):
+        from seqkit.layers.stack import recurrent_layers
+
+        self.cells = [layer.cell for layer in recurrent_layers(model)]
+        self.logits = model.get_layer("logits")
+        self.cell_state_names, self.width = tuple(cell_state_names), int(width)
+
+    def input_spec(self):
+        import tensorflow as tf
+
+        return tf.TensorSpec([None, self.width], tf.float32, name="frame")
+
+    @staticmethod
+    def _sizes(cell) -> list[int]:
+        s = cell.state_size
+        return list(s) if isinstance(s, (list, tuple)) else [s]
+
+    def state_names(self) -> list[str]:
+        out = []
+        for i, cell in enumerate(self.cells):
+            n = len(self._sizes(cell))
+            own = self.cell_state_names if len(self.cell_state_names) == n else tuple(f"s{j}" for j in range(n))
+            out += [f"rnn_{i}_{nm}" for nm in own]
+        return out
+
+    def state_sizes(self) -> list[int]:
+        return [s for cell in self.cells for s in self._sizes(cell)]
+
+    def initial_state(self, batch_size) -> list:
+        import tensorflow as tf
+
+        return [tf.zeros([batch_size, n], tf.float32) for n in self.state_sizes()]
+
+    def step(self, x, states):
+        import tensorflow as tf
+
+        y, out, k = tf.cast(x, tf.float32), [], 0
+        for cell in self.cells:
+            n = len(self._sizes(cell))
+            y, new = cell(y, list(states[k:k + n]), training=False)
+            out.extend(list(new) if isinstance(new, (list, tuple)) else [new])
+            k += n
+        return self.logits(y), out
+
+
+def _iso(t) -> str:
+    import pandas as pd
+
+    return pd.Timestamp(t).isoformat()
+
+
+def future_times(last, freq: str | None, H: int) -> list[str]:
+    """The ``H`` time stamps after ``last`` at frequency ``freq`` (ISO strings; None: step numbers)."""
+    import pandas as pd
+
+    if freq is None:
+        return [f"+{k}" for k in range(1, H + 1)]
+    return [_iso(t) for t in pd.date_range(pd.Timestamp(last), periods=H + 1, freq=freq)[1:]]
+
+
+class Scaler:
+    """Per-series standardisation fitted on training windows.
+
+    Attributes:
+        stats: ``{series id: {"mean": [D], "std": [D]}}`` (the target is column 0; calendar
+            columns keep mean 0, std 1); mase_scale: ``{series id: float}``; fitted_until:
+            ``{series id: ISO time}``, the last time stamp the statistics read; frequency: the
+            pandas frequency of the time steps.
+    """
+
+    def __init__(self, stats=None, mase_scale=None, fitted_until=None, frequency=None):
+        self.stats, self.mase_scale = stats or {}, mase_scale or {}
+        self.fitted_until, self.frequency = fitted_until or {}, frequency
+
+    @classmethod
+    def fit(cls, records: list, data: TimeSeriesOptions, season: int) -> "Scaler":
+        """Statistics of each series' training period, read from the training windows alone
+        (every value a window holds, each time stamp once)."""
+        import pandas as pd
+
+        C, K = data.context, 1 + len(data.covariates)
+        rows: dict = {}
+        for r in records:
+            by = rows.setdefault(r.label, {})
+            for i, t in enumerate(r.times[:C]):
+                by[t] = r.frames[i, :K]
+            for j, t in enumerate(r.times[C:]):
+                if t not in by:
+                    by[t] = np.concatenate([[r.target[j]], np.full(K - 1, np.nan)])
+        out = cls()
+        for sid, by in rows.items():
+            times = sorted(by)
+            v = np.stack([by[t] for t in times]).astype(np.float64)
+            mean, std = np.nanmean(v, axis=0), np.nanstd(v, axis=0)
+            std = np.where(std > 0, std, 1.0)
+            n_cal = 2 * len(data.calendar)
+            out.stats[sid] = {"mean": [*map(float, mean), *[0.0] * n_cal], "std": [*map(float, std), *[1.0] * n_cal]}
+            out.mase_scale[sid] = M.seasonal_scale(v[:, 0], season)
+            out.fitted_until[sid] = _iso(times[-1])
+            if out.frequency is None and len(times) > 2:
+                out.frequency = pd.infer_freq(pd.DatetimeIndex(times))
+        return out
+
+    def to_dict(self) -> dict:
+        return {"scaling": self.stats, "mase_scale": self.mase_scale, "fitted_until": self.fitted_until,
+                "frequency": self.frequency}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Scaler":
+        return cls(d["scaling"], d.get("mase_scale"), d.get("fitted_until"), d.get("frequency"))
+
+    def of(self, sid: str, where: str):
+        """``(mean [D], std [D])`` float32 of series ``sid``.
+
+        Raises:
+            seqkit.errors.DataError: a series the run was not trained on (named, with ``where``).
+        """
+        if sid not in self.stats:
+            known = ", ".join(sorted(self.stats)[:8])
+            raise DataError(f"{where}: series '{sid}' was not in the training data, so it has no "
+                            f"scaling; the run knows {known}{' ...' if len(self.stats) > 8 else ''}.")
+        s = self.stats[sid]
+        return np.asarray(s["mean"], np.float32), np.asarray(s["std"], np.float32)
+
+
+@register_head("forecast")
+class ForecastHead(Head):
+    """Direct multi-horizon forecasting (see the module docstring)."""
+
+    Options = ForecastOptions
+    causal = True
+    answers = "predict"
+    subword_inputs = False
+
+    def __init__(self, recipe, vocab=None):
+        super().__init__(recipe, None)
+        self.data: TimeSeriesOptions = recipe.data_options
+        self.scaler = Scaler()
+        q = list(self.options.quantiles)
+        self.quantiles = q
+        self.levels = max(1, len(q))
+        self.point_level = (q.index(0.5) if 0.5 in q else len(q) // 2) if q else 0
+
+    @classmethod
+    def check_recipe(cls, config, options) -> list:
+        out = super().check_recipe(config, options)
+        if config.data.source != "timeseries":
+            out.append((("data", "source"), f"head.type forecast reads the windows of the 'timeseries' "
+                                             f"source, not '{config.data.source}'."))
+        return out
+
+    # ---------------------------------------------------------------- data
+    def check_records(self, records, split):
+        return records
+
+    def fit(self, train):
+        if not train:
+            raise DataError("data: no training windows (the training periods are too short).")
+        self.scaler = Scaler.fit(train, self.data, self.options.season)
+
+    def save_assets(self, run_dir):
+        path = os.path.join(run_dir, ASSETS)
+        tmp = f"{path}.partial-{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(self.scaler.to_dict(), f, indent=1)
+        os.replace(tmp, path)  # staged, then renamed
+
+    def load_assets(self, run_dir):
+        path = os.path.join(run_dir, ASSETS)
+        try:
+            with open(path, encoding="utf-8") as f:
+                self.scaler = Scaler.from_dict(json.load(f))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise RunDirError(f"{path}: missing or unreadable ({exc}); the run's scaling is lost. "
+                              f"Train the run again.") from exc
+
+    def describe_assets(self) -> str:
+        return f"{len(self.scaler.stats)} series, scaling fitted until {max(self.scaler.fitted_until.values(), default='?')}"
+
+    def arrays(self, records):
+        """``(x [N, T, D] float32 scaled, y [N, H] float32 scaled or None)``."""
+        x = np.stack([(np.asarray(r.frames, np.float32) - m) / s for r in records
+                      for m, s in [self.scaler.of(r.label, r.where)]]).astype(np.float32)
+        if any(r.target is None for r in records):
+            return x, None
+        y = np.stack([(np.asarray(r.target, np.float32) - self.scaler.of(r.label, r.where)[0][0])
+                      / self.scaler.of(r.label, r.where)[1][0] for r in records]).astype(np.float32)
+        return x, y
+
+    def dataset(self, records, *, training, first_epoch=0):
+        import tensorflow as tf
+
+        from seqkit.data.shuffle import epoch_batches
+
+        x, y = self.arrays(records)
+        if y is None:
+            y = np.zeros((len(x), self.data.horizon), np.float32)
+        xt, yt = tf.constant(x), tf.constant(y)
+        t = self.recipe.training
+        return epoch_batches(np.full(len(x), x.shape[1]), t.batch_size, shuffle=training, seed=self.recipe.seed,
+                             first_epoch=first_epoch, steps_per_epoch=t.steps_per_epoch if training else None,
+                             batches=lambda ds: ds.map(lambda i: (tf.gather(xt, i), tf.gather(yt, i))))
+
+    # ---------------------------------------------------------------- model
+    def build_model(self):
+        from seqkit.layers.pooling import SequencePooling
+        from seqkit.layers.stack import apply_stack, make_plugin
+
+        cfg = self.recipe.model
+        inp = keras.Input((None, self.data.width), name="frames")
+        x = apply_stack(inp, make_plugin(cfg, self.recipe.cell_options), cfg, causal=True)
+        x = SequencePooling("final", False, name="pooling")(x)
+        out = QuantileOutput(self.data.horizon, self.levels, name="logits")(x)
+        return keras.Model(inp, out, name="forecast")
+
+    def loss(self):
+        return ForecastLoss(self.options.loss, self.quantiles)
+
+    def metrics(self):
+        return []
+
+    # ---------------------------------------------------------------- figures
+    def forecasts(self, model, records) -> np.ndarray:
+        """``[N, H, Q]`` forecasts in the series' units."""
+        x, _ = self.arrays(records)
+        z = np.concatenate([np.asarray(model(x[i:i + 512], training=False)) for i in range(0, len(x), 512)])
+        z = z.reshape(len(x), self.data.horizon, self.levels)
+        m = np.stack([self.scaler.of(r.label, r.where)[0][0] for r in records])
+        s = np.stack([self.scaler.of(r.label, r.where)[1][0] for r in records])
+        return z * s[:, None, None] + m[:, None, None]
+
+    def _scales(self, records):
+        return np.asarray([self.scaler.mase_scale.get(r.label, 1.0) for r in records])
+
+    def evaluate(self, model, records):
+        y = np.asarray([r.target for r in records], float)
+        f = self.forecasts(model, records)
+        out = M.figures(y, f[..., self.point_level], self._scales(records),
+                        f if self.levels > 1 else None, self.quantiles or None)
+        out["windows"] = len(records)
+        return out
+
+    def baselines(self, prep) -> dict:
+        """naive, seasonal naive, drift and ETS on the same validation and test windows."""
+        from seqkit_forecast.baselines import ETS, baseline_forecasts
+
+        H, m, out = self.data.horizon, self.options.season, {}
+        ets = None
+        recs = [r for s in ("valid", "test") for r in (prep.splits.get(s) or [])]
+        if not recs or not hasattr(recs[0], "history"):
+            return {}
+        if self.options.ets:
+            ets = {}
+            for r in recs:
+                if r.label not in ets:
+                    ets[r.label] = ETS(r.history[:r.train_end], m)
+        for split in ("valid", "test"):
+            rs = prep.splits.get(split) or []
+            if not rs:
+                continue
+            y = np.asarray([r.target for r in rs], float)
+            for name, f in baseline_forecasts(rs, H, m, ets).items():
+                out.setdefault(name, {})[split] = M.figures(y, f, self._scales(rs))
+        return out
+
+    def format_metrics(self, figures):
+        keys = [k for k in ("mae", "rmse", "smape", "mase", "pinball", "coverage") if k in figures]
+        line = ", ".join(f"{k} {figures[k]:.4f}" for k in keys)
+        if "nominal" in figures:
+            line += f" (nominal {figures['nominal']:g})"
+        return [line]
+
+    # ---------------------------------------------------------------- answers
+    def read_inputs(self, text, name, input_format="auto"):
+        """The last ``context`` rows of each series of a table like the training file (same
+        columns; the target's recent values included), one record per series.
+
+        Raises:
+            seqkit.errors.DataError: a malformed table (file and row named), a series with fewer
+                than ``context`` rows, or a series the run was not trained on.
+        """
+        if input_format not in ("auto", "text"):
+            raise SeqkitError(f"{name}: --input-format {input_format}: a forecast run reads a table "
+                              f"(CSV) like its training file.")
+        C, out = self.data.context, []
+        for s in read_series(self.data, name if name.endswith(".tsv") else "input.csv", name, text=text):
+            if len(s) < C:
+                raise DataError(f"{s.where(0)}: series '{s.id}' has {len(s)} rows; a forecast reads the "
+                                f"last data.context = {C} rows. Give at least {C} rows.")
+            from seqkit.data.records import Record
+
+            r = Record(frames=s.features(self.data.calendar)[-C:], label=str(s.id), where=s.where(len(s) - 1))
+            self.scaler.of(r.label, r.where)
+            r.times = s.times[-C:]
+            out.append(r)
+        return out
+
+    def predict(self, model, records):
+        f = self.forecasts(model, records)
+        out = []
+        for r, fr in zip(records, f):
+            res = {"where": r.where, "series": r.label, "origin": _iso(r.times[-1]),
+                   "times": future_times(r.times[-1], self.scaler.frequency, self.data.horizon),
+                   "forecast": [round(float(v), 5) for v in fr[:, self.point_level]]}
+            if self.levels > 1:
+                res["quantiles"] = {f"{q:g}": [round(float(v), 5) for v in fr[:, i]]
+                                    for i, q in enumerate(self.quantiles)}
+            out.append(res)
+        return out
+
+    def format_prediction(self, result, fmt="text", probabilities=False):
+        """``jsonl``: the result as one JSON line; ``text``: one line per step,
+        ``series<TAB>time<TAB>forecast`` (+ a column per quantile level)."""
+        if fmt == "jsonl":
+            return super().format_prediction(result, fmt, probabilities)
+        qs = result.get("quantiles") or {}
+        lines = []
+        for k, t in enumerate(result["times"]):
+            cells = [result["series"], t, f"{result['forecast'][k]:g}"] + [f"{v[k]:g}" for v in qs.values()]
+            lines.append("\t".join(cells))
+        return "\n".join(lines)
+
+    # ---------------------------------------------------------------- export
+    def stepper(self, model):
+        from seqkit.registry import CELLS
+
+        if self.recipe.model.bidirectional:
+            raise SeqkitError("a forecast run's encoder reads forward only (model.bidirectional is refused).")
+        return ForecastStepper(model, CELLS.get(self.recipe.model.cell).state_names, self.data.width)
+
+    def export(self, prep, model, out, options, calibration):
+        """seqkit's step export (:func:`seqkit.export.writer.write_step_export`), gated by the
+        largest forecast difference (``--tolerance``, float32) and reporting the held-out scaled MAE
+        of Keras and of the export; the arg-max agreement of forecast columns means nothing, so its
+        default gate is off (an explicit ``--min-agreement`` other than the default still applies)."""
+        import dataclasses
+
+        from seqkit.export.options import DEFAULT_AGREEMENT
+        from seqkit.export.writer import write_step_export
+
+        if options.min_agreement == DEFAULT_AGREEMENT.get(options.quantize):
+            options = dataclasses.replace(options, min_agreement=0.0)
+        return write_step_export(prep, model, out, options, calibration)
+
+    def export_metadata(self, stepper, full_sequence):
+        d = self.data
+        return {"output": f"logits [B, {d.horizon * self.levels}]: row h * Q + q is step h + 1's "
+                          f"forecast at level q (Q = {self.levels}), in the series' scaled units: "
+                          f"value = logit * std[0] + mean[0] of forecast.scaling[series]",
+                "forecast": {"context": d.context, "horizon": d.horizon, "quantiles": self.quantiles,
+                             "point_level": self.point_level, "time_column": d.time_column,
+                             "id_column": d.id_column, "target": d.target, "covariates": list(d.covariates),
+                             "calendar": list(d.calendar), "input": "frame [B, D]: (raw - mean) / std of "
+                                                                    "the series; columns: target, covariates, "
+                                                                    "calendar sin/cos pairs",
+                             **self.scaler.to_dict()}}
+
+    def parity_targets(self, records, T):
+        if any(r.target is None for r in records):
+            return None
+        return self.arrays(records)[1]
+
+    def task_metric(self, logits, targets, valid):
+        """Mean absolute error of the point forecast in scaled units (``{"mae_scaled", "scored"}``)."""
+        z = np.asarray(logits).reshape(len(logits), self.data.horizon, self.levels)[..., self.point_level]
+        return {"mae_scaled": float(np.mean(np.abs(z - targets))), "scored": int(targets.size)}
+
+    @classmethod
+    def stream_export(cls, export, metadata, request):
+        """One observation a row in, the next ``horizon`` forecasts out: for each row of the input
+        table (columns as in training), ``series<TAB>time<TAB>`` and the ``horizon`` point forecasts,
+        space-separated, in the series' units. Each series starts from zero states."""
+        from seqkit.runtime.streaming import StreamingModel
+
+        fc = metadata.get("forecast")
+        if not isinstance(fc, dict):
+            raise SeqkitError(f"{export}: its metadata has no 'forecast' entry; export the run again.")
+        opts = TimeSeriesOptions(path="-", time_column=fc["time_column"], id_column=fc["id_column"],
+                                 target=fc["target"], covariates=fc["covariates"], calendar=fc["calendar"],
+                                 context=fc["context"], horizon=fc["horizon"])
+        scaler = Scaler.from_dict(fc)
+        H, Q, p = fc["horizon"], max(1, len(fc["quantiles"])), fc["point_level"]
+        rt = StreamingModel(export)
+        name, text = request.read()
+        for s in read_series(opts, name if name.endswith(".tsv") else "input.csv", name, text=text):
+            mean, std = scaler.of(str(s.id), s.where(0))
+            x = (s.features(opts.calendar) - mean) / std
+            rt.reset(1)
+            for i in range(len(s)):
+                z = np.asarray(rt.step(x[i:i + 1].astype(np.float32)))[0].reshape(H, Q)[:, p]
+                vals = z * std[0] + mean[0]
+                yield f"{s.id}\t{_iso(s.times[i])}\t" + " ".join(f"{v:.5f}" for v in vals) + "\n"
