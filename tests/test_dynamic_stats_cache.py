@@ -29,7 +29,7 @@ def _model_and_data():
 @pytest.fixture
 def counted(monkeypatch):
     """gradient_stats, with the number of calls counted."""
-    from seqkit.heads import dynamic_eval
+    from seqkit.heads.language_model import dynamic_eval
 
     calls = []
     real = dynamic_eval.gradient_stats
@@ -112,7 +112,7 @@ def test_a_damaged_cache_is_recomputed_with_a_warning(tmp_path, keras, counted, 
 def test_read_only_run_dir_still_evaluates(tmp_path, keras, counted, caplog, monkeypatch):
     import errno
 
-    from seqkit.heads import dynamic_stats_cache
+    from seqkit.heads.language_model import dynamic_stats_cache
     from seqkit.heads.language_model.dynamic_stats_cache import cached_gradient_stats
 
     model, data = _model_and_data()

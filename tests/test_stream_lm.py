@@ -172,7 +172,7 @@ def test_train_evaluate_and_dynamic(tmp_path, keras, monkeypatch):
     assert after.pop(cache) and after == before  # no other file changed or added
 
     # the second call reads them (seqkit.heads.language_model.dynamic_stats_cache): same figures, no recomputation
-    from seqkit.heads import dynamic_eval
+    from seqkit.heads.language_model import dynamic_eval
 
     calls = []
     real = dynamic_eval.gradient_stats

@@ -161,7 +161,8 @@ class Run:
 
         titles = [getattr(HEADS.get(n), "title", None) or n for n in HEADS.names()
                   if HEADS.get(n).answers == verb]
-        which = " or ".join(titles) or "no registered"
+        which = (", ".join(titles[:-1]) + " or " + titles[-1]) if len(titles) > 1 else \
+            (titles[0] if titles else "no registered")
         article = "an" if which[0] in "aeiou" else "a"
         own = prep.head.answers
         raise SeqkitError(f"{self.path}: {command or verb} needs {article} {which} run; this run's head "

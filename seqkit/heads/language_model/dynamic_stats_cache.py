@@ -138,7 +138,7 @@ def cached_gradient_stats(model, data, max_chunks: int | None = None, run_dir: s
             written raises nothing (logged).
     """
     from seqkit import log
-    from seqkit.heads import dynamic_eval
+    from seqkit.heads.language_model import dynamic_eval
 
     if run_dir is None:
         return dynamic_eval.gradient_stats(model, data, max_chunks)
