@@ -28,11 +28,10 @@ import os
 import re
 
 from seqkit.errors import SeqkitError
+from seqkit.registry import HEADS
 
 def _tasks() -> dict:
     """``{task: head name}``: each registered head's ``starter_task`` (the words of ``--task``)."""
-    from seqkit.registry import HEADS
-
     return {HEADS.get(n).starter_task: n for n in HEADS.names() if getattr(HEADS.get(n), "starter_task", None)}
 
 

@@ -10,12 +10,15 @@ commands that need it.
 from __future__ import annotations
 
 import functools
+import importlib.metadata
+import inspect
 import sys
 
 import click
 
 from seqkit.data.base import read_input  # noqa: F401  (the commands read --input with it)
 from seqkit.errors import SeqkitError
+from seqkit.registry import load_plugin
 
 
 _NEEDS_TF = {"train", "evaluate", "generate", "validate", "predict", "export", "stream", "inspect",
@@ -24,8 +27,6 @@ _NEEDS_TF = {"train", "evaluate", "generate", "validate", "predict", "export", "
 
 def _third_party() -> bool:
     """True when an installed package declares seqkit plugins (their import may pull in TF)."""
-    import importlib.metadata
-
     return any(importlib.metadata.entry_points(group=g) for g in ("seqkit.cells", "seqkit.heads", "seqkit.data"))
 
 
@@ -33,8 +34,6 @@ def with_common_options(f):
     """Add ``--plugin``, ``--debug``, ``-v/--verbose`` and ``-q/--quiet``, and turn errors into
     clear messages. A command with a ``quiet`` parameter receives ``-q`` (``train``: no Keras
     progress bar)."""
-    import inspect
-
     takes_quiet = "quiet" in inspect.signature(f).parameters
 
     @click.option("--plugin", "plugins", multiple=True, metavar="PATH_OR_MODULE",
@@ -49,8 +48,6 @@ def with_common_options(f):
         if takes_quiet:
             kwargs["quiet"] = quiet
         try:
-            from seqkit.registry import load_plugin
-
             if not debug and (f.__name__ in _NEEDS_TF or (f.__name__ == "list_" and (plugins or _third_party()))):
                 from seqkit._quiet import import_tensorflow_quietly
 

@@ -10,6 +10,7 @@ import click
 
 from seqkit.cli.common import with_common_options
 from seqkit.errors import RunDirError, SeqkitError
+from seqkit.runs.rundir import HISTORY
 
 
 def diagnose_runs(runs: list, out_dir: str, *, max_lag: int, examples: int, positions: int,
@@ -79,7 +80,6 @@ def plot_runs(runs: list, out: str, overwrite: bool = False) -> str:
     """
     from seqkit.diagnostics.plots import draw_curves
     from seqkit.outputs import picture_outputs
-    from seqkit.runs.rundir import HISTORY
 
     outputs = picture_outputs(out, overwrite=overwrite)
     histories = {}

@@ -14,6 +14,7 @@ import itertools
 
 import numpy as np
 
+from seqkit.data.shuffle import epoch_batches
 from seqkit.data.vocab import Vocabulary
 
 
@@ -66,8 +67,6 @@ def padded_batches(columns, pads, lengths, *, batch_size: int, shuffle: bool, se
         A prefetched ``tf.data.Dataset`` of ``pack([column batch, ...])``.
     """
     import tensorflow as tf
-
-    from seqkit.data.shuffle import epoch_batches
 
     bounds = bucket_boundaries(max_length) if bucket else None
     pack = pack or tuple

@@ -7,6 +7,8 @@ corpus is available on any machine without a download.
 
 from __future__ import annotations
 
+import sys
+
 from pydantic import BaseModel, ConfigDict
 
 from seqkit.data.base import DataSource, read_text
@@ -57,8 +59,6 @@ class PydocTopics(DataSource):
     """The non-empty lines of CPython's ``pydoc_data.topics`` help texts, in topic order."""
 
     def describe(self) -> str:
-        import sys
-
         return f"pydoc_topics (Python {sys.version.split()[0]} pydoc_data.topics)"
 
     def examples(self) -> list[str]:

@@ -13,6 +13,7 @@ import json
 from typing import Iterable
 
 from seqkit.errors import RunDirError
+from seqkit.runs.rundir import atomic_write_json
 
 PAD, UNK, START, END = "", "[UNK]", "<s>", "</s>"
 PAD_ID, UNK_ID, START_ID, END_ID = 0, 1, 2, 3
@@ -91,8 +92,6 @@ class Vocabulary:
 
     def save(self, path: str) -> None:
         """Write as a JSON list (any character, newline and space included, survives)."""
-        from seqkit.runs.rundir import atomic_write_json
-
         atomic_write_json(path, self.tokens)
 
     @classmethod

@@ -14,6 +14,7 @@ import os
 import numpy as np
 
 from seqkit.errors import SeqkitError
+from seqkit.outputs import picture_outputs, png_metadata
 
 
 def draw(source: list, target: list, weights: np.ndarray, path: str, title: str = "", outputs=None) -> None:
@@ -42,7 +43,6 @@ def draw(source: list, target: list, weights: np.ndarray, path: str, title: str 
         ax.set_title(title)
     fig.colorbar(im, ax=ax, fraction=0.05)
     fig.tight_layout()
-    from seqkit.outputs import picture_outputs, png_metadata
 
     try:
         outputs = outputs or picture_outputs(path, with_json=False)

@@ -18,6 +18,7 @@ import os
 import numpy as np
 
 from seqkit.errors import SeqkitError
+from seqkit.outputs import json_mark, picture_outputs, png_metadata
 
 
 def pyplot():
@@ -66,8 +67,6 @@ def _save(fig, plt, path: str, data: dict, outputs=None, command: str = "") -> s
         SeqkitError: the folder is missing or not writable; OutputPathError: a path that is not
             seqkit's to replace (:mod:`seqkit.outputs`).
     """
-    from seqkit.outputs import json_mark, picture_outputs, png_metadata
-
     jpath = json_path(path)
     try:
         outputs = outputs or picture_outputs(path)

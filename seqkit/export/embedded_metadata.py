@@ -32,6 +32,8 @@ import json
 import os
 
 from seqkit.errors import SeqkitError
+from seqkit.export import metadata_schema
+from seqkit.runs.rundir import strict_json
 
 KEY = "seqkit_metadata"
 FILE_PREFIX = "seqkit_file:"
@@ -119,8 +121,6 @@ def embed(model: bytes, meta: dict, files: dict[str, bytes] | None = None) -> by
     from ai_edge_litert import schema_py_generated as schema
     from ai_edge_litert.tools import flatbuffer_utils
 
-    from seqkit.runs.rundir import strict_json
-
     try:
         if bytes(model[4:8]) != b"TFL3":
             raise ValueError("no TFL3 file identifier")
@@ -198,8 +198,6 @@ def read(model, validate: bool = False) -> dict | None:
             than :data:`~seqkit.export.metadata_schema.MAX_JSON_BYTES` or nested too deep;
             ``MetadataError`` (a SeqkitError): metadata that fails the schema (names the field).
     """
-    from seqkit.export import metadata_schema
-
     raw = entries(model).get(KEY)
     if raw is None:
         return None

@@ -20,6 +20,7 @@ feeds it. Float exports keep NaN padding.
 from __future__ import annotations
 
 from seqkit.errors import SeqkitError
+from seqkit.export.id_lookups import length_mask
 
 LENGTHS = "lengths"
 
@@ -65,8 +66,6 @@ def masked_call(model, x, mask):
 def lengths_predict_fn(prep, model, length: int, mask_dtype="bool"):
     """``predict(frames [B, T, D], lengths [B] int32) -> {"logits"}`` (see the module docstring)."""
     import tensorflow as tf
-
-    from seqkit.export.id_lookups import length_mask
 
     inputs = prep.head.inputs
     mean = tf.constant(inputs.normalizer.mean, tf.float32)

@@ -27,6 +27,7 @@ import copy
 import os
 
 from seqkit.errors import SeqkitError
+from seqkit.training.train import load_model
 
 #: seqkit classes saved as the Keras class they subclass (same weights, same maths)
 STOCK_RNN = {"seqkit>FusedLSTM": "LSTM", "seqkit>FusedGRU": "GRU"}
@@ -195,8 +196,6 @@ def export_portable_keras(run_dir: str, out: str, *, overwrite: bool = False,
     """
     import keras
     import numpy as np
-
-    from seqkit.training.train import load_model
 
     path = os.path.join(out, MODEL_FILE)
     real_out, real_run = os.path.realpath(out), os.path.realpath(run_dir)

@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import keras
 
+from seqkit.cells.base import CellSpec
 from seqkit.layers import attention as _attention  # the module, not its names: see seqkit/_keras_hook.py
+from seqkit.registry import CELLS
 
 
 @keras.saving.register_keras_serializable(package="seqkit")
@@ -56,8 +58,6 @@ class Seq2SeqDecoder(keras.layers.Layer):
                  attention: str = "none", attention_units: int | None = None,
                  cell_options: dict | None = None, dropout: float = 0.0, **kwargs):
         super().__init__(**kwargs)
-        from seqkit.cells.base import CellSpec
-        from seqkit.registry import CELLS
 
         self.vocab_size, self.embedding_dim = int(vocab_size), int(embedding_dim)
         self.cell_name, self.units, self.num_layers = cell, int(units), int(layers)

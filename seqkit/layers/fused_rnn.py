@@ -14,6 +14,8 @@ import threading
 
 import keras
 
+from seqkit.runs.provenance import cpu_flags, cpu_kind
+
 #: ``SEQKIT_RNN_XLA``: ``auto`` (default), ``1`` or ``0``; see :func:`use_xla`.
 XLA_ENV = "SEQKIT_RNN_XLA"
 _COMPILED: dict = {}
@@ -103,8 +105,6 @@ _BELOW_AVX512 = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2")
 
 @functools.lru_cache(maxsize=1)
 def _cpu_kind() -> str:
-    from seqkit.runs.provenance import cpu_flags, cpu_kind
-
     return cpu_kind(cpu_flags())
 
 

@@ -16,6 +16,8 @@ import collections
 
 import numpy as np
 
+from seqkit.errors import SeqkitError
+
 
 def accuracy(true: list, pred: list) -> float:
     """Fraction of positions where ``pred[i] == true[i]`` (lists of class names)."""
@@ -85,8 +87,6 @@ def entity_scores(true_seqs: list, pred_seqs: list, scheme: str) -> dict:
         from seqeval.metrics import f1_score, precision_score, recall_score
         from seqeval.scheme import IOBES
     except ImportError as exc:
-        from seqkit.errors import SeqkitError
-
         raise SeqkitError("entity-level F1 needs the seqeval package: pip install seqeval") from exc
     norm = lambda seqs: [[t.replace("_", "-", 1) if t != "O" else t for t in s] for s in seqs]  # noqa: E731
     t, p = norm(true_seqs), norm(pred_seqs)

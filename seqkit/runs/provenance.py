@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import os
 import platform
+from importlib.metadata import PackageNotFoundError, version
+
+from seqkit.plugins import PLUGINS, provenance
+from seqkit.runs.rundir import atomic_write_json
 
 #: x86 vector extensions worth naming beside a figure, as ``/proc/cpuinfo`` spells them.
 FLAGS = ("avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")
@@ -66,8 +70,6 @@ def machine() -> dict:
     (1-minute, at the call; None where the OS has none), "gpus" (TensorFlow's visible GPUs)}``.
     Strings and numbers only, JSON-ready. Imports TensorFlow (a run has already). A resumed
     run records the process that finished it."""
-    from importlib.metadata import PackageNotFoundError, version
-
     import keras
     import tensorflow as tf
 
@@ -89,9 +91,6 @@ def machine() -> dict:
 
 def write_provenance(run_path: str, recipe) -> None:
     """Write ``plugins.json`` into a run directory when the recipe uses plugins (else nothing)."""
-    from seqkit.plugins import PLUGINS, provenance
-    from seqkit.runs.rundir import atomic_write_json
-
     items = provenance(recipe)
     if items:
         atomic_write_json(os.path.join(run_path, PLUGINS), items)

@@ -42,6 +42,7 @@ import json
 import math
 import os
 import shutil
+import zipfile
 
 from seqkit.errors import RunDirError
 
@@ -149,8 +150,6 @@ def atomic_save_model(model, path: str, state: dict | None = None) -> None:
     belongs to are replaced in one rename: a run killed between writing ``last.keras``
     and ``state.json`` still resumes from a consistent point (:meth:`RunDir.resume_point`).
     """
-    import zipfile
-
     tmp = path[: -len(".keras")] + ".tmp.keras"
     model.save(tmp)
     if state is not None:
@@ -176,8 +175,6 @@ def damaged(path: str, problem: str) -> RunDirError:
 
 def read_checkpoint_state(path: str) -> dict | None:
     """The state stored in a ``.keras`` checkpoint by :func:`atomic_save_model` (``None``: none)."""
-    import zipfile
-
     try:
         with zipfile.ZipFile(path) as z:
             if CHECKPOINT_STATE not in z.namelist():

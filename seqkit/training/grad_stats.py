@@ -14,6 +14,8 @@ optimizer's tracked state, so checkpoints and ``--resume`` are unchanged.
 
 from __future__ import annotations
 
+from seqkit import log
+
 
 class GradientStats:
     """Running sums of one epoch's gradient norms (``tf.Variable`` scalars, float32)."""
@@ -121,8 +123,6 @@ def callback(stats: GradientStats):
                 logs.update(result)
             warning = explosion_warning(epoch + 1, result)
             if warning:
-                from seqkit import log
-
                 log.warn(warning)
 
     return GradientStatsCallback()

@@ -27,6 +27,9 @@ import math
 
 import keras
 
+from seqkit import log
+from seqkit.errors import RecipeError
+
 
 def _warmed(step, peak, warmup):
     """``(in warm-up: bool tensor, warm-up lr)`` for float ``step``."""
@@ -110,8 +113,6 @@ def make_schedule(t, steps_per_epoch: int | None):
         RecipeError: ``cosine`` without ``decay_steps`` when the run's length is unknown, or
             a warm-up as long as the whole run.
     """
-    from seqkit.errors import RecipeError
-
     sc = t.schedule
     if sc is None or sc.type in ("constant", "plateau"):
         return t.learning_rate
@@ -208,7 +209,6 @@ def plateau_callback(t, monitor: str, past=()):
             after = self.state.update((logs or {}).get(monitor))
             if after != before:
                 self.model.optimizer.learning_rate = after
-                from seqkit import log
 
                 log.info(f"epoch {epoch + 1}: {monitor} has not improved for {self.state.patience} "
                          f"epochs; learning rate {before:g} -> {after:g}")

@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from seqkit.errors import SeqkitError
 from seqkit.layers import fused_rnn
+from seqkit.recipe import EvaluationConfig
 
 RULES = ("sgd", "rms")
 
@@ -220,9 +222,6 @@ def resolve_options(evaluation, **overrides):
             accepted values (the same message from the Python API and the CLI).
     """
     from pydantic import ValidationError
-
-    from seqkit.errors import SeqkitError
-    from seqkit.recipe import EvaluationConfig
 
     given = {k: v for k, v in overrides.items() if v is not None}
     unknown = sorted(set(given) - set(OVERRIDES))

@@ -25,6 +25,8 @@ import os
 
 import numpy as np
 
+from seqkit import log
+
 #: The cache file's name inside a run directory (one of :data:`seqkit.runs.rundir.RUN_NAMES`).
 CACHE = "dynamic_stats.npz"
 #: Bumped when the statistics' definition or the file's layout changes (older files are recomputed).
@@ -137,7 +139,6 @@ def cached_gradient_stats(model, data, max_chunks: int | None = None, run_dir: s
         ValueError: as ``gradient_stats`` (no training chunk). A cache file that cannot be read or
             written raises nothing (logged).
     """
-    from seqkit import log
     from seqkit.heads import dynamic_eval
 
     if run_dir is None:

@@ -17,6 +17,9 @@ import numpy as np
 
 from seqkit.data.vocab import START_ID
 from seqkit.export.parity import compare
+from seqkit.heads.seq2seq.decoding import transduce
+from seqkit.metrics.edit_distance import g2p_error_rates
+from seqkit.progress import progress
 
 
 class Seq2SeqParityCase:
@@ -49,8 +52,6 @@ class Seq2SeqParityCase:
     def check_teacher_forced(self, runner) -> dict:
         """Stream the decoder inputs through ``runner`` (``start(ids)``, ``step(tokens [1]) ->
         logits [1, V]``) one source at a time and compare with the Keras logits."""
-        from seqkit.progress import progress
-
         got = np.zeros_like(self.reference)
         with progress(len(self.sources), "parity check (teacher forced)", "sources") as bar:
             for i, src in enumerate(self.sources):
@@ -64,16 +65,12 @@ class Seq2SeqParityCase:
         """Word error rate of greedy ``outputs`` (id lists, one per source) against the targets:
         the fraction whose output differs from the target (:func:`seqkit.metrics.edit_distance.g2p_error_rates`,
         one reference each)."""
-        from seqkit.metrics.edit_distance import g2p_error_rates
-
         if not self.targets:
             return float("nan")
         return g2p_error_rates([[t] for t in self.targets], [list(o) for o in outputs])["wer"]
 
     def references(self, model, *, beam_width: int, length_penalty: float, max_length: int) -> dict:
         """``{"greedy": [ids], "beam": [ids]}`` per source from :func:`transduce` (best hypothesis)."""
-        from seqkit.heads.seq2seq.decoding import transduce
-
         n = max(len(self.sources), 1)
         greedy = transduce(model, self.sources, beam_width=1, max_length=max_length, batch_size=n)
         beam = transduce(model, self.sources, beam_width=beam_width, length_penalty=length_penalty,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from seqkit.data.vocab import START_ID
 from seqkit.heads.seq2seq.decoding import Seq2SeqStepper
+from seqkit.inference.decoding import beam_search, decode
 from seqkit.inference.serving import TextFunctions, _dense, _names
 
 
@@ -51,8 +52,6 @@ class Seq2SeqTextFunctions(TextFunctions):
         """``predict_text`` of a seq2seq run: ``{output [B], hypotheses [B, N], scores [B, N]}``."""
         import tensorflow as tf
 
-        from seqkit.inference.decoding import beam_search
-
         dec = self.prep.recipe.decoding
         st, states, extras, prompt, some = self._source(text)
         res = beam_search(st.step, states, prompt, beam_width=dec.beam_width, n_best=dec.n_best,
@@ -64,8 +63,6 @@ class Seq2SeqTextFunctions(TextFunctions):
     def transduce_greedy(self, text):
         """``generate_text`` of a seq2seq run: ``{output [B]}``, greedy."""
         import tensorflow as tf
-
-        from seqkit.inference.decoding import decode
 
         st, states, extras, prompt, some = self._source(text)
         toks, lens = decode(st.step, states, prompt, max_length=self._decode_length(), greedy=True,
