@@ -8,6 +8,9 @@
 * :func:`check_model_matches`: a ``model.keras`` copied in from another run (weight shapes that
   differ from the run's recipe and vocabularies) is a :class:`~seqkit.errors.RunDirError`.
 * :func:`write_error`: a ``PermissionError`` / read-only file system on a path, as a message.
+
+TensorFlow, Keras and the seqkit modules that import them and NumPy are imported inside the
+functions that use them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations

@@ -9,6 +9,9 @@ key path, what was expected and what was found, e.g.::
 Sections ``data``, ``model`` and ``head`` also take the keys declared by the
 chosen data source, cell and head plugins (their ``Options`` models), checked
 the same way.
+
+The annotated_types package is imported inside the functions that use it, so importing this module
+does not load it.
 """
 
 from __future__ import annotations

@@ -5,6 +5,9 @@ A user error (:class:`~seqkit.errors.SeqkitError`, or a failure :func:`seqkit.gu
 recognises) prints ``error: ...`` to stderr and exits with status 2; an internal error exits with 1
 (``--debug`` shows the traceback). TensorFlow is imported (its start-up lines hidden) only for the
 commands that need it.
+
+The seqkit modules a command needs only when it runs are imported inside the functions that use
+them, so ``seqkit --help`` does not load them.
 """
 
 from __future__ import annotations

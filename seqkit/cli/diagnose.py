@@ -1,5 +1,8 @@
 """``seqkit diagnose`` and ``seqkit plot``, and the pictures of ``seqkit evaluate --out``: the
-commands and the work behind them (the numbers come from :mod:`seqkit.diagnostics`)."""
+commands and the work behind them (the numbers come from :mod:`seqkit.diagnostics`).
+
+The seqkit modules a command needs only when it runs are imported inside the functions that use
+them, so ``seqkit --help`` does not load them."""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """``seqkit evaluate``: a run's figures on a held-out split, as text or JSON (a thin layer over
-:meth:`seqkit.Run.evaluate`); ``--out`` draws the confusion matrix (:mod:`seqkit.cli.diagnose`)."""
+:meth:`seqkit.Run.evaluate`); ``--out`` draws the confusion matrix (:mod:`seqkit.cli.diagnose`).
+
+The seqkit modules a command needs only when it runs are imported inside the functions that use
+them, so ``seqkit --help`` does not load them."""
 
 from __future__ import annotations
 

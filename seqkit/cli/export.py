@@ -1,6 +1,10 @@
 """``seqkit export``, ``seqkit stream``, ``seqkit inspect`` and ``seqkit bench-step``: shipping a
 run (a thin layer over :meth:`seqkit.Run.export`) and running, reading and timing what was shipped
-(the TFLite runtimes of :mod:`seqkit.runtime`)."""
+(the TFLite runtimes of :mod:`seqkit.runtime`).
+
+TensorFlow, Keras and the seqkit modules that import them, NumPy and the seqkit modules a command
+needs only when it runs are imported inside the functions that use them, so ``seqkit --help`` loads
+neither them nor TensorFlow."""
 
 from __future__ import annotations
 

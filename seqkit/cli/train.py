@@ -1,6 +1,9 @@
 """``seqkit train``, ``seqkit validate`` and ``seqkit list``: from a recipe to a run directory
 (thin layers over :func:`seqkit.train`, :func:`seqkit.train_seeds`, :mod:`seqkit.recipe` and
-:mod:`seqkit.registry`)."""
+:mod:`seqkit.registry`).
+
+PyYAML and the seqkit modules a command needs only when it runs are imported inside the functions
+that use them, so ``seqkit --help`` does not load them."""
 
 from __future__ import annotations
 

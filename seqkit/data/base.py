@@ -10,6 +10,9 @@ returns them as :class:`~seqkit.data.records.Record` lists, in a stable order:
   ``valid`` or ``test`` is then carved from ``train`` by ``data.split``.
 * Plain text sources only implement :meth:`DataSource.examples` (a list of
   strings); the default :meth:`load` wraps each string as ``Record(text=...)``.
+
+The seqkit modules ``seqkit --help`` does not load are imported inside the functions that use them,
+since ``seqkit --help`` imports this module.
 """
 
 from __future__ import annotations

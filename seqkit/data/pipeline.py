@@ -6,6 +6,9 @@ pair) into ragged columns. Each pass is then planned in numpy
 rows plus one pad (``RaggedTensor.to_tensor``): no per-example ``tf.data``
 element, which was the pipeline's cost (a text LM read ~0.7 M tokens/s that way,
 a hand-written ``TextVectorization`` pipeline ~4.7 M).
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations

@@ -29,6 +29,8 @@ into its characters (lossless: the pieces need the model, which needs the split)
 heads re-segment the joined characters with the trained model (:meth:`TextTokenizer.split`).
 Length limits read before training (``data.max_length`` in ``head.too_long`` checks and
 language-model line chunking) therefore count characters, an upper bound of the pieces.
+
+The optional package sentencepiece is imported where used, so seqkit works without it.
 """
 
 from __future__ import annotations

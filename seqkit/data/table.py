@@ -31,6 +31,8 @@ Errors (:class:`~seqkit.errors.DataError`) name ``file:line`` (the line a row st
 malformed CSV or JSON, a row with another number of fields than the header, an empty cell, a
 tagger row with more tokens than tags; a column the recipe names but the file lacks is named
 with the file and the columns it has.
+
+The optional package pandas is imported where used, so seqkit works without it.
 """
 
 from __future__ import annotations

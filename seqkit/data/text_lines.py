@@ -3,6 +3,8 @@
 ``text_lines`` reads a UTF-8 file; ``pydoc_topics`` reads the help texts that
 ship with CPython (``pydoc_data.topics``, about 465k characters), so a real
 corpus is available on any machine without a download.
+
+``pydoc_data`` (absent from some Python builds) is imported where used.
 """
 
 from __future__ import annotations

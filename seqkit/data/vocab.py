@@ -4,6 +4,9 @@ Ids: ``0`` padding (``""``), ``1`` unknown (``[UNK]``), ``2`` start ``<s>``,
 ``3`` end ``</s>``, then tokens by falling frequency (ties by first
 appearance). Mapping strings to ids in a pipeline uses
 ``keras.layers.StringLookup`` built from this list, so the two always agree.
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations

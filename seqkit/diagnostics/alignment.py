@@ -5,6 +5,8 @@ under teacher forcing (``[<s>, y_1..y_n]``) and the decoder's attention weights
 ``alpha[t, i]`` (:meth:`seqkit.heads.seq2seq.Seq2SeqStepper.alignment`; each row
 sums to 1 over the source) are drawn with the source symbols along x and the
 output symbols (then ``</s>``) along y. Needs matplotlib (the ``plot`` extra).
+
+The optional package matplotlib is imported where used, so seqkit works without it.
 """
 
 from __future__ import annotations

@@ -38,6 +38,9 @@ Gate statistics
     (the built-in ``lstm``: input/forget/output; ``gru``: update/reset): a
     histogram on ``[0, 1]``, the mean, and the fraction saturated (``< 0.1`` or
     ``> 0.9``) of each gate over the valid steps of held-out data, per layer.
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations

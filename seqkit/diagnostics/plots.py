@@ -7,6 +7,8 @@
   row-normalised confusion matrix of an acceptor or tagger.
 
 Needs matplotlib (the ``plot`` extra), drawn with the Agg backend (no display).
+
+The optional package matplotlib is imported where used, so seqkit works without it.
 """
 
 from __future__ import annotations

@@ -31,6 +31,9 @@ text also has ``predict_text(text [B] string)`` (acceptor: ``label``, ``probabil
 
 ``ExportArchive`` freezes Keras 3 variables correctly for the TFLite converter
 (a bare ``tf.Module`` leaves them as resource variables that TFLite reads as NaN).
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations

@@ -34,6 +34,9 @@ A multi-signature model's samples are ``(signature_key, {input_name: array})``
 tuples, a single signature's plain ``{input_name: array}`` dicts (the
 converter's convention). Frame inputs stream with padding read as 0 (a stream
 never sees padding).
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations

@@ -24,6 +24,8 @@ state layout or a recurrent step loop anyway.
 
 Reading needs no TensorFlow: the flatbuffer is parsed with the schema bindings that ship
 with ``ai-edge-litert`` (its interpreter exposes no metadata).
+
+LiteRT is imported inside the functions that use it, so importing this module does not load it.
 """
 
 from __future__ import annotations

@@ -15,6 +15,9 @@ so int16x8 converts), passed layer by layer to the recurrent stack and the pooli
 NaN mask is in the float model (:func:`masked_call`). ``metadata.json``'s
 ``full_sequence.lengths`` names the input; :class:`seqkit.runtime.full_sequence.FullSequenceModel`
 feeds it. Float exports keep NaN padding.
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations

@@ -19,6 +19,9 @@ What is rewritten:
 
 Anything else of seqkit's or a plugin's (``max`` pooling, ``FrameMask`` of frame inputs, the
 seq2seq decoder, plugin cells) has no stock equivalent: the export refuses and names it.
+
+TensorFlow, Keras and the seqkit modules that import them and NumPy are imported inside the
+functions that use them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations

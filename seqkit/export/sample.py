@@ -17,6 +17,8 @@ float lists), ``label``, ``tags``, ``target``, and ``where`` (file *name* and li
 directory). :func:`seqkit.export.writer.load_for_export` reads the run's data when it is there, and this sample when it
 is not (a run directory copied to another machine); ``--calibration FILE`` / ``--parity FILE``
 (JSON Lines, one such record per line) replace either part.
+
+NumPy is imported inside the functions that use it, so importing this module does not load it.
 """
 
 from __future__ import annotations

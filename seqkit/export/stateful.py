@@ -36,6 +36,10 @@ records through ``reset`` + ``step``, :func:`seqkit.export.calibration.stateful_
 ``int16x8`` does not: TF 2.21's calibration records no range for ``reset``'s
 int32 ``rows`` ("Empty min/max for tensor reset_rows:0"). A converter failure is
 reported with the converter's own message and the offer of the explicit-state model.
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow; the TFLite converters are looked up in
+:mod:`seqkit.export.tflite` at each call, so they can be replaced there.
 """
 
 from __future__ import annotations

@@ -22,6 +22,9 @@ than falling back to float. With ``io_type="int"`` the model's float inputs and 
 (frames, states, logits, an encoder's memory) become int8 / int16 too, read and written with
 each tensor's ``scale`` and ``zero_point`` (``real = scale * (q - zero_point)``; the runtimes
 do it, :mod:`seqkit.runtime.quantization`); token ids stay int32.
+
+TensorFlow, Keras and the seqkit modules that import them, NumPy and LiteRT are imported inside the
+functions that use them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations

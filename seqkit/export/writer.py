@@ -32,6 +32,10 @@ A CRF tagger (``head.crf: true``): ``predict`` (SavedModel, and the
 the graph besides the emissions ``logits``; the step model outputs emissions, and
 ``metadata.json`` carries ``crf`` (``transitions``, ``start``, ``end``) for the runtime's
 Viterbi at the end of each sequence.
+
+TensorFlow, Keras and the seqkit modules that import them and NumPy are imported inside the
+functions that use them, so importing this module does not load TensorFlow; the TFLite converters
+are looked up in :mod:`seqkit.export.tflite` at each call, so they can be replaced there.
 """
 
 from __future__ import annotations

@@ -32,6 +32,9 @@ and everything after training, so every command works for a head from a plugin
 * :attr:`Head.table_columns` / :meth:`Head.table_record` let the ``table`` source
   feed the head, and :meth:`Head.check_recipe` refuses recipe keys the head cannot
   apply.
+
+TensorFlow, Keras and the seqkit modules that import them and NumPy are imported inside the
+functions that use them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations

@@ -26,6 +26,9 @@ sequence (line breaks inside it are not split, unlike a file given to ``seqkit p
 Inputs longer than the run's ``data.max_length`` follow ``head.too_long`` (``truncate``;
 ``split``: tagged in pieces; ``refuse``: the call fails with ``InvalidArgumentError`` naming
 the limit); a seq2seq source that long is refused, as by ``seqkit predict``.
+
+TensorFlow, Keras and the seqkit modules that import them and NumPy are imported inside the
+functions that use them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations

@@ -15,6 +15,9 @@ Each word is encoded on its own, so one step (``[B, 1 + W]``) gives exactly the 
 full sequence (``[B, T, 1 + W]``) gives at that position: the step model calls this layer.
 The Keras mask is ``word id != 0`` (``[...]`` bool). A padding word (all zeros) still reads
 its first character slot, so no character sequence is empty; its vector is masked downstream.
+
+Keras is imported at the top (this module defines Keras classes); TensorFlow only in the functions
+that call it.
 """
 
 from __future__ import annotations

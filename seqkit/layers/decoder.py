@@ -17,6 +17,9 @@ encoder memory ``h [B, S, Hm]`` with mask ``[B, S]``:
 Training runs the same step over the teacher-forced inputs in a
 ``tf.while_loop``; generation calls :meth:`Seq2SeqDecoder.step` through
 :mod:`seqkit.inference.decoding`, so the two paths share every weight and formula.
+
+Keras is imported at the top (this module defines Keras classes); TensorFlow and ``keras.ops`` only
+in the functions that call them.
 """
 
 from __future__ import annotations

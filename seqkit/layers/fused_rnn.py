@@ -3,6 +3,9 @@ projection of all steps in one matmul, and Keras's outputs at padded steps.
 
 Used by :class:`seqkit.layers.fused_lstm.FusedLSTM` and
 :class:`seqkit.layers.fused_gru.FusedGRU`; each adds its own recurrence and BPTT.
+
+Keras is imported at the top (this module defines Keras classes); TensorFlow only in the functions
+that call it.
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@ Precision, recall and F1 per class ``c`` (Manning, Raghavan & Schuetze 2008, sec
 classes of the training label set (a class never predicted and never true is
 left out). Entity-level F1 for BIO/BIOES tags is ``seqeval``'s (Ramshaw & Marcus
 1995 chunks; strict mode for BIOES).
+
+The seqeval package is imported inside the functions that use it, so importing this module does not
+load it.
 """
 
 from __future__ import annotations

@@ -4,6 +4,9 @@ A figure moves with the code (float rounding of a kernel, a reseeded dropout) an
 with the CPU (vector extensions change the order of floating-point sums), so every run
 records, under ``metrics["machine"]``, the versions that trained it and the CPU it ran on.
 ``bench/machine.py`` (benchmarks) reads the CPU the same way.
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations

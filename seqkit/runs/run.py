@@ -4,6 +4,9 @@ Every method calls the functions the command line calls (``seqkit evaluate``, ``
 ``predict``, ``attention``, ``export`` are thin layers over this class), so results, checks and
 error messages are the CLI's. Nothing is printed: warnings (unknown tokens, skipped lines) go to
 the ``seqkit`` logger (see :mod:`seqkit.log`). TensorFlow is imported on first use.
+
+NumPy, and :mod:`seqkit.arguments` under its short name ``a``, are imported inside the functions
+that use them, so importing this module does not load NumPy.
 """
 
 from __future__ import annotations

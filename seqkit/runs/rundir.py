@@ -34,6 +34,9 @@ stops on a non-finite loss (:mod:`seqkit.training.train`), so a ``null`` marks o
 figure that is genuinely undefined or beyond float range (e.g. the perplexity
 ``exp(cross_entropy)`` of a cross-entropy above 709.78 nats, beyond float64:
 :mod:`seqkit.metrics.perplexity`).
+
+The seqkit modules ``seqkit --help`` does not load are imported inside the functions that use them,
+since ``seqkit --help`` imports this module.
 """
 
 from __future__ import annotations

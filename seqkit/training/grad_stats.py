@@ -10,6 +10,9 @@ Per epoch the history gains ``grad_norm_mean``, ``grad_norm_max`` and
 ``clip_fraction`` (the fraction of steps where ``||g|| > tau``; 0 without
 ``clipnorm``). Accumulators are plain ``tf.Variable``s kept outside the
 optimizer's tracked state, so checkpoints and ``--resume`` are unchanged.
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations

@@ -19,6 +19,9 @@ Formulas, with ``eta`` = ``training.learning_rate`` (the peak), ``W`` = ``warmup
   value (the checkpoint's: ``val_cross_entropy`` or ``val_loss``) is not below
   ``best - min_delta`` for ``patience`` epochs in a row, ``lr <- max(lr * factor, eta_min)``;
   then ``cooldown`` epochs during which no epoch counts as waiting.
+
+Keras is imported at the top (this module defines Keras classes); ``keras.ops`` only in the
+functions that call it.
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
 The public entry points are :func:`prepare` (data, splits, vocabulary, head),
 :func:`train` (a whole run into a run directory, or ``resume``) and
 :func:`load_run` (what ``evaluate`` and ``generate`` start from).
+
+TensorFlow, Keras and the seqkit modules that import them, NumPy and PyYAML are imported inside the
+functions that use them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations

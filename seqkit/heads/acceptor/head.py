@@ -10,6 +10,9 @@ or a masked mean/max) -> ``logits [B, C]``. Cross-entropy with hard targets
 
 Figures: accuracy and macro-F1 (plus a confusion matrix with
 ``head.confusion_matrix: true``); baseline: the majority class of training.
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations

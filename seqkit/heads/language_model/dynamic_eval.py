@@ -17,6 +17,11 @@ of squared gradients over training chunks (:func:`gradient_stats`, computed once
 decay rates of :func:`decay_rates`: ``RMS = sqrt(MS)`` divided by its mean, clipped at
 ``1 / decay`` so that no weight moves past ``theta_g``. ``decay = 0`` in the ``sgd`` rule is plain
 SGD, today's rule (Mikolov et al. 2010's dynamic evaluation).
+
+Keras comes in with :mod:`seqkit.layers.fused_rnn`; TensorFlow, pydantic's ``ValidationError`` and
+:mod:`seqkit.heads.language_model.stream` are imported only in the functions that use them (a
+top-level ``from ... import name`` of a seqkit Keras module can meet a half-imported module when
+:mod:`seqkit._keras_hook` runs).
 """
 
 from __future__ import annotations

@@ -15,6 +15,10 @@ A file whose key differs is recomputed and replaced; one that cannot be read, or
 not match the model, is ignored with a logged warning and replaced. It is written to
 a staging file of its own (``dynamic_stats.npz.<pid>.tmp``) and renamed into place; a directory that cannot be written is evaluated
 all the same (logged, nothing stored).
+
+The gradient statistics' module (:mod:`seqkit.heads.language_model.dynamic_eval`, which imports
+Keras) is imported inside the function that uses it, so importing this module does not load
+TensorFlow.
 """
 
 from __future__ import annotations

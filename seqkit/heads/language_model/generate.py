@@ -1,4 +1,8 @@
-"""Text generation from a trained language-model run."""
+"""Text generation from a trained language-model run.
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow.
+"""
 
 from __future__ import annotations
 

@@ -5,6 +5,9 @@ Training (teacher forcing): a recorded sequence ``w_1..w_n`` becomes inputs
 produced after reading ``w_i`` are scored against ``w_{i+1}``. The model maps
 ``tokens [B, T] int32 -> logits [B, T, V] float32``; generation takes one
 step at a time, ``(token [B], states) -> (logits [B, V], states)``.
+
+TensorFlow, Keras and the seqkit modules that import them and NumPy are imported inside the
+functions that use them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations

@@ -16,6 +16,9 @@ for training and scoring alike, and seqkit's fused CPU layers
 (:mod:`seqkit.layers.fused_lstm`) leave their fast kernel when stateful.
 Any cell plugin works: the states are the layer's own, ``cell.state_size``
 in the plugin's ``state_names`` order.
+
+Keras comes in with :mod:`seqkit.layers.fused_rnn`; TensorFlow and Keras are imported by name only
+in the functions that call them.
 """
 
 from __future__ import annotations

@@ -39,6 +39,9 @@ Swift, C) can hold it as a plain float array; inside the graph it is read as
 converts to TFLite builtins only for a static shape (a WHILE loop that keeps the
 padding mask); ``decode_step`` keeps a dynamic batch so beam search can step
 ``K`` rows at once.
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations

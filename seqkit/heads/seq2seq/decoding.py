@@ -1,7 +1,10 @@
 """What an encoder-decoder run decodes with, below the head: teacher-forced pairs, the bridge from
 encoder to decoder states, the one-step decoder view and beam-search transduction. The export, its
 parity check, the runtime and the text signatures import these (never the head module, which
-imports them lazily)."""
+imports them lazily).
+
+TensorFlow, Keras and the seqkit modules that import them and NumPy are imported inside the
+functions that use them, so importing this module does not load TensorFlow."""
 
 from __future__ import annotations
 

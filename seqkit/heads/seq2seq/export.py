@@ -15,6 +15,10 @@ parity check passes, as for the other heads: :func:`seqkit.export.writer.staged_
 The signatures are described in :mod:`seqkit.heads.seq2seq.archive`; a
 bidirectional encoder is exported as it is (the encoder never streams; only
 the decoder steps).
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow; the TFLite converters are looked up in
+:mod:`seqkit.export.tflite` at each call, so they can be replaced there.
 """
 
 from __future__ import annotations

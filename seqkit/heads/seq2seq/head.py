@@ -34,6 +34,11 @@ training pair, e.g. :mod:`seqkit.data.pinyin`) each source symbol's most frequen
 in training, scored the same way; none for unaligned data such as G2P. With that baseline,
 :meth:`Seq2SeqHead.evaluate` also gives ``vs_baseline``, McNemar's exact test of the model against
 it on the same sources (:mod:`seqkit.metrics.significance`).
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow; ``read_sources`` comes from two modules
+(:mod:`~seqkit.heads.seq2seq.runtime`, :mod:`~seqkit.heads.seq2seq.transduce`), so each function
+imports its own.
 """
 
 from __future__ import annotations

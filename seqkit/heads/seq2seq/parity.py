@@ -9,6 +9,9 @@ Two checks on held-out (source, target) pairs:
 * decoded outputs: greedy and beam-search token ids of the export against
   :func:`seqkit.heads.seq2seq.transduce` on the same sources (the fraction of
   identical outputs; reported, not a gate: a near tie may flip under rounding).
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations

@@ -2,7 +2,10 @@
 ``predict_text(text [B] string)`` beam-searches with the recipe's ``decoding`` (beam width, n-best,
 length penalty): ``output [B]`` (the best hypothesis, symbols joined by spaces), ``hypotheses [B, N]``,
 ``scores [B, N]`` float32, as ``run.transduce``; ``generate_text``: greedy ``output [B]``. An empty
-source gives ``""`` (score 0); a source longer than ``data.max_length`` fails the call."""
+source gives ``""`` (score 0); a source longer than ``data.max_length`` fails the call.
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow."""
 
 from __future__ import annotations
 

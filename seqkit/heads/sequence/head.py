@@ -1,5 +1,8 @@
 """What the acceptor and tagger heads share: inputs, a class vocabulary, batching,
-prediction in input order, and the counting of classes unseen in training."""
+prediction in input order, and the counting of classes unseen in training.
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow."""
 
 from __future__ import annotations
 

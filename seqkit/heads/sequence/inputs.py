@@ -14,6 +14,9 @@ ids; :mod:`seqkit.data.word_chars`), embedded by
 
 The kind, the frame width and the longest training sequence are saved in
 ``inputs.json``; the vocabulary or normaliser beside it (and ``char_vocab.json``).
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations

@@ -17,6 +17,9 @@ logits, which become the CRF's emissions: the model still outputs ``[B, T, C]``
 emissions (so step exports stream them), training minimises the CRF negative
 log-likelihood per token, and evaluation / ``seqkit predict`` decode the best
 whole path with Viterbi (per-tag probabilities are the CRF marginals).
+
+TensorFlow, Keras and the seqkit modules that import them and NumPy are imported inside the
+functions that use them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations
