@@ -24,8 +24,12 @@ each other as ``from seqkit.layers import x`` (never ``from x import name``), so
 
 from __future__ import annotations
 
+import importlib
 import sys
 import threading
+import warnings
+
+from seqkit.registry import CELLS, HEADS
 
 #: seqkit modules whose import registers Keras classes (``register_keras_serializable``).
 KERAS_MODULES = (
@@ -64,11 +68,8 @@ def register_keras_objects() -> None:
             return
         _running = True
         try:
-            import importlib
-
             for name in KERAS_MODULES:
                 importlib.import_module(name)
-            from seqkit.registry import CELLS, HEADS
 
             for registry in (CELLS, HEADS):
                 # a registry whose built-ins are being imported right now (one of them imported
@@ -87,8 +88,6 @@ def _after_keras_import() -> None:
     try:
         register_keras_objects()
     except Exception as exc:  # never break `import keras`; loading a model will say what is missing
-        import warnings
-
         warnings.warn(f"seqkit: could not register its Keras classes when keras was imported "
                       f"({type(exc).__name__}: {exc}); seqkit models will not load with "
                       f"keras.saving.load_model until seqkit.register_keras_objects() succeeds.",

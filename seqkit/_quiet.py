@@ -3,6 +3,9 @@
 Those lines are written to file descriptor 2 before Python's logging exists,
 so the only way to hide them is to point fd 2 elsewhere for the import.
 Python exceptions still propagate; ``--debug`` skips the hiding.
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations

@@ -13,9 +13,20 @@ from __future__ import annotations
 import contextlib
 import os
 
+from seqkit import log
+from seqkit._quiet import import_tensorflow_quietly
 from seqkit.errors import SeqkitError
-from seqkit.recipe import Recipe
+from seqkit.guards import build_model, check_writable
+from seqkit.log import to_stderr
+from seqkit.progress import shown
+from seqkit.recipe import Recipe, load_recipe, recipe_from_dict
 from seqkit.runs.run import Alignment, Run
+from seqkit.runs.rundir import RECIPE, RunDir
+from seqkit.runtime.request import stream as _stream
+from seqkit.training.seeds import train_seeds as do_train_seeds
+from seqkit.training.train import (compile_model, count_parameters, make_split_dataset, prepare,
+                                   seed_everything)
+from seqkit.training.train import train as do_train
 
 __all__ = ["Alignment", "Preprocessing", "Recipe", "Run", "build", "load", "stream", "train", "train_seeds",
            "validate"]
@@ -25,9 +36,6 @@ __all__ = ["Alignment", "Preprocessing", "Recipe", "Run", "build", "load", "stre
 def _shown(verbose: int):
     """``verbose >= 1``: seqkit's log lines and progress lines go to stderr, as on the command line."""
     if verbose:
-        from seqkit.log import to_stderr
-        from seqkit.progress import shown
-
         with to_stderr(), shown():
             yield
     else:
@@ -35,8 +43,6 @@ def _shown(verbose: int):
 
 
 def _recipe(recipe, what: str) -> Recipe:
-    from seqkit._quiet import import_tensorflow_quietly
-
     import_tensorflow_quietly()  # TF's C++ start-up lines (oneDNN, CUDA probing) are not ours to print
     if isinstance(recipe, Recipe):
         return recipe
@@ -75,11 +81,6 @@ def train(recipe=None, run_dir=None, *, overwrite: bool = False, resume: bool = 
             seqkit may replace, is locked by another training, or has nothing to resume.
         SeqkitError: interrupted (Ctrl-C), and the other errors of :func:`seqkit.training.train.train`.
     """
-    from seqkit.guards import check_writable
-    from seqkit.runs.rundir import RECIPE, RunDir
-
-    from seqkit.recipe import load_recipe
-
     overrides = list(overrides or ())
     if resume:
         if run_dir is None:
@@ -100,13 +101,10 @@ def train(recipe=None, run_dir=None, *, overwrite: bool = False, resume: bool = 
         rec = _recipe(recipe, "train")
         run_dir = os.fspath(run_dir) if run_dir is not None else os.path.join("runs", rec.name)
         check_writable(run_dir, "train")
-    from seqkit.training.train import train as do_train
 
     with _shown(verbose):
         metrics = do_train(rec, run_dir, resume=resume, overwrite=overwrite, verbose=verbose)
     if "worker" in metrics:  # a non-chief worker of a multi-worker job
-        from seqkit import log
-
         log.info(f"{metrics['worker']}: trained {metrics['epochs']} epochs; the chief writes {run_dir}")
         return None
     return Run(run_dir)
@@ -128,8 +126,6 @@ def train_seeds(recipe, seeds: int, run_dir=None, *, overwrite: bool = False, ve
         RecipeError, DataError, RunDirError, SeqkitError: as :func:`train`; every run directory
         is checked before the first one trains.
     """
-    from seqkit.training.seeds import train_seeds as do_train_seeds
-
     rec = _recipe(recipe, "train_seeds")
     with _shown(verbose):
         return do_train_seeds(rec, int(seeds), os.fspath(run_dir) if run_dir is not None else None,
@@ -198,7 +194,6 @@ class Preprocessing:
         if not self.splits.get(split):
             raise SeqkitError(f"split {split!r}: " + ("empty in this recipe (data.split)." if split in self.splits
                                                       else f"expected one of {', '.join(self.splits)}."))
-        from seqkit.training.train import make_split_dataset
 
         return make_split_dataset(self.prepared, split, training=split == "train" if training is None
                                   else training, first_epoch=first_epoch)
@@ -221,8 +216,6 @@ def build(recipe, *, verbose: int = 0):
     Raises:
         RecipeError / DataError: as :func:`train`; SeqkitError: a model too large for memory.
     """
-    from seqkit.training.train import compile_model, prepare, seed_everything
-
     rec = _recipe(recipe, "build")
     with _shown(verbose):
         seed_everything(rec.seed, rec.training.deterministic)
@@ -248,8 +241,6 @@ def validate(recipe, overrides=(), *, data: bool = True) -> dict:
         RecipeError: every problem of the recipe at once (file, line and key named).
         DataError: the data cannot be read; SeqkitError: a model too large for memory.
     """
-    from seqkit.recipe import load_recipe, recipe_from_dict
-
     if isinstance(recipe, Recipe):
         rec, name = recipe, recipe.name
     elif isinstance(recipe, dict):
@@ -261,9 +252,6 @@ def validate(recipe, overrides=(), *, data: bool = True) -> dict:
                           f"seqkit.Recipe; got {type(recipe).__name__}.")
     out = {"recipe": name, "ok": True, "resolved": rec.to_dict()}
     if data:
-        from seqkit.guards import build_model
-        from seqkit.training.train import count_parameters, prepare
-
         _recipe(rec, "validate")  # TensorFlow imported quietly
         prep = prepare(rec)
         out["data"] = {"source": str(prep.source), "examples": {k: len(v) for k, v in prep.splits.items()},
@@ -280,6 +268,4 @@ def stream(export, **options) -> str:
     Raises:
         SeqkitError: no export or invalid metadata, a head not registered here, a bad option.
     """
-    from seqkit.runtime.request import stream as _stream
-
     return _stream(os.fspath(export), **options)

@@ -8,14 +8,23 @@
 * :func:`check_model_matches`: a ``model.keras`` copied in from another run (weight shapes that
   differ from the run's recipe and vocabularies) is a :class:`~seqkit.errors.RunDirError`.
 * :func:`write_error`: a ``PermissionError`` / read-only file system on a path, as a message.
+
+TensorFlow, Keras and the seqkit modules that import them and NumPy are imported inside the
+functions that use them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations
 
 import errno
+import inspect
 import os
+import sys
+import tempfile
+from collections import Counter
 
+from seqkit.cells.base import CellSpec
 from seqkit.errors import RunDirError, SeqkitError
+from seqkit.registry import CELLS
 
 BYTES_PER_PARAMETER = 16  # float32: the weight, its gradient, Adam's two moment slots (4 bytes each)
 
@@ -48,9 +57,6 @@ def estimate_parameters(prep) -> int | None:
     that does not implement :meth:`~seqkit.cells.base.CellPlugin.parameter_count`), the output
     layer, and for seq2seq the target embedding and the decoder cells.
     """
-    from seqkit.cells.base import CellSpec
-    from seqkit.registry import CELLS
-
     recipe, head = prep.recipe, prep.head
     cfg = recipe.model
     try:  # as seqkit.layers.stack.make_plugin, without its fast-path warning
@@ -105,8 +111,6 @@ def check_model_fits(prep) -> None:
 
 
 def _plugin_entry(name: str):
-    from seqkit.registry import CELLS
-
     try:
         entry = CELLS.entry(name)
     except Exception:
@@ -137,9 +141,6 @@ def _shapes(value) -> str:
 
 def _plugin_sources(entry) -> tuple[str, ...]:
     """The plugin's source file, or its top-level package folder (all of its modules)."""
-    import inspect
-    import sys
-
     top = (getattr(entry.obj, "__module__", "") or "").split(".")[0]
     package = sys.modules.get(top)
     folders = [os.path.realpath(p) + os.sep for p in getattr(package, "__path__", None) or []]
@@ -183,7 +184,6 @@ def plugin_cell_error(exc: BaseException, cell: str, expected_input: str = "") -
     frame = _plugin_frame(exc, entry)
     if frame is None:
         return None
-    import inspect
 
     code = frame.f_code
     args = inspect.getargvalues(frame)
@@ -205,8 +205,6 @@ def _expected_cell_io(prep) -> str:
     d = cfg.embedding_dim if getattr(head, "vocab", None) is not None else (
         getattr(getattr(head, "inputs", None), "width", 0) or cfg.embedding_dim)
     try:
-        from seqkit.registry import CELLS
-
         n_states = len(CELLS.get(cfg.cell).state_names)
     except Exception:
         n_states = 1
@@ -265,7 +263,6 @@ def check_model_matches(prep, model, path: str) -> None:
         expected = prep.head.build_model()
     except Exception:  # the recipe does not build here: leave the loaded model as it is
         return
-    from collections import Counter
 
     want = Counter(tuple(int(d) for d in w.shape) for w in expected.weights)
     found = [(w.path, tuple(int(d) for d in w.shape)) for w in model.weights]
@@ -357,8 +354,6 @@ def check_writable(path: str, command: str) -> None:
     Raises:
         SeqkitError: :func:`write_error`'s message (names the path and the fix).
     """
-    import tempfile
-
     folder = os.path.abspath(path)
     while not os.path.exists(folder) and os.path.dirname(folder) != folder:
         folder = os.path.dirname(folder)
@@ -389,8 +384,6 @@ def user_error(exc: BaseException, command: str = "") -> SeqkitError | None:
         if err is not None:
             return err
     try:
-        from seqkit.registry import CELLS
-
         names = [e.name for e in CELLS.entries() if e.origin != "seqkit (built in)"]
     except Exception:  # pragma: no cover
         return None

@@ -26,7 +26,12 @@ import os
 import struct
 from typing import Callable, Iterable, Sequence
 
+import seqkit
 from seqkit.errors import SeqkitError
+from seqkit.guards import resource_error, write_error
+from seqkit.recipe import load_recipe
+from seqkit.runs.lifecycle import RunLock, protected_paths
+from seqkit.runs.rundir import BEST, RECIPE, STATE
 
 #: The value of the ``"written_by"`` key of every JSON seqkit writes beside a picture, and the
 #: start of the ``Software`` text chunk of every PNG it draws.
@@ -42,8 +47,6 @@ class OutputPathError(SeqkitError):
 
 def png_metadata() -> dict:
     """The ``metadata=`` of ``savefig`` that marks a PNG as seqkit's (``{"Software": "seqkit X"}``)."""
-    import seqkit
-
     return {"Software": f"{MARK} {seqkit.__version__}"}
 
 
@@ -99,8 +102,6 @@ def written_by_seqkit(path: str) -> bool:
 def is_run_dir(folder: str) -> bool:
     """True when ``folder`` looks like a seqkit run directory (``recipe.yaml`` beside
     ``state.json`` or ``model.keras``), complete or not."""
-    from seqkit.runs.rundir import BEST, RECIPE, STATE
-
     return os.path.isfile(os.path.join(folder, RECIPE)) and (
         os.path.isfile(os.path.join(folder, STATE)) or os.path.isfile(os.path.join(folder, BEST)))
 
@@ -190,8 +191,6 @@ class FileOutputs:
             OutputPathError: a path changed (was created or replaced) meanwhile.
             SeqkitError: a folder is missing or not writable, the disk is full (the path named).
         """
-        from seqkit.guards import resource_error, write_error
-
         missing = set(self.paths) - set(writers)
         if missing:  # a programming error: every named file is written
             raise ValueError(f"no writer for {sorted(missing)}")
@@ -232,13 +231,9 @@ def picture_outputs(png: str, *, overwrite: bool = False, protect: Iterable[tupl
 def protected_by_runs(runs: Iterable[str]) -> list[tuple[str, str]]:
     """``[(what, path)]`` the recipes of ``runs`` read: their data and plugin files (the runs'
     own files are refused anyway: :func:`run_dir_holding`)."""
-    from seqkit.runs.lifecycle import protected_paths
-
     out = []
     for r in runs:
         try:
-            from seqkit.recipe import load_recipe
-
             recipe = load_recipe(os.path.join(r, "recipe.yaml"))
         except Exception:  # an unreadable recipe: the command itself reports it
             continue
@@ -287,8 +282,6 @@ def export_lock(out: str):
     Raises (on entering):
         OutputPathError: another live seqkit process exports into ``out`` (PID, host, lock file).
     """
-    from seqkit.runs.lifecycle import RunLock
-
     def busy(holder: dict, path: str) -> SeqkitError:
         return OutputPathError(
             f"--out {out}: another seqkit export is writing this folder (PID {holder.get('pid', '?')} "

@@ -23,19 +23,20 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
+import shlex
 import sys
 import zipfile
 
-from seqkit.errors import RunDirError
+from seqkit.errors import RecipeError, RunDirError
 from seqkit.heads import DEFAULT_HEAD
+from seqkit.recipe import read_yaml
+from seqkit.registry import CELLS, DATA, HEADS
 
 PLUGINS = "plugins.json"
 BUILTIN = "seqkit (built in)"
 
 
 def _lookups(recipe):
-    from seqkit.registry import CELLS, DATA, HEADS
-
     return (("data source", DATA, recipe.data.source), ("cell", CELLS, recipe.model.cell),
             ("head", HEADS, recipe.head.type))
 
@@ -140,8 +141,6 @@ _KIND_WORD = {"cell": "cell", "head": "head", "data source": "data"}
 
 def _quote(path: str) -> str:
     """``path`` as the shell needs it (quoted only when it holds spaces or shell characters)."""
-    import shlex
-
     return shlex.quote(path)
 
 
@@ -180,10 +179,6 @@ def require_run_plugins(run_path: str) -> None:
             is claimed by two installed plugins); the message names the plugin,
             its package or file, and the ``--plugin`` to pass or package to install.
     """
-    from seqkit.errors import RecipeError
-    from seqkit.recipe import read_yaml
-    from seqkit.registry import CELLS, DATA, HEADS
-
     path = os.path.join(run_path, PLUGINS)
     items = []
     if os.path.isfile(path):

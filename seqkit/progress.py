@@ -18,6 +18,9 @@ logs ``WHAT: N UNIT in S s`` at DEBUG level on the ``seqkit`` logger (``seqkit -
 
 Training's progress is Keras's own progress bar (``fit(verbose=1)``), which writes to stdout;
 this module uses no third-party progress library (no new dependency).
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations

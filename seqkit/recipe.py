@@ -9,11 +9,16 @@ key path, what was expected and what was found, e.g.::
 Sections ``data``, ``model`` and ``head`` also take the keys declared by the
 chosen data source, cell and head plugins (their ``Options`` models), checked
 the same way.
+
+The annotated_types package is imported inside the functions that use it, so importing this module
+does not load it.
 """
 
 from __future__ import annotations
 
 import copy
+import importlib.util
+import json
 import math
 import os
 import re
@@ -25,8 +30,13 @@ from typing import Any, Literal, Optional
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from seqkit._quiet import import_tensorflow_quietly
+from seqkit.cells.base import NoOptions
+from seqkit.data.base import text_tokenizer
 from seqkit.errors import RecipeError, RegistryError, did_you_mean
 from seqkit.heads import DEFAULT_HEAD
+from seqkit.registry import CELLS, DATA, HEADS, load_plugin
+from seqkit.shipped import resolve
 
 class SplitConfig(BaseModel):
     """How examples are divided into train / valid / test (fractions of examples)."""
@@ -581,8 +591,6 @@ def parse_override(text: str) -> tuple[list[str], Any]:
 
 
 def _quiet_tf() -> None:
-    from seqkit._quiet import import_tensorflow_quietly
-
     import_tensorflow_quietly()
 
 
@@ -592,8 +600,6 @@ def override_strings(overrides: "dict | list[str] | None") -> list[str]:
     if overrides is None:
         return []
     if isinstance(overrides, dict):
-        import json
-
         return [f"{k}={json.dumps(v)}" for k, v in overrides.items()]
     if isinstance(overrides, str):
         return [overrides]
@@ -727,8 +733,6 @@ def load_recipe(path: str, overrides: list[str] | None = None, *,
     Raises:
         RecipeError: any problem, all of them listed with file:line and key path.
     """
-    from seqkit.shipped import resolve
-
     path = resolve(path)  # a shipped recipe's name ("lm-pydoc-chars") when no such file exists
     raw, lines = read_yaml(path)
     if isinstance(raw, dict) and "name" not in raw:  # the run's name defaults to the file's stem
@@ -744,8 +748,6 @@ def recipe_from_dict(raw: dict, *, source: str = "<recipe>", lines: dict | None 
                      load_plugins: bool = True) -> Recipe:
     """Validate a recipe given as a dict (see :func:`load_recipe`; ``load_plugins=False`` keeps
     the ``plugins:`` entries as a record and imports none of them)."""
-    from seqkit.registry import CELLS, DATA, HEADS, load_plugin
-
     raw = copy.deepcopy(raw)
     applied = apply_overrides(raw, overrides or [])
     errors = _Errors(source, lines or {}, applied)
@@ -852,8 +854,6 @@ def _check_char_embedding(config, source, options, head, errors) -> None:
     """``model.char_embedding`` where it applies: a head reading words (``Head.word_inputs``;
     not characters, not sentencepiece pieces), with a registered cell. A head without word inputs
     is refused by its :meth:`~seqkit.heads.base.Head.check_recipe`."""
-    from seqkit.registry import CELLS
-
     ce = config.model.char_embedding
     if ce is None or head is None or not head.word_inputs:
         return
@@ -869,7 +869,6 @@ def _check_char_embedding(config, source, options, head, errors) -> None:
         return
     if source is None:  # an unknown source: reported already
         return
-    from seqkit.data.base import text_tokenizer
 
     mode = text_tokenizer(types.SimpleNamespace(data=config.data, head=config.head,
                                                 data_options=options if options is not None else _empty()))
@@ -884,8 +883,6 @@ def _check_subword(config, source, options, head_cls, errors) -> None:
     """``data.tokenizer: sentencepiece`` where it applies: raw text the source splits for the
     language model, the acceptor or the seq2seq source, or a seq2seq ``data.target_tokenizer``;
     ``data.subword`` only with one of them."""
-    import importlib.util
-
     d = config.data
     target_sp = getattr(options, "target_tokenizer", None) == "sentencepiece"
     if (d.tokenizer == "sentencepiece" or target_sp) and importlib.util.find_spec("sentencepiece") is None:
@@ -930,6 +927,4 @@ def _absolute(val, base_dir: str):
 
 
 def _empty():
-    from seqkit.cells.base import NoOptions
-
     return NoOptions()

@@ -14,6 +14,9 @@ import typing
 
 from pydantic import BaseModel
 
+from seqkit.recipe import RecipeModel, _describe
+from seqkit.registry import CELLS, DATA, HEADS
+
 
 def _comments(cls: type) -> dict[str, str]:
     """``{field: comment}`` from the class source: the ``# ...`` after a field, or the full-line
@@ -38,8 +41,6 @@ def _comments(cls: type) -> dict[str, str]:
 
 
 def _type(annotation, info) -> str:
-    from seqkit.recipe import _describe
-
     return _describe(annotation, info)
 
 
@@ -94,9 +95,6 @@ def _first_line(obj) -> str:
 
 def markdown() -> str:
     """The whole reference as Markdown (the sections, then one table per registered plugin)."""
-    from seqkit.recipe import RecipeModel
-    from seqkit.registry import CELLS, DATA, HEADS
-
     named = {"data.source": DATA, "model.cell": CELLS, "head.type": HEADS}
     top = []
     for k, t, d, n in rows(RecipeModel, ""):

@@ -12,7 +12,10 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.metadata
+import importlib.util
 import inspect
+import os
+import sys
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
@@ -315,10 +318,6 @@ def load_plugin(spec: str) -> None:
     Raises:
         SeqkitError: the file does not exist or the module cannot be imported.
     """
-    import importlib.util
-    import os
-    import sys
-
     if spec.endswith(".py") or os.sep in spec or os.path.exists(spec):
         path = os.path.abspath(spec)
         if not os.path.isfile(path):

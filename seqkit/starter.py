@@ -17,6 +17,9 @@ detects:
 
 Label-bearing data gets a shuffled split (``data.split.shuffle: true``), so a file sorted by label
 still puts every class in valid and test.
+
+PyYAML is imported inside the functions that use it, so importing this module does not load it; the
+optional package pandas is imported where used, so seqkit works without it.
 """
 
 from __future__ import annotations
@@ -28,11 +31,10 @@ import os
 import re
 
 from seqkit.errors import SeqkitError
+from seqkit.registry import HEADS
 
 def _tasks() -> dict:
     """``{task: head name}``: each registered head's ``starter_task`` (the words of ``--task``)."""
-    from seqkit.registry import HEADS
-
     return {HEADS.get(n).starter_task: n for n in HEADS.names() if getattr(HEADS.get(n), "starter_task", None)}
 
 

@@ -4,6 +4,9 @@ A cell plugin turns the ``model`` section of a recipe into Keras recurrent
 layers. seqkit's state layout is one ``[B, H]`` float32 tensor per state per
 layer, in the order given by :attr:`CellPlugin.state_names` (LSTM: ``h`` then
 ``c``, as Keras's ``LSTMCell``).
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations

@@ -4,6 +4,9 @@ State layout: ``h [B, H]``. Uses :class:`seqkit.layers.fused_gru.FusedGRU`
 (``keras.layers.GRU`` with a fused CPU kernel for ``reset_after``), so a GPU
 takes the cuDNN kernel and a CPU seqkit's; with ``reset_after`` parameters
 ``3 * (H * (D + H) + 2 * H)``.
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations

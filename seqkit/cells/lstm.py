@@ -5,6 +5,9 @@ State layout: ``h [B, H]``, ``c [B, H]``. Uses
 CPU kernel: the input projection in one matmul and a hand-written BPTT), so a
 GPU takes the cuDNN kernel and a CPU seqkit's; parameters ``4 * (H * (D + H) + H)`` (one bias vector
 per gate).
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations

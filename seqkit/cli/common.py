@@ -5,17 +5,23 @@ A user error (:class:`~seqkit.errors.SeqkitError`, or a failure :func:`seqkit.gu
 recognises) prints ``error: ...`` to stderr and exits with status 2; an internal error exits with 1
 (``--debug`` shows the traceback). TensorFlow is imported (its start-up lines hidden) only for the
 commands that need it.
+
+The seqkit modules a command needs only when it runs are imported inside the functions that use
+them, so ``seqkit --help`` does not load them.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib.metadata
+import inspect
 import sys
 
 import click
 
 from seqkit.data.base import read_input  # noqa: F401  (the commands read --input with it)
 from seqkit.errors import SeqkitError
+from seqkit.registry import load_plugin
 
 
 _NEEDS_TF = {"train", "evaluate", "generate", "validate", "predict", "export", "stream", "inspect",
@@ -24,8 +30,6 @@ _NEEDS_TF = {"train", "evaluate", "generate", "validate", "predict", "export", "
 
 def _third_party() -> bool:
     """True when an installed package declares seqkit plugins (their import may pull in TF)."""
-    import importlib.metadata
-
     return any(importlib.metadata.entry_points(group=g) for g in ("seqkit.cells", "seqkit.heads", "seqkit.data"))
 
 
@@ -33,8 +37,6 @@ def with_common_options(f):
     """Add ``--plugin``, ``--debug``, ``-v/--verbose`` and ``-q/--quiet``, and turn errors into
     clear messages. A command with a ``quiet`` parameter receives ``-q`` (``train``: no Keras
     progress bar)."""
-    import inspect
-
     takes_quiet = "quiet" in inspect.signature(f).parameters
 
     @click.option("--plugin", "plugins", multiple=True, metavar="PATH_OR_MODULE",
@@ -49,8 +51,6 @@ def with_common_options(f):
         if takes_quiet:
             kwargs["quiet"] = quiet
         try:
-            from seqkit.registry import load_plugin
-
             if not debug and (f.__name__ in _NEEDS_TF or (f.__name__ == "list_" and (plugins or _third_party()))):
                 from seqkit._quiet import import_tensorflow_quietly
 

@@ -1,6 +1,9 @@
 """``seqkit generate``, ``seqkit predict`` and ``seqkit attention``: answers of a trained run
 (thin layers over :meth:`seqkit.Run.generate`, :meth:`~seqkit.Run.predict`,
-:meth:`~seqkit.Run.transduce` and :meth:`~seqkit.Run.attention`), and how their lines are printed."""
+:meth:`~seqkit.Run.transduce` and :meth:`~seqkit.Run.attention`), and how their lines are printed.
+
+The seqkit modules a command needs only when it runs are imported inside the functions that use
+them, so ``seqkit --help`` does not load them."""
 
 from __future__ import annotations
 

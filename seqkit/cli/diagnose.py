@@ -1,5 +1,8 @@
 """``seqkit diagnose`` and ``seqkit plot``, and the pictures of ``seqkit evaluate --out``: the
-commands and the work behind them (the numbers come from :mod:`seqkit.diagnostics`)."""
+commands and the work behind them (the numbers come from :mod:`seqkit.diagnostics`).
+
+The seqkit modules a command needs only when it runs are imported inside the functions that use
+them, so ``seqkit --help`` does not load them."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ import click
 
 from seqkit.cli.common import with_common_options
 from seqkit.errors import RunDirError, SeqkitError
+from seqkit.runs.rundir import HISTORY
 
 
 def diagnose_runs(runs: list, out_dir: str, *, max_lag: int, examples: int, positions: int,
@@ -79,7 +83,6 @@ def plot_runs(runs: list, out: str, overwrite: bool = False) -> str:
     """
     from seqkit.diagnostics.plots import draw_curves
     from seqkit.outputs import picture_outputs
-    from seqkit.runs.rundir import HISTORY
 
     outputs = picture_outputs(out, overwrite=overwrite)
     histories = {}

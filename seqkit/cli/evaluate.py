@@ -1,5 +1,8 @@
 """``seqkit evaluate``: a run's figures on a held-out split, as text or JSON (a thin layer over
-:meth:`seqkit.Run.evaluate`); ``--out`` draws the confusion matrix (:mod:`seqkit.cli.diagnose`)."""
+:meth:`seqkit.Run.evaluate`); ``--out`` draws the confusion matrix (:mod:`seqkit.cli.diagnose`).
+
+The seqkit modules a command needs only when it runs are imported inside the functions that use
+them, so ``seqkit --help`` does not load them."""
 
 from __future__ import annotations
 
@@ -8,6 +11,8 @@ import os
 import click
 
 from seqkit.cli.common import with_common_options
+from seqkit.cli.diagnose import confusion_picture
+from seqkit.runs.rundir import strict_json
 
 
 def format_baseline(name: str, figs) -> list[str]:
@@ -75,14 +80,10 @@ def evaluate(run_dir, split, as_json, confusion_matrix, out, dynamic=False, dyna
     res = {k: v for k, v in report.items() if k not in ("split", "baselines")}
     baselines, prep = report["baselines"], run.prepared
     if out:
-        from seqkit.cli.diagnose import confusion_picture
-
         jpath = confusion_picture(res, out, f"{os.path.basename(os.path.normpath(run_dir))}: {split}",
                                   outputs)
         click.echo(f"{out}: confusion matrix ({jpath} holds the numbers)", err=as_json)
     if as_json:
-        from seqkit.runs.rundir import strict_json
-
         click.echo(strict_json(report, indent=2))
         return
     for label, figures in (res.items() if "dynamic" in res else [(None, res)]):

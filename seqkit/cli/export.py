@@ -1,16 +1,22 @@
 """``seqkit export``, ``seqkit stream``, ``seqkit inspect`` and ``seqkit bench-step``: shipping a
 run (a thin layer over :meth:`seqkit.Run.export`) and running, reading and timing what was shipped
-(the TFLite runtimes of :mod:`seqkit.runtime`)."""
+(the TFLite runtimes of :mod:`seqkit.runtime`).
+
+TensorFlow, Keras and the seqkit modules that import them, NumPy and the seqkit modules a command
+needs only when it runs are imported inside the functions that use them, so ``seqkit --help`` loads
+neither them nor TensorFlow."""
 
 from __future__ import annotations
 
 import json
 import os
+import time
 
 import click
 
 from seqkit.cli.common import read_input, with_common_options
 from seqkit.errors import SeqkitError
+from seqkit.runs.rundir import strict_json
 
 
 @click.command()
@@ -149,7 +155,6 @@ def inspect(path, show_metadata, as_json=False):
 
     from seqkit.export import embedded_metadata
     from seqkit.export.tflite import interpreter, op_names
-    from seqkit.runs.rundir import strict_json
     from seqkit.runtime.streaming import read_export_metadata
 
     model = os.path.join(path, "model.tflite") if os.path.isdir(path) else path
@@ -292,8 +297,6 @@ def bench_step(export_dir, run_dir, steps):
     """Per-step latency (median, p95, microseconds) of the TFLite step model, batch 1 (a --state
     internal export: its fixed batch)."""
     import numpy as np
-
-    import time
 
     from seqkit.runtime.streaming import StreamingModel
 

@@ -1,5 +1,8 @@
 """``seqkit recipes`` and ``seqkit init``: the shipped recipes, and a starter recipe for the user's
-own data (thin layers over :func:`seqkit.recipes` and :mod:`seqkit.starter`)."""
+own data (thin layers over :func:`seqkit.recipes` and :mod:`seqkit.starter`).
+
+The seqkit modules a command needs only when it runs are imported inside the functions that use
+them, so ``seqkit --help`` does not load them."""
 
 from __future__ import annotations
 

@@ -1,9 +1,13 @@
 """``seqkit train``, ``seqkit validate`` and ``seqkit list``: from a recipe to a run directory
 (thin layers over :func:`seqkit.train`, :func:`seqkit.train_seeds`, :mod:`seqkit.recipe` and
-:mod:`seqkit.registry`)."""
+:mod:`seqkit.registry`).
+
+PyYAML and the seqkit modules a command needs only when it runs are imported inside the functions
+that use them, so ``seqkit --help`` does not load them."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -12,7 +16,9 @@ import click
 
 from seqkit.cli.common import with_common_options
 from seqkit.cli.evaluate import format_metrics
-from seqkit.errors import SeqkitError
+from seqkit.errors import RecipeError, SeqkitError
+from seqkit.registry import CELLS, DATA, HEADS
+from seqkit.runs.rundir import RECIPE, strict_json
 
 
 def _default_run_dir(recipe) -> str:
@@ -40,7 +46,6 @@ def train(recipe, overrides, run_dir, resume_dir, overwrite, seeds, as_json=Fals
     --set still applies, e.g. --set training.epochs=20 to train longer).
     """
     from seqkit.recipe import load_recipe
-    from seqkit.runs.rundir import RECIPE
 
     if seeds is not None:
         if resume_dir:
@@ -69,8 +74,6 @@ def train(recipe, overrides, run_dir, resume_dir, overwrite, seeds, as_json=Fals
         raise click.UsageError("give a RECIPE file (or --resume RUN_DIR).")
     from seqkit.api import train as train_run
 
-    import contextlib
-
     # --json: stdout holds the JSON only; Keras writes its progress bar to stdout, so send it to stderr
     with contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext():
         run = train_run(recipe or None, resume_dir or run_dir, overwrite=overwrite, resume=bool(resume_dir),
@@ -79,11 +82,8 @@ def train(recipe, overrides, run_dir, resume_dir, overwrite, seeds, as_json=Fals
         return
     path, metrics, rec = run.path, run.metrics, run.recipe
     if as_json:
-        from seqkit.runs.rundir import strict_json
-
         click.echo(strict_json({"run_dir": path, "metrics": metrics}, indent=2))
         return
-    from seqkit.registry import HEADS
 
     click.echo(format_metrics(metrics, HEADS.get(rec.head.type)(rec)))
     click.echo(f"run directory: {path}")
@@ -96,8 +96,6 @@ def train(recipe, overrides, run_dir, resume_dir, overwrite, seeds, as_json=Fals
 @with_common_options
 def list_(kind, as_json=False):
     """List registered cells, heads and data sources, and where each comes from."""
-    from seqkit.registry import CELLS, DATA, HEADS
-
     regs = {"cells": CELLS, "heads": HEADS, "data": DATA}
     if as_json:
         out = {"conflicts": [], "broken": []}
@@ -139,8 +137,6 @@ def list_(kind, as_json=False):
 def validate(recipe, overrides, check_data, show, as_json=False):
     """Check a RECIPE without training: every key, the data, the model it builds."""
     from seqkit.api import validate as validate_recipe
-    from seqkit.errors import RecipeError
-    from seqkit.runs.rundir import strict_json
 
     try:
         out = validate_recipe(recipe, overrides, data=check_data)

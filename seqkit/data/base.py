@@ -10,19 +10,23 @@ returns them as :class:`~seqkit.data.records.Record` lists, in a stable order:
   ``valid`` or ``test`` is then carved from ``train`` by ``data.split``.
 * Plain text sources only implement :meth:`DataSource.examples` (a list of
   strings); the default :meth:`load` wraps each string as ``Record(text=...)``.
+
+The seqkit modules ``seqkit --help`` does not load are imported inside the functions that use them,
+since ``seqkit --help`` imports this module.
 """
 
 from __future__ import annotations
 
 import abc
+import os
 import sys
-
 from typing import ClassVar, Optional
 
 from pydantic import BaseModel, ConfigDict
 
 from seqkit.cells.base import NoOptions
 from seqkit.errors import DataError, SeqkitError
+from seqkit.registry import DATA
 
 
 class DataSource:
@@ -155,8 +159,6 @@ class FileSource(DataSource, abc.ABC):
 def text_tokenizer(recipe) -> str:
     """:meth:`DataSource.text_tokenizer` of the recipe's source (a plugin source that is no
     :class:`DataSource` subclass: its ``tokenizes_text`` flag)."""
-    from seqkit.registry import DATA
-
     src = DATA.get(recipe.data.source)
     if isinstance(src, type) and issubclass(src, DataSource):
         return src.text_tokenizer(recipe)
@@ -169,8 +171,6 @@ def read_text(path: str, key: str = "data.path") -> str:
     Raises:
         DataError: the file is missing or not UTF-8 (naming the line of the bad byte).
     """
-    import os
-
     if os.path.isdir(path):  # devices and pipes (/dev/null, <(cmd)) are read like files
         raise DataError(f"{key}: '{path}' is a folder, not a file. Name a UTF-8 text file"
                         + (f", or pass {key} - for stdin." if key.startswith("--") else " in the recipe."))

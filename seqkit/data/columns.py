@@ -24,7 +24,9 @@ from __future__ import annotations
 
 from typing import Optional
 
+from seqkit import log
 from seqkit.data.records import Record
+from seqkit.data.typed import is_missing, label_cell, text_cell
 from seqkit.data.vocab import tokenize
 from seqkit.errors import DataError
 
@@ -65,8 +67,6 @@ def shape_error(cols: dict, key: str) -> Optional[str]:
 
 def _text(x, where: str = "", what: str = "a value") -> str:
     """A cell as text (:func:`seqkit.data.typed.text_cell`: bytes decoded as UTF-8 or refused)."""
-    from seqkit.data.typed import text_cell
-
     v = text_cell(x, where, what)
     return "" if v is None else str(v)
 
@@ -76,8 +76,6 @@ def _seq(x) -> list:
 
 
 def _class(v, names: Optional[list], where: str = "", what: str = "a label") -> str:
-    from seqkit.data.typed import label_cell
-
     if names is None:
         name = label_cell(v, where, what)
         if name is None:
@@ -106,8 +104,6 @@ def row_to_record(row: dict, cols: dict, *, names: dict, tokenizer: str, target_
             way round), or a class id outside the class names; naming ``where`` and the key.
     """
     def get(role, *, seq: Optional[bool] = None):
-        from seqkit.data.typed import is_missing
-
         col = cols[role]
         v = row[col]
         if is_missing(v):
@@ -157,7 +153,5 @@ def drop_blank_texts(records: list, cols: dict, where: str) -> list:
         return records
     keep = [r for r in records if r.text.strip()]
     if len(keep) < len(records):
-        from seqkit import log
-
         log.info(f"{where}: {len(records) - len(keep)} empty text value(s) skipped.")
     return keep

@@ -10,6 +10,9 @@ sentences only at lines that are exactly ``"\\n"`` (a line of spaces or a CRLF
 line would be read as a token), and a trailing blank line makes it yield an
 extra empty example. So separator lines are normalised to ``"\\n"`` first and
 empty examples are dropped and counted (never trained on).
+
+TensorFlow Datasets is imported inside the functions that use it, so importing this module does not
+load it.
 """
 
 from __future__ import annotations

@@ -28,6 +28,8 @@ is divided by ``data.split``.
 
 ``datasets`` is imported only when such a source is read (``pip install
 "seqkit[hf]"``).
+
+The optional package datasets is imported where used, so seqkit works without it.
 """
 
 from __future__ import annotations

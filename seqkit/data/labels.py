@@ -13,6 +13,7 @@ import json
 from typing import Iterable
 
 from seqkit.errors import RunDirError
+from seqkit.runs.rundir import atomic_write_json
 
 
 class LabelVocabulary:
@@ -53,8 +54,6 @@ class LabelVocabulary:
 
     def save(self, path: str) -> None:
         """Write as a JSON list (atomic)."""
-        from seqkit.runs.rundir import atomic_write_json
-
         atomic_write_json(path, self.names)
 
     @classmethod

@@ -33,9 +33,10 @@ import bisect
 import collections
 import glob
 import gzip
-import zlib
 import json
 import os
+import time
+import zlib
 
 import numpy as np
 
@@ -274,7 +275,6 @@ class LazyCorpus:
         """
         if self._scan is not None and (self._scan["counter"] is not None or not count):
             return self._scan
-        import time
 
         t0 = time.time()
         counter = BoundedCounter(self.capacity) if count else None

@@ -1,4 +1,8 @@
-"""Start/end markers around token ids, for one sequence ``[T]`` or a ragged batch ``[N, (T)]``."""
+"""Start/end markers around token ids, for one sequence ``[T]`` or a ragged batch ``[N, (T)]``.
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow.
+"""
 
 from __future__ import annotations
 

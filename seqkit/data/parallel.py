@@ -39,11 +39,11 @@ from __future__ import annotations
 from typing import Optional
 
 from seqkit.data.base import DataSource, read_text
+from seqkit.data.lines import split_lines
 from seqkit.data.table import (Column, PairOptions, check_split_paths, check_table_keys, non_default,
                                pair_record, read_table, records_from_table)
-from seqkit.data.lines import split_lines
 from seqkit.errors import DataError
-from seqkit.registry import register_data
+from seqkit.registry import HEADS, head_class, register_data
 
 SPLITS = ("train", "valid", "test")
 _ALIGNED = ("source_path", "target_path") + tuple(f"{s}_{side}_path" for s in SPLITS
@@ -123,7 +123,6 @@ class ParallelText(DataSource):
     def check_recipe(cls, options, config) -> list:
         """The head is seq2seq; exactly one way of giving the files (``[(key, message)]``)."""
         out = []
-        from seqkit.registry import HEADS, head_class
 
         head = head_class(config.head.type)
         if head is not None and not _reads_pairs(head):
@@ -188,7 +187,6 @@ class ParallelText(DataSource):
             else:
                 table = read_table(f, o.format, delimiter=o.delimiter, header=o.header, quotes=o.quotes,
                                    key=f"data.{prefix or ''}path")
-                from seqkit.registry import HEADS
 
                 records = records_from_table(table, HEADS.get(self.recipe.head.type), o, d)
             if not records:

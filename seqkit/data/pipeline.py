@@ -6,6 +6,9 @@ pair) into ragged columns. Each pass is then planned in numpy
 rows plus one pad (``RaggedTensor.to_tensor``): no per-example ``tf.data``
 element, which was the pipeline's cost (a text LM read ~0.7 M tokens/s that way,
 a hand-written ``TextVectorization`` pipeline ~4.7 M).
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import itertools
 
 import numpy as np
 
+from seqkit.data.shuffle import epoch_batches
 from seqkit.data.vocab import Vocabulary
 
 
@@ -66,8 +70,6 @@ def padded_batches(columns, pads, lengths, *, batch_size: int, shuffle: bool, se
         A prefetched ``tf.data.Dataset`` of ``pack([column batch, ...])``.
     """
     import tensorflow as tf
-
-    from seqkit.data.shuffle import epoch_batches
 
     bounds = bucket_boundaries(max_length) if bucket else None
     pack = pack or tuple

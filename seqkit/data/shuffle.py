@@ -18,6 +18,9 @@ Batches. With length boundaries, a plan is exactly what
 order: an example joins the open batch of its length bucket, a batch is
 emitted when it fills, and the partial batches left at the end of the pass
 follow in ascending bucket order.
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from seqkit import log
 from seqkit.errors import DataError
 
 
@@ -92,7 +93,6 @@ def missing_classes(splits: dict, *, shuffle: bool = False) -> dict:
         gone = sorted(train - labels(recs))
         if gone:
             out[name] = gone
-            from seqkit import log
 
             shown = ", ".join(repr(g) for g in gone[:10]) + (f" and {len(gone) - 10} more" if len(gone) > 10 else "")
             advice = ("set data.split.shuffle: true (a file sorted by label puts whole classes in one split)"

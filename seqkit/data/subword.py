@@ -29,14 +29,20 @@ into its characters (lossless: the pieces need the model, which needs the split)
 heads re-segment the joined characters with the trained model (:meth:`TextTokenizer.split`).
 Length limits read before training (``data.max_length`` in ``head.too_long`` checks and
 language-model line chunking) therefore count characters, an upper bound of the pieces.
+
+The optional package sentencepiece is imported where used, so seqkit works without it.
 """
 
 from __future__ import annotations
 
+import io
 import os
 
-from seqkit.errors import DataError, RunDirError
-
+from seqkit.data.vocab import SPECIALS, Vocabulary, tokenize
+from seqkit.errors import DataError, RunDirError, SeqkitError
+from seqkit.export import embedded_metadata
+from seqkit.export.embedded_metadata import tokenization
+from seqkit.recipe import SubwordConfig
 from seqkit.runs.rundir import SUBWORD_MODEL, TARGET_SUBWORD_MODEL  # noqa: F401  (the model files' names)
 
 MAX_MODEL_BYTES = 1 << 30  # a sentencepiece model file is read whole; a 10^6-piece model is ~20 MiB
@@ -51,8 +57,6 @@ def _spm():
     try:
         import sentencepiece
     except ImportError as exc:
-        from seqkit.errors import SeqkitError
-
         raise SeqkitError("data.tokenizer sentencepiece needs the sentencepiece package: "
                           "pip install \"seqkit[subword]\".") from exc
     return sentencepiece
@@ -98,8 +102,6 @@ class SubwordModel:
             DataError: no training text, or ``vocab_size`` does not suit the text (too high
                 for it, or below the distinct characters it must keep), naming ``key``.
         """
-        import io
-
         spm = _spm()
         lines = [t for t in texts if t]
         if not lines:
@@ -164,8 +166,6 @@ class SubwordModel:
     def vocabulary_tokens(self) -> list[str]:
         """The model's pieces in its id order, without ``<unk>`` and control pieces (and any
         piece spelled like a seqkit special)."""
-        from seqkit.data.vocab import SPECIALS
-
         return [self.sp.id_to_piece(i) for i in range(len(self))
                 if not (self.sp.is_unknown(i) or self.sp.is_control(i))
                 and self.sp.id_to_piece(i) not in SPECIALS]
@@ -205,7 +205,6 @@ class TextTokenizer:
         training split only) with the recipe's ``subword`` settings (:class:`seqkit.recipe.SubwordConfig`)."""
         if mode != "sentencepiece":
             return cls(mode, lowercase)
-        from seqkit.recipe import SubwordConfig
 
         s = subword or SubwordConfig()
         texts = (t.lower() if lowercase else t for t in texts)
@@ -215,8 +214,6 @@ class TextTokenizer:
 
     def split(self, text: str) -> list[str]:
         """A string -> its tokens."""
-        from seqkit.data.vocab import tokenize
-
         if self.mode != "sentencepiece":
             return tokenize(text, self.mode, self.lowercase)
         return self.model.pieces(text.lower() if self.lowercase else text)
@@ -229,8 +226,6 @@ class TextTokenizer:
 
     def vocabulary(self):
         """The seqkit :class:`~seqkit.data.vocab.Vocabulary` of the model's pieces (sentencepiece)."""
-        from seqkit.data.vocab import SPECIALS, Vocabulary
-
         return Vocabulary(list(SPECIALS) + self.model.vocabulary_tokens())
 
     def save(self, folder: str, name: str = SUBWORD_MODEL) -> None:
@@ -257,8 +252,6 @@ class TextTokenizer:
         if not os.path.isfile(path):  # an export's .tflite carries the model file inside
             model = folder if os.path.isfile(folder) else os.path.join(folder, "model.tflite")
             if os.path.isfile(model) and model.endswith(".tflite"):
-                from seqkit.export import embedded_metadata
-
                 inside = embedded_metadata.read_files(model).get(name)
                 if inside:
                     return cls(mode, lowercase, SubwordModel(inside))
@@ -268,8 +261,6 @@ class TextTokenizer:
     def from_export(cls, folder: str, metadata: dict, side: str = "source") -> "TextTokenizer":
         """The tokenizer of an export (``metadata.json``'s ``tokenizer``/``subword_model``, or for
         ``side="target"`` ``target_tokenizer``/``target_subword_model``)."""
-        from seqkit.export.embedded_metadata import tokenization
-
         if side == "target":
             mode = tokenization(metadata, "target")
             return cls.load(folder, mode, False, metadata.get("target_subword_model") or TARGET_SUBWORD_MODEL)

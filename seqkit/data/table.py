@@ -31,6 +31,8 @@ Errors (:class:`~seqkit.errors.DataError`) name ``file:line`` (the line a row st
 malformed CSV or JSON, a row with another number of fields than the header, an empty cell, a
 tagger row with more tokens than tags; a column the recipe names but the file lacks is named
 with the file and the columns it has.
+
+The optional package pandas is imported where used, so seqkit works without it.
 """
 
 from __future__ import annotations
@@ -48,9 +50,11 @@ from pydantic import Field
 
 from seqkit.data.base import FileSource, FileSplitsOptions, read_text
 from seqkit.data.records import Record
+from seqkit.data.typed import column_index, label_cell, text_cell
 from seqkit.data.vocab import tokenize
 from seqkit.errors import DataError
-from seqkit.registry import register_data
+from seqkit.recipe import DataConfig
+from seqkit.registry import HEADS, head_class, register_data
 
 Column = Union[str, int]
 EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl",
@@ -132,8 +136,6 @@ class Table:
         Raises:
             DataError: no such column (naming the key, the file and the columns it has).
         """
-        from seqkit.data.typed import column_index
-
         names = self.columns
         spec = column_index(spec, key)  # a negative number is refused, not counted from the end
         if isinstance(spec, int) and not isinstance(spec, bool) and not all(isinstance(c, int) for c in names):
@@ -271,7 +273,6 @@ def cell_text(row: dict, col: Column, where: str, key: str) -> str:
     if col not in row:
         raise DataError(f"{where}: this row has no {col!r} (data.{key}); its columns are "
                         f"{', '.join(map(repr, row))}.")
-    from seqkit.data.typed import text_cell
 
     v = row[col]
     if hasattr(v, "tolist") and getattr(v, "ndim", 1):  # numpy arrays from Parquet
@@ -296,8 +297,6 @@ def cell_label(row: dict, col: Column, where: str, key: str) -> str:
     Raises:
         DataError: as :func:`cell_text`, and a label :func:`~seqkit.data.typed.label_cell` refuses.
     """
-    from seqkit.data.typed import label_cell
-
     if col in row and not isinstance(row[col], (list, dict)):
         name = label_cell(row[col], where, f"column {col!r} (data.{key})")
         if name:
@@ -321,8 +320,6 @@ def cell_list(row: dict, col: Column, where: str, key: str) -> list[str]:
             raise DataError(f"{where}: column {col!r} (data.{key}) starts with '[' but is not a JSON "
                             f"list ({exc.msg}); write [\"a\", \"b\"] or space-separated a b.") from None
     if isinstance(v, list):
-        from seqkit.data.typed import label_cell
-
         items = [label_cell(x, where, f"column {col!r} (data.{key})") or "" for x in v]
         bad = next((x for x in items if x.split() != [x]), None)  # empty, or white space inside
         if bad is not None:
@@ -422,8 +419,6 @@ def records_from_table(table: Table, head, options, data) -> list[Record]:
         DataError: a missing column (naming it, the file and the columns present) or a bad row.
     """
     if isinstance(head, str):  # a registered head's name
-        from seqkit.registry import HEADS
-
         head = HEADS.get(head)
     header = getattr(options, "header", True)
     cols = {}
@@ -438,8 +433,6 @@ def records_from_table(table: Table, head, options, data) -> list[Record]:
 
 def _tokenizer_type():
     """The type of ``data.tokenizer`` (so a tokenizer added there is accepted per side too)."""
-    from seqkit.recipe import DataConfig
-
     return DataConfig.model_fields["tokenizer"].annotation
 
 
@@ -515,8 +508,6 @@ class TableSource(FileSource):
     @classmethod
     def check_recipe(cls, options, config) -> list:
         """The columns fit ``head.type``; keys of other heads are refused (``[(key, message)]``)."""
-        from seqkit.registry import head_class
-
         head = config.head.type
         out = check_split_paths(options) + check_table_keys(options)
         cls_ = head_class(head)
@@ -538,8 +529,6 @@ class TableSource(FileSource):
     def text_tokenizer(cls, recipe) -> str:
         """The head's ``table_tokenizer`` (a tagger's tables hold pre-split tokens: white space);
         otherwise ``data.tokenizer``."""
-        from seqkit.registry import head_class
-
         return getattr(head_class(recipe.head.type), "table_tokenizer", None) or recipe.data.tokenizer
 
     def describe(self) -> str:
@@ -551,21 +540,16 @@ class TableSource(FileSource):
                     if getattr(o, k) == path), "data.path")
         table = read_table(path, o.format, delimiter=o.delimiter, header=o.header, quotes=o.quotes,
                            key=key)
-        from seqkit.registry import HEADS
 
         return records_from_table(table, HEADS.get(r.head.type), o, r.data)
 
 
 def _table_heads() -> list[str]:
     """The registered heads a table can feed (those with ``table_columns``)."""
-    from seqkit.registry import HEADS
-
     return [n for n in HEADS.names() if HEADS.get(n).table_columns]
 
 
 def _heads_of(key: str) -> str:
-    from seqkit.registry import HEADS
-
     heads = [n for n in _table_heads() if key in HEADS.get(n).table_columns
              or key in getattr(HEADS.get(n), "table_keys", ())]
     return "the " + " and ".join(heads) + " head" + ("s" if len(heads) > 1 else "")

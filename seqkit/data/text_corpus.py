@@ -24,6 +24,8 @@ from typing import Optional, Union
 from pydantic import BaseModel, ConfigDict
 
 from seqkit.data.base import DataSource
+from seqkit.data.lazy_corpus import LazyCorpus, expand_paths, read_lines
+from seqkit.data.records import Record
 from seqkit.errors import DataError
 from seqkit.registry import register_data
 
@@ -62,8 +64,6 @@ class TextCorpus(DataSource):
         return self.recipe.resolve_path(p) if self.recipe is not None else p
 
     def paths(self, split: str) -> list[str]:
-        from seqkit.data.lazy_corpus import expand_paths
-
         return expand_paths(getattr(self.options, f"{split}_path"), f"data.{split}_path", self._resolve)
 
     def vocab_file(self) -> str | None:
@@ -81,9 +81,6 @@ class TextCorpus(DataSource):
         Raises:
             DataError: a path or glob names no file, or a held-out file has no line.
         """
-        from seqkit.data.lazy_corpus import LazyCorpus, read_lines
-        from seqkit.data.records import Record
-
         d = self.recipe.data if self.recipe is not None else None
         corpus = LazyCorpus(self.paths("train"), d.tokenizer if d else "char", d.lowercase if d else False)
         corpus.vocab_file = self.vocab_file()

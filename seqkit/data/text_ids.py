@@ -27,6 +27,9 @@ and then split it (``tokenize(text, mode, lowercase)``); the acceptor and tagger
 and lower each token (:meth:`seqkit.heads.sequence.inputs.SequenceInputs.encode`). They differ
 for ``İ`` in ``"char"`` mode (one token ``"i̇"`` against two tokens), so
 :class:`TextEncoder` takes ``lower_tokens``.
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations

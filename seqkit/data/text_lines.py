@@ -3,9 +3,13 @@
 ``text_lines`` reads a UTF-8 file; ``pydoc_topics`` reads the help texts that
 ship with CPython (``pydoc_data.topics``, about 465k characters), so a real
 corpus is available on any machine without a download.
+
+``pydoc_data`` (absent from some Python builds) is imported where used.
 """
 
 from __future__ import annotations
+
+import sys
 
 from pydantic import BaseModel, ConfigDict
 
@@ -57,8 +61,6 @@ class PydocTopics(DataSource):
     """The non-empty lines of CPython's ``pydoc_data.topics`` help texts, in topic order."""
 
     def describe(self) -> str:
-        import sys
-
         return f"pydoc_topics (Python {sys.version.split()[0]} pydoc_data.topics)"
 
     def examples(self) -> list[str]:

@@ -12,6 +12,9 @@ symbols by ``data.target_tokenizer``, default ``data.tokenizer``, or a sequence
 of strings: seq2seq). Class ids are turned into names with the data set's
 ``ClassLabel`` names where it has them.
 Splits: ``data.train_split`` (required), ``data.valid_split``, ``data.test_split``.
+
+TensorFlow Datasets is imported inside the functions that use it, so importing this module does not
+load it.
 """
 
 from __future__ import annotations

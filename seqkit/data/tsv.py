@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from seqkit.data.base import FileSource, FileSplitsOptions, read_text
 from seqkit.data.records import Record
+from seqkit.data.table import csv_rows
 from seqkit.data.vocab import tokenize
 from seqkit.errors import DataError
 from seqkit.registry import register_data
@@ -31,8 +32,6 @@ def parse_tsv(text: str, path: str, *, tokenizer: str = "whitespace", label_firs
     Raises:
         DataError: a line without a tab, or with an empty text or label (``path:line``).
     """
-    from seqkit.data.table import csv_rows
-
     out = []
     for n, row in csv_rows(text, path, delimiter="\t", quotes=False):
         if (header and n == 1) or not "".join(row).strip():

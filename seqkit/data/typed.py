@@ -13,6 +13,8 @@ thing whatever file it came from:
   per input, a tab between fields): tab, CR, LF, VT, FF, the file/group/record separators
   U+001C-U+001E, U+0085, U+2028, U+2029 (:data:`LINE_BREAKING`).
 * **column index** (:func:`column_index`): a whole number >= 0 (``-1`` does not count from the end).
+
+NumPy is imported inside the functions that use it, so importing this module does not load it.
 """
 
 from __future__ import annotations

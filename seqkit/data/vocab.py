@@ -4,6 +4,9 @@ Ids: ``0`` padding (``""``), ``1`` unknown (``[UNK]``), ``2`` start ``<s>``,
 ``3`` end ``</s>``, then tokens by falling frequency (ties by first
 appearance). Mapping strings to ids in a pipeline uses
 ``keras.layers.StringLookup`` built from this list, so the two always agree.
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import json
 from typing import Iterable
 
 from seqkit.errors import RunDirError
+from seqkit.runs.rundir import atomic_write_json
 
 PAD, UNK, START, END = "", "[UNK]", "<s>", "</s>"
 PAD_ID, UNK_ID, START_ID, END_ID = 0, 1, 2, 3
@@ -91,8 +95,6 @@ class Vocabulary:
 
     def save(self, path: str) -> None:
         """Write as a JSON list (any character, newline and space included, survives)."""
-        from seqkit.runs.rundir import atomic_write_json
-
         atomic_write_json(path, self.tokens)
 
     @classmethod

@@ -5,6 +5,8 @@ under teacher forcing (``[<s>, y_1..y_n]``) and the decoder's attention weights
 ``alpha[t, i]`` (:meth:`seqkit.heads.seq2seq.Seq2SeqStepper.alignment`; each row
 sums to 1 over the source) are drawn with the source symbols along x and the
 output symbols (then ``</s>``) along y. Needs matplotlib (the ``plot`` extra).
+
+The optional package matplotlib is imported where used, so seqkit works without it.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import os
 import numpy as np
 
 from seqkit.errors import SeqkitError
+from seqkit.outputs import picture_outputs, png_metadata
 
 
 def draw(source: list, target: list, weights: np.ndarray, path: str, title: str = "", outputs=None) -> None:
@@ -42,7 +45,6 @@ def draw(source: list, target: list, weights: np.ndarray, path: str, title: str 
         ax.set_title(title)
     fig.colorbar(im, ax=ax, fraction=0.05)
     fig.tight_layout()
-    from seqkit.outputs import picture_outputs, png_metadata
 
     try:
         outputs = outputs or picture_outputs(path, with_json=False)

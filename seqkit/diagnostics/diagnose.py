@@ -38,13 +38,22 @@ Gate statistics
     (the built-in ``lstm``: input/forget/output; ``gru``: update/reset): a
     histogram on ``[0, 1]``, the mean, and the fraction saturated (``< 0.1`` or
     ``> 0.9``) of each gate over the valid steps of held-out data, per layer.
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
+from seqkit.cells.base import CellPlugin
 from seqkit.errors import SeqkitError
+from seqkit.layers.stack import make_plugin, recurrent_layers
+from seqkit.registry import CELLS, HEADS
+from seqkit.training.train import load_run
 
 HORIZON_RATIO = 1e-3
 SATURATION = (0.1, 0.9)
@@ -158,9 +167,6 @@ def horizon(norms, ratio: float = HORIZON_RATIO) -> int | None:
 def _check_run(prep, model):
     """The head's kind of reading (:attr:`seqkit.heads.base.Head.diagnostics`: ``per_step``,
     ``per_sequence`` or ``encoder_decoder``) and the recurrent layers, or a clear refusal."""
-    from seqkit.layers.stack import recurrent_layers
-    from seqkit.registry import HEADS
-
     head = prep.head
     kind = getattr(head, "diagnostics", None)
     if kind == "encoder_decoder":
@@ -311,8 +317,6 @@ def gradient_flow(prep, model, *, max_lag: int = 50, examples: int = 32, positio
 
 
 def _state_names(prep, cells) -> list[str]:
-    from seqkit.registry import CELLS
-
     try:
         names = tuple(CELLS.get(prep.recipe.model.cell).state_names)
     except Exception:  # pragma: no cover - the run loaded, so the cell is registered
@@ -584,9 +588,6 @@ def _seq2seq_flow(prep, model, *, max_lag, examples, split) -> dict:
     own bridge and decoder (attention included) run on the unrolled memory and final states."""
     import tensorflow as tf
 
-    from seqkit.layers.stack import recurrent_layers
-    from seqkit.registry import CELLS
-
     m = prep.recipe.model
     bidi = bool(m.bidirectional)
     encoder, decoder = model.get_layer("encoder"), model.get_layer("decoder")
@@ -707,8 +708,6 @@ def cell_gate_statistics(plugin, cells, inputs, valid=None, *, bins: int = 20) -
         where ``below``/``above`` are the fractions ``< 0.1`` / ``> 0.9`` and
         ``saturated`` their sum.
     """
-    from seqkit.cells.base import CellPlugin
-
     if type(plugin).gates is CellPlugin.gates:
         return None
     x = np.asarray(inputs, np.float32)
@@ -753,10 +752,6 @@ def gate_statistics(prep, model, *, examples: int = 32, split: str = "test", bin
     Raises:
         SeqkitError: as :func:`gradient_flow`.
     """
-    from seqkit.layers.stack import make_plugin
-
-    import warnings
-
     kind, layers = _check_run(prep, model)
     if kind == "encoder_decoder":  # the gradient flow only (its encoder gates are not read)
         return None
@@ -814,8 +809,6 @@ def diagnose_run(run_dir: str, *, max_lag: int = 50, examples: int = 32, positio
     Raises:
         RunDirError: not a run directory. SeqkitError: as :func:`gradient_flow`.
     """
-    from seqkit.training.train import load_run
-
     prep, model = load_run(run_dir, with_data=True)
     flow = gradient_flow(prep, model, max_lag=max_lag, examples=examples, positions=positions, split=split)
     gates = gate_statistics(prep, model, examples=examples, split=split)

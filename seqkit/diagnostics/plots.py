@@ -7,6 +7,8 @@
   row-normalised confusion matrix of an acceptor or tagger.
 
 Needs matplotlib (the ``plot`` extra), drawn with the Agg backend (no display).
+
+The optional package matplotlib is imported where used, so seqkit works without it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import os
 import numpy as np
 
 from seqkit.errors import SeqkitError
+from seqkit.outputs import json_mark, picture_outputs, png_metadata
 
 
 def pyplot():
@@ -66,8 +69,6 @@ def _save(fig, plt, path: str, data: dict, outputs=None, command: str = "") -> s
         SeqkitError: the folder is missing or not writable; OutputPathError: a path that is not
             seqkit's to replace (:mod:`seqkit.outputs`).
     """
-    from seqkit.outputs import json_mark, picture_outputs, png_metadata
-
     jpath = json_path(path)
     try:
         outputs = outputs or picture_outputs(path)

@@ -31,11 +31,17 @@ text also has ``predict_text(text [B] string)`` (acceptor: ``label``, ``probabil
 
 ``ExportArchive`` freezes Keras 3 variables correctly for the TFLite converter
 (a bare ``tf.Module`` leaves them as resource variables that TFLite reads as NaN).
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations
 
 from seqkit.errors import SeqkitError
+from seqkit.export.frame_lengths import lengths_predict_fn, lengths_spec
+from seqkit.inference.decoding import decode
+from seqkit.inference.serving import add_text_endpoints
 
 
 def stepper_for(prep, model):
@@ -99,8 +105,6 @@ def build_full_sequence_archive(prep, model, batch: int, length: int, lengths: b
     archive = keras.export.ExportArchive()
     archive.track(model)
     if lengths:
-        from seqkit.export.frame_lengths import lengths_predict_fn, lengths_spec
-
         archive.add_endpoint("predict", lengths_predict_fn(prep, model, length, mask_dtype),
                              input_signature=[predict_input_spec(prep, batch, length), lengths_spec(batch)])
         return archive
@@ -129,15 +133,11 @@ def build_archive(prep, model, *, with_step: bool = True, text: bool = False,
     import keras
     import tensorflow as tf
 
-    from seqkit.inference.decoding import decode
-
     archive = keras.export.ExportArchive()
     archive.track(model)
     if not step_only:
         archive.add_endpoint("predict", predict_fn(prep, model), input_signature=[predict_input_spec(prep)])
     if text and not step_only:
-        from seqkit.inference.serving import add_text_endpoints
-
         add_text_endpoints(archive, prep, model)
     if not with_step:
         return archive, None

@@ -34,11 +34,18 @@ A multi-signature model's samples are ``(signature_key, {input_name: array})``
 tuples, a single signature's plain ``{input_name: array}`` dicts (the
 converter's convention). Frame inputs stream with padding read as 0 (a stream
 never sees padding).
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from seqkit.data.vocab import START_ID
+from seqkit.export.frame_lengths import LENGTHS
+from seqkit.export.parity import padded_pairs, sequence_inputs
 
 DEFAULT_EXAMPLES = 128
 
@@ -55,8 +62,6 @@ def calibration_records(prep, n: int = DEFAULT_EXAMPLES) -> list:
 def _inputs(prep, records, length: int | None = None) -> np.ndarray:
     """``[N, T]`` int32 ids or ``[N, T, D]`` raw frames (NaN padding) of ``records`` (a head without
     an input vocabulary: its :meth:`~seqkit.heads.base.Head.parity_inputs`)."""
-    from seqkit.export.parity import padded_pairs, sequence_inputs
-
     if hasattr(prep.head, "inputs"):
         return sequence_inputs(prep, records, length)[0]
     if prep.vocab is None:  # a head without a vocabulary: its own raw inputs (Head.parity_inputs)
@@ -122,8 +127,6 @@ def full_sequence_samples(prep, records, batch: int, length: int, input_name: st
     """Pinned ``[batch, length(, D)]`` blocks for a ``--full-sequence`` ``predict`` model; with
     ``lengths`` (frames of a full-integer export, :mod:`seqkit.export.frame_lengths`) the padding
     frames are 0 and each block also gives ``lengths [batch] int32``."""
-    from seqkit.export.frame_lengths import LENGTHS
-
     x = _inputs(prep, records, length)
     n = (~np.isnan(x).any(axis=-1)).sum(axis=1).astype(np.int32) if lengths else None
     if x.shape[1] < length:
@@ -145,8 +148,6 @@ def full_sequence_samples(prep, records, batch: int, length: int, input_name: st
 def seq2seq_samples(prep, records, saved_model_dir: str, source_length: int) -> list[tuple]:
     """``("encode", ...)`` and teacher-forced ``("decode_step", ...)`` samples (pinned SavedModel)."""
     import tensorflow as tf
-
-    from seqkit.data.vocab import START_ID
 
     head = prep.head
     loaded = tf.saved_model.load(saved_model_dir)

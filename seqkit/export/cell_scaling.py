@@ -37,6 +37,9 @@ treats states as opaque (it feeds back what the model returned and starts from z
 recoverable. Applied to stock Keras ``LSTMCell`` s (``lstm`` recipes, ``FusedLSTM`` included) with
 ``tanh`` / ``sigmoid`` activations; other cells (GRU, simple RNN, plugin cells) are left as they
 are (a GRU's state is a convex mix of ``tanh`` values, within ±1 already).
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations

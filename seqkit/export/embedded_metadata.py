@@ -24,6 +24,8 @@ state layout or a recurrent step loop anyway.
 
 Reading needs no TensorFlow: the flatbuffer is parsed with the schema bindings that ship
 with ``ai-edge-litert`` (its interpreter exposes no metadata).
+
+LiteRT is imported inside the functions that use it, so importing this module does not load it.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ import json
 import os
 
 from seqkit.errors import SeqkitError
+from seqkit.export import metadata_schema
+from seqkit.runs.rundir import strict_json
 
 KEY = "seqkit_metadata"
 FILE_PREFIX = "seqkit_file:"
@@ -119,8 +123,6 @@ def embed(model: bytes, meta: dict, files: dict[str, bytes] | None = None) -> by
     from ai_edge_litert import schema_py_generated as schema
     from ai_edge_litert.tools import flatbuffer_utils
 
-    from seqkit.runs.rundir import strict_json
-
     try:
         if bytes(model[4:8]) != b"TFL3":
             raise ValueError("no TFL3 file identifier")
@@ -198,8 +200,6 @@ def read(model, validate: bool = False) -> dict | None:
             than :data:`~seqkit.export.metadata_schema.MAX_JSON_BYTES` or nested too deep;
             ``MetadataError`` (a SeqkitError): metadata that fails the schema (names the field).
     """
-    from seqkit.export import metadata_schema
-
     raw = entries(model).get(KEY)
     if raw is None:
         return None

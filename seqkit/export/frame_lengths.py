@@ -15,11 +15,15 @@ so int16x8 converts), passed layer by layer to the recurrent stack and the pooli
 NaN mask is in the float model (:func:`masked_call`). ``metadata.json``'s
 ``full_sequence.lengths`` names the input; :class:`seqkit.runtime.full_sequence.FullSequenceModel`
 feeds it. Float exports keep NaN padding.
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations
 
 from seqkit.errors import SeqkitError
+from seqkit.export.id_lookups import length_mask
 
 LENGTHS = "lengths"
 
@@ -65,8 +69,6 @@ def masked_call(model, x, mask):
 def lengths_predict_fn(prep, model, length: int, mask_dtype="bool"):
     """``predict(frames [B, T, D], lengths [B] int32) -> {"logits"}`` (see the module docstring)."""
     import tensorflow as tf
-
-    from seqkit.export.id_lookups import length_mask
 
     inputs = prep.head.inputs
     mean = tf.constant(inputs.normalizer.mean, tf.float32)

@@ -22,6 +22,9 @@ accuracy in ``SELECT_V2`` (the POS tagger 0.946 -> 0.993 arg-max agreement, the 
 0.32 -> 0.98). For every valid id / length the masks and lookups are the same values as
 before (bit for bit, float32), so only the graph changes; an id ``>= V`` or a length ``> T``
 is an error of the caller, as it was.
+
+TensorFlow, Keras and the seqkit modules that import them and NumPy are imported inside the
+functions that use them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from seqkit.errors import SeqkitError
+from seqkit.export.tflite import check_modes
 
 FORMATS = ("tflite", "saved_model", "all")
 STATES = ("explicit", "internal")
@@ -59,8 +60,6 @@ class ExportOptions:
         Raises:
             SeqkitError: naming the flag and the fix.
         """
-        from seqkit.export.tflite import check_modes
-
         if self.fmt not in FORMATS:
             raise SeqkitError(f"--format {self.fmt}: expected one of {', '.join(FORMATS)}.")
         if self.state not in STATES:

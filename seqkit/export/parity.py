@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from seqkit.progress import progress
+
 
 def padded_pairs(prep, examples: list):
     """``(inputs [N, T] int32, valid [N, T] bool)``: the head's training inputs for ``examples``
@@ -36,8 +38,6 @@ def padded_pairs(prep, examples: list):
 
 def stream_logits(step_fn, reset_fn, x: np.ndarray) -> np.ndarray:
     """Run ``x [N, T]`` through a step model one position at a time: logits ``[N, T, C]``."""
-    from seqkit.progress import progress
-
     reset_fn(x.shape[0])
     out = []
     with progress(x.shape[1], "parity check", "steps") as bar:

@@ -19,6 +19,9 @@ What is rewritten:
 
 Anything else of seqkit's or a plugin's (``max`` pooling, ``FrameMask`` of frame inputs, the
 seq2seq decoder, plugin cells) has no stock equivalent: the export refuses and names it.
+
+TensorFlow, Keras and the seqkit modules that import them and NumPy are imported inside the
+functions that use them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import copy
 import os
 
 from seqkit.errors import SeqkitError
+from seqkit.training.train import load_model
 
 #: seqkit classes saved as the Keras class they subclass (same weights, same maths)
 STOCK_RNN = {"seqkit>FusedLSTM": "LSTM", "seqkit>FusedGRU": "GRU"}
@@ -195,8 +199,6 @@ def export_portable_keras(run_dir: str, out: str, *, overwrite: bool = False,
     """
     import keras
     import numpy as np
-
-    from seqkit.training.train import load_model
 
     path = os.path.join(out, MODEL_FILE)
     real_out, real_run = os.path.realpath(out), os.path.realpath(run_dir)

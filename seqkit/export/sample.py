@@ -17,6 +17,8 @@ float lists), ``label``, ``tags``, ``target``, and ``where`` (file *name* and li
 directory). :func:`seqkit.export.writer.load_for_export` reads the run's data when it is there, and this sample when it
 is not (a run directory copied to another machine); ``--calibration FILE`` / ``--parity FILE``
 (JSON Lines, one such record per line) replace either part.
+
+NumPy is imported inside the functions that use it, so importing this module does not load it.
 """
 
 from __future__ import annotations
@@ -25,9 +27,11 @@ import json
 import os
 
 from seqkit import log
+from seqkit.data.records import Record
 from seqkit.errors import DataError, SeqkitError
-
+from seqkit.export.calibration import calibration_records
 from seqkit.runs.rundir import EXPORT_SAMPLE as SAMPLE_FILE  # noqa: E402 (one of the run's own names)
+from seqkit.runs.rundir import atomic_write_text, strict_json
 FORMAT = "seqkit export sample"
 VERSION = 1
 #: the records kept for calibration (the default --calibration-examples)
@@ -61,8 +65,6 @@ def record_from_json(obj: dict, where: str):
     """
     import numpy as np
 
-    from seqkit.data.records import Record
-
     if not isinstance(obj, dict):
         raise SeqkitError(f"{where}: expected a JSON object with fields {', '.join(_FIELDS)}.")
     unknown = sorted(set(obj) - set(_FIELDS) - {"where"})
@@ -78,9 +80,6 @@ def record_from_json(obj: dict, where: str):
 def write_export_sample(prep, run_dir: str) -> str:
     """Write ``run_dir/export_sample.json`` (see the module docstring) from ``prep``'s splits;
     staged and renamed. Returns its path."""
-    from seqkit.export.calibration import calibration_records
-    from seqkit.runs.rundir import atomic_write_text, strict_json
-
     held_out = prep.splits.get("test") or prep.splits.get("valid") or prep.splits.get("train") or []
     sample = {"format": FORMAT, "version": VERSION, "seed": int(prep.recipe.seed),
               "calibration": [record_to_json(r) for r in calibration_records(prep, CALIBRATION_RECORDS)]

@@ -36,6 +36,10 @@ records through ``reset`` + ``step``, :func:`seqkit.export.calibration.stateful_
 ``int16x8`` does not: TF 2.21's calibration records no range for ``reset``'s
 int32 ``rows`` ("Empty min/max for tensor reset_rows:0"). A converter failure is
 reported with the converter's own message and the offer of the explicit-state model.
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow; the TFLite converters are looked up in
+:mod:`seqkit.export.tflite` at each call, so they can be replaced there.
 """
 
 from __future__ import annotations
@@ -45,7 +49,11 @@ import shutil
 
 import numpy as np
 
-from seqkit.errors import SeqkitError
+from seqkit.errors import SeqkitError, refuse_bidirectional
+from seqkit.export.archive import stepper_for
+from seqkit.export.calibration import stateful_samples
+from seqkit.registry import HEADS
+from seqkit.runtime.streaming import StreamingModel
 
 STATE_OPS = ("ASSIGN_VARIABLE", "READ_VARIABLE", "VAR_HANDLE")
 
@@ -59,8 +67,6 @@ def check_stateful_request(prep, *, fmt: str, full_sequence: bool, batch: int, r
     """
     head = prep.recipe.head.type
     if not prep.head.internal_state:
-        from seqkit.registry import HEADS
-
         which = ", ".join(n for n in HEADS.names() if HEADS.get(n).internal_state)
         raise SeqkitError(
             f"--state internal: supported for the step models of {which} runs; this run's head "
@@ -75,8 +81,6 @@ def check_stateful_request(prep, *, fmt: str, full_sequence: bool, batch: int, r
                           "SavedModel keeps explicit states. Use --format tflite or --format all "
                           "(all: SavedModel with explicit states, TFLite with internal state).")
     if prep.recipe.model.bidirectional:
-        from seqkit.errors import refuse_bidirectional
-
         raise refuse_bidirectional(run_dir)
     if batch < 1:
         raise SeqkitError(f"--batch {batch}: the state's batch must be at least 1.")
@@ -93,8 +97,6 @@ def build_stateful_archive(prep, model, batch: int = 1, stepper=None):
     """
     import keras
     import tensorflow as tf
-
-    from seqkit.export.archive import stepper_for
 
     st = stepper or stepper_for(prep, model)
     names, sizes = st.state_names(), st.state_sizes()
@@ -186,9 +188,7 @@ def export_stateful_tflite(prep, model, tmp: str, meta: dict, case, quantize: st
     so it is compared with Keras only. ``stepper``: the step view to export (default the head's;
     a full-integer export passes its cell-state scaling, :mod:`seqkit.export.cell_scaling`).
     """
-    from seqkit.export.calibration import stateful_samples
     from seqkit.export.tflite import convert_step
-    from seqkit.runtime.streaming import StreamingModel
 
     sm_dir = os.path.join(tmp, "stateful_saved_model")
     archive, _ = build_stateful_archive(prep, model, batch, stepper)

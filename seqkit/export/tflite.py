@@ -22,11 +22,17 @@ than falling back to float. With ``io_type="int"`` the model's float inputs and 
 (frames, states, logits, an encoder's memory) become int8 / int16 too, read and written with
 each tensor's ``scale`` and ``zero_point`` (``real = scale * (q - zero_point)``; the runtimes
 do it, :mod:`seqkit.runtime.quantization`); token ids stay int32.
+
+TensorFlow, Keras and the seqkit modules that import them, NumPy and LiteRT are imported inside the
+functions that use them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations
 
+import re
+
 from seqkit.errors import SeqkitError
+from seqkit.export.unrolled import while_ops
 
 QUANTIZE = ("none", "float16", "dynamic-range", "int8", "int16x8")
 FULL_INTEGER = ("int8", "int16x8")
@@ -102,7 +108,6 @@ def convert_signature(saved_model_dir: str, quantize: str = "none",
         if not representative:
             raise SeqkitError(f"--quantize {quantize}: no calibration samples (the training split "
                               f"gave none); full-integer quantization needs them.")
-        from seqkit.export.unrolled import while_ops
 
         loops = while_ops(saved_model_dir, keys)
         if loops:
@@ -124,8 +129,6 @@ def convert_signature(saved_model_dir: str, quantize: str = "none",
         data = conv.convert()
     except Exception as exc:  # the converter raises ConverterError with the op list
         if quantize in FULL_INTEGER:
-            import re
-
             empty = re.findall(r"Empty min/max for tensor ([^\s.]+)", str(exc))
             if empty:
                 raise SeqkitError(
@@ -156,8 +159,6 @@ def convert_signature(saved_model_dir: str, quantize: str = "none",
 def unquantizable_ops(message: str) -> list[str]:
     """Op names a converter error says lack an integer kernel (``'tfl.while'`` -> ``WHILE``),
     sorted, distinct; empty when the message names none."""
-    import re
-
     found = re.findall(r"'(?:tfl|tf)\.([A-Za-z0-9_]+)' op", message)
     found += re.findall(r"[Qq]uantization (?:to 16x8-bit )?(?:is )?not (?:yet )?supported for op:? "
                         r"'?([A-Za-z0-9_.]+)", message)

@@ -10,6 +10,9 @@ because ``T`` is pinned). The model then has no ``WHILE`` and its quantized ops 
 the step model's. :func:`while_ops` finds a loop that remains (a layer that is not a
 ``keras.layers.RNN``, or an in-graph Viterbi's ``tf.scan``) so the export can refuse it
 before the quantizer runs.
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations

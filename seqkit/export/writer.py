@@ -32,6 +32,10 @@ A CRF tagger (``head.crf: true``): ``predict`` (SavedModel, and the
 the graph besides the emissions ``logits``; the step model outputs emissions, and
 ``metadata.json`` carries ``crf`` (``transitions``, ``start``, ``end``) for the runtime's
 Viterbi at the end of each sequence.
+
+TensorFlow, Keras and the seqkit modules that import them and NumPy are imported inside the
+functions that use them, so importing this module does not load TensorFlow; the TFLite converters
+are looked up in :mod:`seqkit.export.tflite` at each call, so they can be replaced there.
 """
 
 from __future__ import annotations
@@ -40,12 +44,33 @@ import contextlib
 import os
 import shutil
 
+import seqkit
 from seqkit import log
-from seqkit.errors import SeqkitError
-from seqkit.runs.rundir import strict_json
-
+from seqkit.data.subword import SUBWORD_MODEL
+from seqkit.data.vocab import END_ID, PAD_ID, START_ID, UNK_ID
+from seqkit.errors import DataError, SeqkitError, refuse_bidirectional
+from seqkit.export import embedded_metadata
+from seqkit.export.archive import build_archive, build_full_sequence_archive, predict_input_spec, stepper_for
+from seqkit.export.calibration import calibration_records, full_sequence_samples, step_samples
+from seqkit.export.cell_scaling import scaled_stepper, stepper_inputs
+from seqkit.export.embedded_metadata import versioned
+from seqkit.export.frame_lengths import LENGTHS
+from seqkit.export.id_lookups import gathered_ids
 from seqkit.export.options import (DEFAULT_AGREEMENT, DEFAULT_TOLERANCE, FORMATS, STATES,  # noqa: F401
                                    ExportOptions)
+from seqkit.export.parity import ParityCase, stream_logits
+from seqkit.export.sample import SAMPLE_FILE, read_export_sample, read_records_file
+from seqkit.export.stateful import check_stateful_request, export_stateful_tflite
+from seqkit.export.tflite import FULL_INTEGER, verify_default
+from seqkit.export.unrolled import unrolled
+from seqkit.inference.serving import text_unsupported
+from seqkit.outputs import check_export_folder
+from seqkit.runs.lifecycle import remove_stale_exports
+from seqkit.runs.rundir import strict_json
+from seqkit.runtime.full_sequence import FullSequenceModel
+from seqkit.runtime.streaming import StreamingModel
+from seqkit.runtime.viterbi import viterbi
+from seqkit.training.train import load_run
 
 
 @contextlib.contextmanager
@@ -54,8 +79,6 @@ def staged_dir(out: str):
     replace ``out`` with it (an existing ``out`` is removed first: the caller checked
     ``--overwrite``). Whatever happens, no ``.partial`` directory is left behind, and those of
     exports whose process died (killed mid-export) are removed first."""
-    from seqkit.runs.lifecycle import remove_stale_exports
-
     tmp = f"{out.rstrip(os.sep)}.partial-{os.getpid()}"
     remove_stale_exports(os.path.dirname(os.path.abspath(tmp)))
     shutil.rmtree(tmp, ignore_errors=True)
@@ -77,8 +100,6 @@ def check_out(out: str, run_dir: str, overwrite: bool) -> None:
     Raises:
         SeqkitError: naming the directory and the fix.
     """
-    from seqkit.outputs import check_export_folder
-
     real_out, real_run = os.path.realpath(out), os.path.realpath(run_dir)
     if os.path.exists(out) and (real_out == real_run or real_run.startswith(real_out + os.sep)):
         raise SeqkitError(f"--out {out}: that is the run directory or a folder holding it; an "
@@ -105,8 +126,6 @@ def check_out(out: str, run_dir: str, overwrite: bool) -> None:
 
 def _carries_metadata(path: str) -> bool:
     """Whether the ``.tflite`` at ``path`` carries seqkit's embedded metadata (an export's model)."""
-    from seqkit.export import embedded_metadata
-
     try:
         return embedded_metadata.read(path, validate=False) is not None
     except SeqkitError:
@@ -128,9 +147,6 @@ def metadata_for(prep, stepper, quantize: str, full_sequence: dict | None = None
     import keras
     import tensorflow as tf
 
-    import seqkit
-    from seqkit.data.vocab import END_ID, PAD_ID, START_ID, UNK_ID
-
     def describe(spec):
         return {"name": spec.name, "dtype": spec.dtype.name, "shape": spec.shape.as_list(),
                 "kind": "token" if spec.dtype.is_integer else "frame"}
@@ -151,8 +167,6 @@ def metadata_for(prep, stepper, quantize: str, full_sequence: dict | None = None
         "recipe": prep.recipe.to_dict(),
     }
     if d.tokenizer == "sentencepiece":  # the model file beside metadata.json (write_subword_models)
-        from seqkit.data.subword import SUBWORD_MODEL
-
         meta["subword_model"] = SUBWORD_MODEL
         meta["subword"] = prep.head.tokenizer.describe()
     if full_sequence:
@@ -160,7 +174,6 @@ def metadata_for(prep, stepper, quantize: str, full_sequence: dict | None = None
                                  "input": describe(full_sequence["spec"])}
     meta["logits_index"] = prep.head.logits_index  # which list the logits' columns index
     meta.update(prep.head.export_metadata(stepper, bool(full_sequence)))  # labels, output, ...
-    from seqkit.export.embedded_metadata import versioned
 
     return versioned(meta, tokenization=meta.get("token_mode") or d.tokenizer)
 
@@ -199,8 +212,6 @@ def crf_metadata(model) -> dict | None:
 
 
 def _viterbi_rows(z, lengths, crf: dict) -> list:
-    from seqkit.runtime.viterbi import viterbi
-
     w = [crf[k] for k in ("transitions", "start", "end")]
     return [viterbi(z[i, :n], *w) for i, n in enumerate(lengths)]
 
@@ -246,8 +257,6 @@ def export_run(run_dir: str, out: str, options: ExportOptions | None = None, **k
     prep, model = load_for_export(run_dir, calibration=o.calibration, parity=o.parity)
     calib = calibration_for(prep, o.quantize, o.calibration_examples)
     if o.state == "internal":
-        from seqkit.export.stateful import check_stateful_request
-
         check_stateful_request(prep, fmt=o.fmt, full_sequence=o.full_sequence, batch=o.batch, run_dir=run_dir)
     return prep.head.export(prep, model, out, o, calib)
 
@@ -311,17 +320,7 @@ def write_step_export(prep, model, out: str, options: ExportOptions, calib: list
     import numpy as np
     import tensorflow as tf
 
-    from seqkit.export import embedded_metadata
-    from seqkit.export.archive import (build_archive, build_full_sequence_archive, predict_input_spec,
-                                       stepper_for)
-    from seqkit.export.parity import ParityCase, stream_logits
-    from seqkit.export.calibration import full_sequence_samples, step_samples
     from seqkit.export.tflite import convert_signature, convert_step, op_names
-    from seqkit.export.id_lookups import gathered_ids
-    from seqkit.export.unrolled import unrolled
-    from seqkit.runtime.full_sequence import FullSequenceModel
-    from seqkit.runtime.streaming import StreamingModel
-    from seqkit.inference.serving import text_unsupported
 
     fmt, quantize, full_sequence = options.fmt, options.quantize, options.full_sequence
     tolerance, min_agreement = options.tolerance, options.min_agreement
@@ -338,13 +337,9 @@ def write_step_export(prep, model, out: str, options: ExportOptions, calib: list
                           "--state internal); this export has none. Add --full-sequence or drop them.")
     can_step = prep.head.has_stepper() and not prep.recipe.model.bidirectional
     if prep.recipe.model.bidirectional and not full_sequence and fmt != "saved_model":
-        from seqkit.errors import refuse_bidirectional
-
         raise refuse_bidirectional(run_dir)  # fail before writing anything
     scaled = scaling = None
     if quantize == "int8" and options.cell_scaling and can_step and not full_sequence:
-        from seqkit.export.cell_scaling import scaled_stepper, stepper_inputs
-
         scaled, scaling = scaled_stepper(stepper_for(prep, model), *stepper_inputs(prep, calib))
     length = (length or prep.recipe.data.max_length) if full_sequence else None
     held_out = prep.splits.get("test") or prep.splits.get("valid") or prep.splits["train"]
@@ -427,8 +422,6 @@ def write_step_export(prep, model, out: str, options: ExportOptions, calib: list
                 # full-integer frames: a lengths input marks the padding (no int is NaN)
                 lengths_in = bool(calib) and fs["spec"].dtype == tf.float32
                 if lengths_in:
-                    from seqkit.export.frame_lengths import LENGTHS
-
                     meta["full_sequence"]["lengths"] = {"name": LENGTHS, "dtype": "int32", "shape": [batch]}
                 # full integer: no WHILE to quantize, int32 ids read by GATHER alone, float 1 / 0
                 # masks applied by arithmetic (int16x8 has no SELECT_V2 / CAST kernel; int8's
@@ -451,8 +444,6 @@ def write_step_export(prep, model, out: str, options: ExportOptions, calib: list
                 if crf is not None:
                     tflite_tags = runner.predict_tags([case.x[i, : n] for i, n in enumerate(case.lengths)])
             elif state == "internal":
-                from seqkit.export.stateful import export_stateful_tflite
-
                 data, report["tflite"], z = export_stateful_tflite(prep, model, tmp, meta, case,
                                                                    quantize, batch, conv_dir,
                                                                    calibration=calib, io_type=io_type,
@@ -469,7 +460,6 @@ def write_step_export(prep, model, out: str, options: ExportOptions, calib: list
                     tflite_tags = _viterbi_rows(z, case.lengths, crf)
             if conv_dir != sm_dir:
                 shutil.rmtree(conv_dir)
-            from seqkit.export.tflite import verify_default
 
             meta["verified"] = verify_default(data)  # LiteRT's default interpreter (XNNPACK on) ran it
             data = embedded_metadata.embed(data, meta, subword_files(prep, meta))  # the file describes itself
@@ -503,9 +493,6 @@ def calibration_for(prep, quantize: str, n: int) -> list | None:
     Raises:
         SeqkitError: the run's training split is empty.
     """
-    from seqkit.export.calibration import calibration_records
-    from seqkit.export.tflite import FULL_INTEGER
-
     if quantize not in FULL_INTEGER:
         return None
     recs = calibration_records(prep, n)
@@ -555,10 +542,6 @@ def load_for_export(run_dir: str, *, calibration: str | None = None, parity: str
         SeqkitError: the data is missing and so is the sample (naming both and the fix), or a
             records file is bad.
     """
-    from seqkit.errors import DataError
-    from seqkit.export.sample import SAMPLE_FILE, read_export_sample, read_records_file
-    from seqkit.training.train import load_run
-
     given = {"train": read_records_file(calibration) if calibration else None,
              "test": read_records_file(parity) if parity else None}
     if all(v is not None for v in given.values()):

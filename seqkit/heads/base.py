@@ -32,6 +32,9 @@ and everything after training, so every command works for a head from a plugin
 * :attr:`Head.table_columns` / :meth:`Head.table_record` let the ``table`` source
   feed the head, and :meth:`Head.check_recipe` refuses recipe keys the head cannot
   apply.
+
+TensorFlow, Keras and the seqkit modules that import them and NumPy are imported inside the
+functions that use them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations
@@ -42,6 +45,15 @@ from typing import ClassVar, Iterator
 from pydantic import BaseModel
 
 from seqkit.cells.base import NoOptions
+from seqkit.data.lines import split_lines
+from seqkit.data.records import Record
+from seqkit.data.subword import TextTokenizer
+from seqkit.errors import DataError, SeqkitError
+from seqkit.export.writer import write_step_export
+from seqkit.inference.serving import TextFunctions, text_reason
+from seqkit.progress import keras_evaluate
+from seqkit.registry import HEADS
+from seqkit.runs.rundir import json_line
 
 
 class Head(abc.ABC):
@@ -141,9 +153,6 @@ class Head(abc.ABC):
         """
         tok = self.__dict__.get("_tokenizer")
         if tok is None:
-            from seqkit.data.subword import TextTokenizer
-            from seqkit.errors import SeqkitError
-
             d = self.recipe.data
             if d.tokenizer == "sentencepiece":
                 raise SeqkitError("data.tokenizer sentencepiece: the model is trained by fit() on "
@@ -157,8 +166,6 @@ class Head(abc.ABC):
 
     def fit_tokenizer(self, texts) -> None:
         """Train the input tokenizer on the training split's ``texts`` (sentencepiece only)."""
-        from seqkit.data.subword import TextTokenizer
-
         d = self.recipe.data
         self.tokenizer = TextTokenizer.fit(d.tokenizer, d.lowercase, texts, d.subword)
 
@@ -173,8 +180,6 @@ class Head(abc.ABC):
         Raises:
             seqkit.errors.RunDirError: ``sentencepiece`` and no readable ``subword.model``.
         """
-        from seqkit.data.subword import TextTokenizer
-
         d = self.recipe.data
         self.tokenizer = TextTokenizer.load(run_dir, d.tokenizer, d.lowercase)
 
@@ -210,8 +215,6 @@ class Head(abc.ABC):
 
     def evaluate(self, model, records: list) -> dict:
         """Exact metrics of ``model`` on ``records`` (default: ``model.evaluate`` + :meth:`summarize`)."""
-        from seqkit.progress import keras_evaluate
-
         return self.summarize(keras_evaluate(model, self.dataset(records, training=False)))
 
     def baselines(self, prep) -> dict:
@@ -232,8 +235,6 @@ class Head(abc.ABC):
             config: the validated core recipe (``seqkit.recipe.RecipeModel``).
             options: the head's validated :attr:`Options`.
         """
-        from seqkit.registry import HEADS
-
         def those(attr, sep=" or "):
             names = [n for n in HEADS.names() if getattr(HEADS.get(n), attr, False)]
             return sep.join(names) or "no registered head"
@@ -273,8 +274,6 @@ class Head(abc.ABC):
         Raises:
             seqkit.errors.DataError: a bad row (naming ``row.where``).
         """
-        from seqkit.errors import DataError
-
         raise DataError(f"{row.where}: the head '{cls.__name__}' reads no tables.")
 
     # ---------------------------------------------------------------- answers
@@ -292,10 +291,6 @@ class Head(abc.ABC):
         Raises:
             seqkit.errors.SeqkitError: malformed input, or an input format the head cannot read.
         """
-        from seqkit.data.lines import split_lines
-        from seqkit.data.records import Record
-        from seqkit.errors import SeqkitError
-
         if input_format not in ("auto", "text"):
             raise SeqkitError(f"{name}: --input-format {input_format}: this run's head reads text, "
                               f"one sequence per line (--input-format text).")
@@ -315,8 +310,6 @@ class Head(abc.ABC):
         Raises:
             seqkit.errors.SeqkitError: the head answers no raw input (the default).
         """
-        from seqkit.errors import SeqkitError
-
         raise SeqkitError(f"head '{self.recipe.head.type}' does not answer raw input with `predict`"
                           + (f"; use `seqkit {self.answers}`." if self.answers else "."))
 
@@ -324,8 +317,6 @@ class Head(abc.ABC):
         """One output line for one :meth:`predict` result: ``fmt`` ``"jsonl"`` (the dict as one JSON
         line, without probabilities unless asked) or ``"text"`` (default: the values of the keys
         other than ``where`` and the probabilities, tab-separated)."""
-        from seqkit.runs.rundir import json_line
-
         hidden = ("probability", "probabilities")
         if fmt == "jsonl":
             return json_line({k: v for k, v in result.items() if probabilities or k not in hidden})
@@ -343,8 +334,6 @@ class Head(abc.ABC):
             seqkit.errors.SeqkitError: the head has no step model (the default), e.g. a
                 bidirectional encoder.
         """
-        from seqkit.errors import SeqkitError
-
         raise SeqkitError(f"head '{self.recipe.head.type}' has no step model to export; export it as "
                           f"a full-sequence model (--full-sequence) instead.")
 
@@ -367,8 +356,6 @@ class Head(abc.ABC):
             seqkit.errors.SeqkitError: an option the head cannot honour, a conversion failure, or
                 a parity failure (nothing is written then).
         """
-        from seqkit.export.writer import write_step_export
-
         return write_step_export(prep, model, out, options, calibration)
 
     def export_metadata(self, stepper, full_sequence: bool) -> dict:
@@ -418,7 +405,6 @@ class Head(abc.ABC):
         vocabulary tokens, :func:`seqkit.inference.serving.text_reason`)."""
         if self.text_role is None:
             return f"its head '{self.recipe.head.type}' has no text signatures"
-        from seqkit.inference.serving import text_reason
 
         return text_reason(self)
 
@@ -431,9 +417,6 @@ class Head(abc.ABC):
         Raises:
             seqkit.errors.SeqkitError: the head has no text signatures (:meth:`text_unsupported`).
         """
-        from seqkit.errors import SeqkitError
-        from seqkit.inference.serving import TextFunctions
-
         why = self.text_unsupported()
         if why is not None:
             raise SeqkitError(f"this run cannot serve text: {why}.")
@@ -453,6 +436,4 @@ class Head(abc.ABC):
         Raises:
             seqkit.errors.SeqkitError: the head has no runtime (the default), or a bad request.
         """
-        from seqkit.errors import SeqkitError
-
         raise SeqkitError(f"{export}: head '{metadata.get('head')}' has no streaming runtime.")

@@ -10,6 +10,9 @@ them as a third argument, ``step_fn(token, states, extras)``, when ``extras``
 (a list of ``[B, ...]`` tensors) is passed to :func:`decode` or
 :func:`beam_search`; beam search repeats each row once per beam (row ``b``
 becomes rows ``b*K .. b*K+K-1``), so beams never see another example's memory.
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations

@@ -26,14 +26,21 @@ sequence (line breaks inside it are not split, unlike a file given to ``seqkit p
 Inputs longer than the run's ``data.max_length`` follow ``head.too_long`` (``truncate``;
 ``split``: tagged in pieces; ``refuse``: the call fails with ``InvalidArgumentError`` naming
 the limit); a seq2seq source that long is refused, as by ``seqkit predict``.
+
+TensorFlow, Keras and the seqkit modules that import them and NumPy are imported inside the
+functions that use them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations
 
 import functools
 
+from seqkit.data.base import text_tokenizer
+from seqkit.data.text_ids import TextEncoder
 from seqkit.data.vocab import END_ID, PAD_ID, START_ID
 from seqkit.errors import SeqkitError
+from seqkit.inference.decoding import decode
+from seqkit.registry import HEADS
 
 def text_unsupported(prep) -> str | None:
     """Why the run cannot take raw text (a sentence for messages), or None when it can: the
@@ -100,8 +107,6 @@ class TextFunctions:
     roles = ROLES
 
     def __init__(self, prep, model, *, role: str, max_length: int | None = None):
-        from seqkit.data.text_ids import TextEncoder
-
         why = text_unsupported(prep)
         if why is not None:
             raise SeqkitError(f"this run cannot serve text: {why}.")
@@ -109,8 +114,6 @@ class TextFunctions:
         r = prep.recipe
         d = r.data
         if role in ("classify", "tag"):
-            from seqkit.data.base import text_tokenizer
-
             self.encoder = TextEncoder(prep.head.vocab, tokenizer=text_tokenizer(r), lowercase=d.lowercase,
                                        lower_tokens=True)
         else:
@@ -208,8 +211,6 @@ class TextFunctions:
         """``generate_text`` of a language model: ``{text [B]}``, prompt + greedy continuation."""
         import tensorflow as tf
 
-        from seqkit.inference.decoding import decode
-
         text = tf.convert_to_tensor(text, tf.string)
         tokens, ids = self.encoder.encode(text)
         st = self.prep.head.stepper(self.model)
@@ -265,8 +266,6 @@ def serving_model(prep, model, *, greedy: bool = False, max_length: int | None =
     fns = prep.head.text_functions(prep, model, max_length=max_length)
     names = list(fns.signatures)
     if greedy and "generate_text" not in names[1:]:
-        from seqkit.registry import HEADS
-
         which = " or ".join(n for n in HEADS.names() if HEADS.get(n).text_role == "transduce")
         raise SeqkitError(f"serving_model(greedy=True) is for runs with a greedy signature beside their "
                           f"beam search ({which}; a generating head's text model is always greedy); "

@@ -15,12 +15,19 @@ Each word is encoded on its own, so one step (``[B, 1 + W]``) gives exactly the 
 full sequence (``[B, T, 1 + W]``) gives at that position: the step model calls this layer.
 The Keras mask is ``word id != 0`` (``[...]`` bool). A padding word (all zeros) still reads
 its first character slot, so no character sequence is empty; its vector is masked downstream.
+
+Keras is imported at the top (this module defines Keras classes); TensorFlow only in the functions
+that call it.
 """
 
 from __future__ import annotations
 
 import keras
 from keras import ops
+
+from seqkit.cells.base import CellSpec
+from seqkit.export.id_lookups import id_mask
+from seqkit.registry import CELLS
 
 
 @keras.saving.register_keras_serializable(package="seqkit")
@@ -43,8 +50,6 @@ class CharWordEmbedding(keras.layers.Layer):
                  units: int, cell: str = "lstm", bidirectional: bool = True, max_chars: int = 20,
                  **kwargs):
         super().__init__(**kwargs)
-        from seqkit.cells.base import CellSpec
-        from seqkit.registry import CELLS
 
         self.vocab_size, self.embedding_dim = int(vocab_size), int(embedding_dim)
         self.char_vocab_size, self.char_dim = int(char_vocab_size), int(char_dim)
@@ -139,8 +144,6 @@ class CharWordEmbedding(keras.layers.Layer):
         """
         import tensorflow as tf
 
-        from seqkit.export.id_lookups import id_mask
-
         ids = tf.cast(inputs, tf.int32) if inputs.dtype != tf.int32 else inputs
         rows = max(self.vocab_size, self.char_vocab_size)
 
@@ -161,8 +164,6 @@ class CharWordEmbedding(keras.layers.Layer):
 
     def lookup_mask(self, inputs, mask_dtype="bool"):
         """:meth:`compute_mask` as ``gather(keep, packed)[..., 0]`` (see :meth:`lookup_call`)."""
-        from seqkit.export.id_lookups import id_mask
-
         return id_mask(inputs, max(self.vocab_size, self.char_vocab_size), mask_dtype)[..., 0]
 
     def compute_mask(self, inputs, mask=None):

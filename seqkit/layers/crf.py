@@ -28,6 +28,11 @@ Decoded tags at masked steps are 0.
 The layer itself passes the emissions through unchanged (so every consumer of the
 ``logits`` -- step exports, streaming -- keeps working) and holds ``A``, ``start`` and
 ``end``; :class:`CRFTaggerModel` trains them with the CRF negative log-likelihood.
+
+Keras is imported at the top (this module defines Keras classes); TensorFlow and
+:mod:`seqkit.training.losses` only in the functions that use them (a top-level ``from ... import
+name`` of a seqkit Keras module can meet a half-imported module when :mod:`seqkit._keras_hook`
+runs).
 """
 
 from __future__ import annotations

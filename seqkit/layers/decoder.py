@@ -17,13 +17,18 @@ encoder memory ``h [B, S, Hm]`` with mask ``[B, S]``:
 Training runs the same step over the teacher-forced inputs in a
 ``tf.while_loop``; generation calls :meth:`Seq2SeqDecoder.step` through
 :mod:`seqkit.inference.decoding`, so the two paths share every weight and formula.
+
+Keras is imported at the top (this module defines Keras classes); TensorFlow and ``keras.ops`` only
+in the functions that call them.
 """
 
 from __future__ import annotations
 
 import keras
 
+from seqkit.cells.base import CellSpec
 from seqkit.layers import attention as _attention  # the module, not its names: see seqkit/_keras_hook.py
+from seqkit.registry import CELLS
 
 
 @keras.saving.register_keras_serializable(package="seqkit")
@@ -56,8 +61,6 @@ class Seq2SeqDecoder(keras.layers.Layer):
                  attention: str = "none", attention_units: int | None = None,
                  cell_options: dict | None = None, dropout: float = 0.0, **kwargs):
         super().__init__(**kwargs)
-        from seqkit.cells.base import CellSpec
-        from seqkit.registry import CELLS
 
         self.vocab_size, self.embedding_dim = int(vocab_size), int(embedding_dim)
         self.cell_name, self.units, self.num_layers = cell, int(units), int(layers)

@@ -14,6 +14,9 @@ the bias is ``[2, 3H]``: input bias (row 0) and recurrent bias (row 1).
 Masking and fallbacks as :class:`~seqkit.layers.fused_lstm.FusedLSTM`
 (:func:`seqkit.layers.fused_rnn.fast_path_ok`), plus ``reset_after=False`` falls
 back to Keras.
+
+Keras is imported at the top (this module defines Keras classes); TensorFlow only in the functions
+that call it.
 """
 
 from __future__ import annotations

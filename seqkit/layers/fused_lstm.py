@@ -20,6 +20,9 @@ path does not apply: a GPU (cuDNN is faster), recurrent dropout, activations
 other than ``tanh``/``sigmoid``, no bias, ``unroll``, or a non-float32 dtype.
 A saved model names this class; its weights are ``keras.layers.LSTM``'s, so
 ``layer.cell`` steps exactly as before (streaming, export).
+
+Keras is imported at the top (this module defines Keras classes); TensorFlow only in the functions
+that call it.
 """
 
 from __future__ import annotations

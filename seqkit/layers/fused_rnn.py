@@ -3,6 +3,9 @@ projection of all steps in one matmul, and Keras's outputs at padded steps.
 
 Used by :class:`seqkit.layers.fused_lstm.FusedLSTM` and
 :class:`seqkit.layers.fused_gru.FusedGRU`; each adds its own recurrence and BPTT.
+
+Keras is imported at the top (this module defines Keras classes); TensorFlow only in the functions
+that call it.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ import os
 import threading
 
 import keras
+
+from seqkit.runs.provenance import cpu_flags, cpu_kind
 
 #: ``SEQKIT_RNN_XLA``: ``auto`` (default), ``1`` or ``0``; see :func:`use_xla`.
 XLA_ENV = "SEQKIT_RNN_XLA"
@@ -103,8 +108,6 @@ _BELOW_AVX512 = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2")
 
 @functools.lru_cache(maxsize=1)
 def _cpu_kind() -> str:
-    from seqkit.runs.provenance import cpu_flags, cpu_kind
-
     return cpu_kind(cpu_flags())
 
 

@@ -4,6 +4,9 @@
 on each layer's input (non-recurrent dropout, Zaremba et al. 2014) and the
 mask carried through. Layers are named ``rnn_0``, ``rnn_1``, ... so step
 models can find their cells.
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations

@@ -12,6 +12,9 @@ In training, every call of a layer with ``weight_drop = p > 0`` uses
 for the LSTM, 3H for the GRU) drawn from the cell's seed generator; the gradient reaches ``U``
 through the mask. At inference ``U`` is used as it is (the 1 / (1 - p) scaling keeps its
 expected value), so step models, exports and generation are unchanged.
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations

@@ -15,11 +15,15 @@ positions a seqkit language model is scored on.
 
 from __future__ import annotations
 
+import bz2
 import collections
+import lzma
 import math
+import zlib
 from typing import Iterable, Sequence
 
 from seqkit.data.vocab import END_ID, START_ID
+from seqkit.metrics.perplexity import perplexity
 
 
 class NGramLM:
@@ -77,27 +81,19 @@ class NGramLM:
     def perplexity(self, sequences: Iterable[Sequence[int]]) -> float:
         """``exp(NLL / tokens)`` (:func:`seqkit.metrics.perplexity.perplexity`: ``inf``, not an
         ``OverflowError``, above 709.78 nats)."""
-        from seqkit.metrics.perplexity import perplexity
-
         total, count = self.nll(sequences)
         return perplexity(total / max(count, 1))
 
 
 def _xz(data: bytes) -> bytes:
-    import lzma
-
     return lzma.compress(data, preset=9 | lzma.PRESET_EXTREME)
 
 
 def _bzip2(data: bytes) -> bytes:
-    import bz2
-
     return bz2.compress(data, 9)
 
 
 def _zlib(data: bytes) -> bytes:
-    import zlib
-
     return zlib.compress(data, 9)
 
 

@@ -8,6 +8,9 @@ Precision, recall and F1 per class ``c`` (Manning, Raghavan & Schuetze 2008, sec
 classes of the training label set (a class never predicted and never true is
 left out). Entity-level F1 for BIO/BIOES tags is ``seqeval``'s (Ramshaw & Marcus
 1995 chunks; strict mode for BIOES).
+
+The seqeval package is imported inside the functions that use it, so importing this module does not
+load it.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from __future__ import annotations
 import collections
 
 import numpy as np
+
+from seqkit.errors import SeqkitError
 
 
 def accuracy(true: list, pred: list) -> float:
@@ -85,8 +90,6 @@ def entity_scores(true_seqs: list, pred_seqs: list, scheme: str) -> dict:
         from seqeval.metrics import f1_score, precision_score, recall_score
         from seqeval.scheme import IOBES
     except ImportError as exc:
-        from seqkit.errors import SeqkitError
-
         raise SeqkitError("entity-level F1 needs the seqeval package: pip install seqeval") from exc
     norm = lambda seqs: [[t.replace("_", "-", 1) if t != "O" else t for t in s] for s in seqs]  # noqa: E731
     t, p = norm(true_seqs), norm(pred_seqs)

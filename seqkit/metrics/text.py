@@ -1,7 +1,9 @@
 """BLEU (Papineni et al. 2002) and chrF (Popović 2015) of text outputs, through ``sacrebleu``
 (Post 2018) with its defaults: BLEU-4 with the ``13a`` tokenizer, brevity penalty and ``exp``
 smoothing; chrF with character 6-grams and beta = 2. ``sacrebleu`` is an optional dependency
-(the ``text`` extra)."""
+(the ``text`` extra).
+
+The optional package sacrebleu is imported where used, so seqkit works without it."""
 
 from __future__ import annotations
 

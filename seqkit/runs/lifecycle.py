@@ -18,6 +18,8 @@
   (an old run whose replacement never took its name is put back) by the next
   training into the same parent folder (:func:`remove_stale`); the same goes for
   ``OUT.partial-PID`` folders of interrupted exports (:func:`remove_stale_exports`).
+
+The POSIX-only modules fcntl and pwd are imported where used, behind ``except ImportError``.
 """
 
 from __future__ import annotations

@@ -4,12 +4,19 @@ A figure moves with the code (float rounding of a kernel, a reseeded dropout) an
 with the CPU (vector extensions change the order of floating-point sums), so every run
 records, under ``metrics["machine"]``, the versions that trained it and the CPU it ran on.
 ``bench/machine.py`` (benchmarks) reads the CPU the same way.
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations
 
 import os
 import platform
+from importlib.metadata import PackageNotFoundError, version
+
+from seqkit.plugins import PLUGINS, provenance
+from seqkit.runs.rundir import atomic_write_json
 
 #: x86 vector extensions worth naming beside a figure, as ``/proc/cpuinfo`` spells them.
 FLAGS = ("avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")
@@ -66,8 +73,6 @@ def machine() -> dict:
     (1-minute, at the call; None where the OS has none), "gpus" (TensorFlow's visible GPUs)}``.
     Strings and numbers only, JSON-ready. Imports TensorFlow (a run has already). A resumed
     run records the process that finished it."""
-    from importlib.metadata import PackageNotFoundError, version
-
     import keras
     import tensorflow as tf
 
@@ -89,9 +94,6 @@ def machine() -> dict:
 
 def write_provenance(run_path: str, recipe) -> None:
     """Write ``plugins.json`` into a run directory when the recipe uses plugins (else nothing)."""
-    from seqkit.plugins import PLUGINS, provenance
-    from seqkit.runs.rundir import atomic_write_json
-
     items = provenance(recipe)
     if items:
         atomic_write_json(os.path.join(run_path, PLUGINS), items)

@@ -4,6 +4,9 @@ Every method calls the functions the command line calls (``seqkit evaluate``, ``
 ``predict``, ``attention``, ``export`` are thin layers over this class), so results, checks and
 error messages are the CLI's. Nothing is printed: warnings (unknown tokens, skipped lines) go to
 the ``seqkit`` logger (see :mod:`seqkit.log`). TensorFlow is imported on first use.
+
+NumPy, and :mod:`seqkit.arguments` under its short name ``a``, are imported inside the functions
+that use them, so importing this module does not load NumPy.
 """
 
 from __future__ import annotations
@@ -11,7 +14,23 @@ from __future__ import annotations
 import os
 from typing import NamedTuple
 
+from seqkit._quiet import import_tensorflow_quietly
 from seqkit.errors import SeqkitError
+from seqkit.export.options import FORMATS, ExportOptions
+from seqkit.export.portable import export_portable_keras
+from seqkit.export.writer import export_run
+from seqkit.guards import check_model_matches, check_writable
+from seqkit.inference.decoding import check_beam_args
+from seqkit.inference.serving import serving_model, text_unsupported
+from seqkit.outputs import check_export_folder, export_lock
+from seqkit.recipe import load_recipe
+from seqkit.registry import HEADS
+from seqkit.runs.lifecycle import RunLock, Staging, check_target, remove_stale, split_run_path
+from seqkit.runs.provenance import write_provenance
+from seqkit.runs.rundir import (BEST, HISTORY, METRICS, RECIPE, STATE, RunDir, atomic_save_model,
+                                atomic_write_json, atomic_write_text, read_json)
+from seqkit.training.train import (compile_model, count_parameters, evaluate_model, load_model, load_run,
+                                   prepare)
 
 
 class Alignment(NamedTuple):
@@ -52,8 +71,6 @@ def check_decoding_options(*, greedy: bool, beam_width: int | None, length_penal
         SeqkitError: ``greedy`` together with a beam-search option, or ``n_best`` above
             ``beam_width`` and other bad beam values (:func:`seqkit.inference.decoding.check_beam_args`).
     """
-    from seqkit.inference.decoding import check_beam_args
-
     beam_asked = beam_width is not None or length_penalty is not None or n_best is not None \
         or min_length is not None
     if greedy and beam_asked:
@@ -78,8 +95,6 @@ class Run:
     """
 
     def __init__(self, path):
-        from seqkit.runs.rundir import RunDir
-
         self.path = os.fspath(path)
         RunDir(self.path).check()
         self._prep = self._model = None
@@ -93,16 +108,11 @@ class Run:
     def _load(self, with_data: bool = False):
         """``(prep, model)`` as :func:`seqkit.training.train.load_run` gives them (kept after the first call)."""
         if self._model is None:
-            from seqkit._quiet import import_tensorflow_quietly
-            from seqkit.training.train import load_run
-
             import_tensorflow_quietly()  # TF's C++ start-up lines are not ours to print
 
             self._prep, self._model = load_run(self.path, with_data=with_data)
             self._has_data = with_data
         elif with_data and not self._has_data:
-            from seqkit.training.train import prepare
-
             self._prep = prepare(self._prep.recipe, run_dir=self.path, read_data=True)
             self._has_data = True
         return self._prep, self._model
@@ -112,8 +122,6 @@ class Run:
         """The run's resolved :class:`seqkit.Recipe` (its ``plugins:`` are not imported)."""
         if self._prep is not None:
             return self._prep.recipe
-        from seqkit.recipe import load_recipe
-        from seqkit.runs.rundir import RECIPE
 
         return load_recipe(os.path.join(self.path, RECIPE), load_plugins=False)
 
@@ -147,8 +155,6 @@ class Run:
         Raises:
             RunDirError: the file is not JSON.
         """
-        from seqkit.runs.rundir import METRICS, read_json
-
         saved = read_json(os.path.join(self.path, METRICS), default={})
         return saved if isinstance(saved, dict) else {}
 
@@ -157,7 +163,6 @@ class Run:
         heads that do and the command this run's head answers with."""
         if prep.head.answers == verb:
             return
-        from seqkit.registry import HEADS
 
         titles = [getattr(HEADS.get(n), "title", None) or n for n in HEADS.names()
                   if HEADS.get(n).answers == verb]
@@ -204,17 +209,12 @@ class Run:
                 ``metrics.json`` is damaged (RunDirError); ``dynamic`` on a run that is not a
                 stream-layout language model; a ``dynamic_*`` value the recipe key would refuse.
         """
-        from seqkit.runs.rundir import METRICS, read_json
-        from seqkit.training.train import evaluate_model
-
         if split not in ("test", "valid", "train"):
             raise SeqkitError(f"split {split!r}: expected 'test', 'valid' or 'train'.")
         given = {"dynamic_lr": dynamic_lr, "dynamic_rule": dynamic_rule, "dynamic_decay": dynamic_decay,
                  "dynamic_chunk": dynamic_chunk}
         ev = None
         if dynamic or any(v is not None for v in given.values()):  # checked before anything loads
-            from seqkit.registry import HEADS
-
             resolve = getattr(HEADS.get(self.recipe.head.type), "resolve_dynamic", None)
             if resolve is None:
                 raise SeqkitError(f"{self.path}: --dynamic needs a language model trained with "
@@ -347,8 +347,6 @@ class Run:
             return self.transduce(text, beam_width=beam_width, n_best=n_best or 1,
                                   length_penalty=length_penalty, name=name)
         if beam_width is not None or n_best is not None or length_penalty is not None:
-            from seqkit.registry import HEADS
-
             which = " or ".join(n for n in HEADS.names() if HEADS.get(n).answers == "transduce")
             raise SeqkitError(f"{self.path}: --beam-width/--n-best/--length-penalty are for {which} runs; "
                               f"this run's head is '{prep.recipe.head.type}'.")
@@ -376,8 +374,6 @@ class Run:
             SeqkitError: not a seq2seq run; ``n_best > beam_width``; no source; a source longer
                 than the run's ``data.max_length``.
         """
-        from seqkit.inference.decoding import check_beam_args
-
         text = _texts(sources, "transduce")
         prep, model = self._load()
         self._need(prep, "transduce")
@@ -437,8 +433,6 @@ class Run:
             SeqkitError: the run reads frames, not text, or has a plugin head; ``greedy`` for a
                 head other than seq2seq; ``max_length`` for a head other than the language model.
         """
-        from seqkit.inference.serving import serving_model, text_unsupported
-
         prep, model = self._load()
         why = text_unsupported(prep)
         if why is not None:
@@ -494,11 +488,7 @@ class Run:
             SeqkitError: bad arguments; ``out`` exists (without ``overwrite``) or is not writable;
                 an op TFLite lacks; a parity failure (nothing is written then).
         """
-        from seqkit._quiet import import_tensorflow_quietly
-        from seqkit.guards import check_writable
-
         import_tensorflow_quietly()
-        from seqkit.export.options import FORMATS, ExportOptions
 
         if format not in FORMATS + ("keras",):
             raise SeqkitError(f"--format {format}: expected one of {', '.join(FORMATS + ('keras',))}.")
@@ -512,7 +502,6 @@ class Run:
             options.check()  # before anything loads
         out = os.fspath(out) if out is not None else os.path.join("exports", self.recipe.name)
         check_writable(out, "export")  # before the conversion, which takes a while
-        from seqkit.outputs import check_export_folder, export_lock
 
         check_export_folder(out)  # not inside a run directory, not a symbolic link
         with export_lock(out):  # a second export into the same folder fails at once
@@ -521,13 +510,9 @@ class Run:
     def _export(self, out: str, options) -> dict:
         """:meth:`export`'s work, under the export folder's lock."""
         if options.fmt == "keras":
-            from seqkit.export.portable import export_portable_keras
-
             report = export_portable_keras(self.path, out, overwrite=options.overwrite,
                                            tolerance=options.tolerance)
         else:
-            from seqkit.export.writer import export_run
-
             report = export_run(self.path, out, options)
         return report
 
@@ -558,13 +543,6 @@ class Run:
                 replace; another process is writing it.
             SeqkitError: ``pre`` holds no data, or the model does not fit its vocabulary/labels.
         """
-        from seqkit.guards import check_model_matches
-        from seqkit.runs.provenance import write_provenance
-        from seqkit.runs.lifecycle import RunLock, Staging, check_target, remove_stale, split_run_path
-        from seqkit.runs.rundir import (BEST, HISTORY, METRICS, RECIPE, STATE, atomic_save_model,
-                                   atomic_write_json, atomic_write_text)
-        from seqkit.training.train import compile_model, count_parameters, evaluate_model, load_model
-
         prep = getattr(pre, "prepared", pre)
         if not getattr(prep, "splits", None):
             raise SeqkitError("Run.from_model: the preprocessing holds no data; pass the one "

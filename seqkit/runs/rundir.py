@@ -34,6 +34,9 @@ stops on a non-finite loss (:mod:`seqkit.training.train`), so a ``null`` marks o
 figure that is genuinely undefined or beyond float range (e.g. the perplexity
 ``exp(cross_entropy)`` of a cross-entropy above 709.78 nats, beyond float64:
 :mod:`seqkit.metrics.perplexity`).
+
+The seqkit modules ``seqkit --help`` does not load are imported inside the functions that use them,
+since ``seqkit --help`` imports this module.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ import json
 import math
 import os
 import shutil
+import zipfile
 
 from seqkit.errors import RunDirError
 
@@ -149,8 +153,6 @@ def atomic_save_model(model, path: str, state: dict | None = None) -> None:
     belongs to are replaced in one rename: a run killed between writing ``last.keras``
     and ``state.json`` still resumes from a consistent point (:meth:`RunDir.resume_point`).
     """
-    import zipfile
-
     tmp = path[: -len(".keras")] + ".tmp.keras"
     model.save(tmp)
     if state is not None:
@@ -176,8 +178,6 @@ def damaged(path: str, problem: str) -> RunDirError:
 
 def read_checkpoint_state(path: str) -> dict | None:
     """The state stored in a ``.keras`` checkpoint by :func:`atomic_save_model` (``None``: none)."""
-    import zipfile
-
     try:
         with zipfile.ZipFile(path) as z:
             if CHECKPOINT_STATE not in z.namelist():

@@ -15,6 +15,10 @@ from __future__ import annotations
 import numpy as np
 
 from seqkit.errors import SeqkitError
+from seqkit.export.metadata_schema import check_model
+from seqkit.export.tflite import interpreter
+from seqkit.runtime.quantization import codecs
+from seqkit.runtime.streaming import load_export
 
 
 class FullSequenceModel:
@@ -32,10 +36,6 @@ class FullSequenceModel:
 
     def __init__(self, export_dir: str | None = None, *, model_bytes: bytes | None = None,
                  metadata: dict | None = None):
-        from seqkit.export.tflite import interpreter
-
-        from seqkit.runtime.streaming import load_export
-
         model, metadata = load_export(export_dir, model_bytes, metadata)
         fs = metadata.get("full_sequence")
         if not fs:
@@ -48,11 +48,9 @@ class FullSequenceModel:
         # full-integer frame exports: padding marked by a lengths input, not NaN
         self.lengths_name = (fs.get("lengths") or {}).get("name")
         self.interpreter = interpreter(model)
-        from seqkit.export.metadata_schema import check_model
 
         check_model(metadata, self.interpreter, str(export_dir or "this export"))  # untrusted: checked
         self.runner = self.interpreter.get_signature_runner("predict")
-        from seqkit.runtime.quantization import codecs
 
         self._codec_in = codecs(self.runner.get_input_details())  # int I/O: scale / zero point
         self._codec_out = codecs(self.runner.get_output_details())

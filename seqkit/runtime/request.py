@@ -13,7 +13,10 @@ import dataclasses
 import math
 from typing import Iterator
 
+from seqkit.data.base import read_input
 from seqkit.errors import SeqkitError
+from seqkit.registry import HEADS, RegistryError
+from seqkit.runtime.streaming import read_export_metadata
 
 
 @dataclasses.dataclass
@@ -68,7 +71,6 @@ class StreamRequest:
         """
         if self.text is not None:
             return self.name or "<input>", self.text
-        from seqkit.data.base import read_input
 
         name, text = read_input(self.input_path or "-")
         return self.name or name, text
@@ -83,9 +85,6 @@ def stream_export(export: str, request: StreamRequest) -> Iterator[str]:
             a head that is not registered here (named, with how to provide it), or a request the
             head refuses.
     """
-    from seqkit.registry import HEADS, RegistryError
-    from seqkit.runtime.streaming import read_export_metadata
-
     request.check()
     metadata = read_export_metadata(export)
     name = metadata.get("head")

@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from seqkit.errors import SeqkitError
+from seqkit.runtime.quantization import TensorCodec
 from seqkit.runtime.streaming import StreamingModel
 
 
@@ -52,7 +53,6 @@ class StatefulStreamingModel(StreamingModel):
         except (KeyError, TypeError, ValueError) as exc:
             raise SeqkitError("metadata.json of a --state internal export lacks 'batch'; export the "
                               "run again.") from exc
-        from seqkit.runtime.quantization import TensorCodec
 
         step, reset = it.get_signature_runner("step"), it.get_signature_runner("reset")
         ins, outs = step.get_input_details(), step.get_output_details()

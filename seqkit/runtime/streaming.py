@@ -25,7 +25,12 @@ import os
 
 import numpy as np
 
+from seqkit import arguments as a
 from seqkit.errors import SeqkitError
+from seqkit.export import embedded_metadata
+from seqkit.export.metadata_schema import check_model, validate
+from seqkit.export.tflite import interpreter
+from seqkit.runtime.quantization import codecs
 
 MODEL, METADATA = "model.tflite", "metadata.json"
 
@@ -69,8 +74,6 @@ def read_export_metadata(path: str | None) -> dict:
             metadata and no ``metadata.json``, an unreadable ``metadata.json``, or a
             ``metadata.json`` that differs from the embedded metadata.
     """
-    from seqkit.export import embedded_metadata
-
     model = export_model_path(path)
     embedded = embedded_metadata.read(model, validate=True)  # untrusted: checked
     beside = os.path.join(os.path.dirname(model), METADATA)
@@ -98,7 +101,6 @@ def read_export_metadata(path: str | None) -> dict:
                           f"the two was edited or replaced, and seqkit will not guess which describes "
                           f"the model. Delete {METADATA} to use the model's own copy (`seqkit inspect "
                           f"--metadata {model}` prints it), or export the run again.")
-    from seqkit.export.metadata_schema import validate
 
     return embedded if embedded is not None else validate(meta, beside)  # untrusted: checked
 
@@ -114,8 +116,6 @@ def load_export(export_dir: str | None, model_bytes: bytes | None, metadata: dic
     """
     if model_bytes is not None:
         if metadata is None:
-            from seqkit.export import embedded_metadata
-
             metadata = embedded_metadata.read(model_bytes)
             if metadata is None:
                 raise SeqkitError("these model bytes carry no seqkit metadata; pass metadata= (the "
@@ -159,8 +159,6 @@ class StreamingModel:
 
     def __init__(self, export_dir: str | None = None, *, model_bytes: bytes | None = None,
                  metadata: dict | None = None):
-        from seqkit.export.tflite import interpreter
-
         model, metadata = self.__dict__.pop("_loaded", None) or load_export(export_dir, model_bytes, metadata)
         self.metadata = metadata
         if metadata.get("artefact") == "encoder_decoder":
@@ -176,7 +174,6 @@ class StreamingModel:
             self.interpreter = interpreter(model)
         except ValueError as exc:
             raise SeqkitError(f"{export_dir}: {MODEL} is not a valid TFLite model ({exc}).") from exc
-        from seqkit.export.metadata_schema import check_model
 
         check_model(metadata, self.interpreter, str(export_dir or "this export"))  # untrusted: checked
         try:
@@ -200,7 +197,6 @@ class StreamingModel:
         signature runner, with the same results.
         """
         it = self.interpreter
-        from seqkit.runtime.quantization import codecs
 
         runner = it.get_signature_runner("step")
         ins, outs = runner.get_input_details(), runner.get_output_details()
@@ -285,8 +281,6 @@ class StreamingModel:
         Returns:
             The new ids, without the prompt; for a line model they end before the end id.
         """
-        from seqkit import arguments as a
-
         max_length, top_k = a.whole("max_length", max_length, 0), a.whole("top_k", top_k, 0)
         temperature = a.real("temperature", temperature, 0, low_open=True)
         end_id = int(self.metadata["special_ids"]["end"])

@@ -8,6 +8,9 @@
 
 The recipe's ``training.batch_size`` is the *global* batch; each of the
 ``num_replicas_in_sync`` replicas gets ``batch_size / replicas`` examples per step.
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations

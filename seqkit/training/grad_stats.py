@@ -10,9 +10,14 @@ Per epoch the history gains ``grad_norm_mean``, ``grad_norm_max`` and
 ``clip_fraction`` (the fraction of steps where ``||g|| > tau``; 0 without
 ``clipnorm``). Accumulators are plain ``tf.Variable``s kept outside the
 optimizer's tracked state, so checkpoints and ``--resume`` are unchanged.
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations
+
+from seqkit import log
 
 
 class GradientStats:
@@ -121,8 +126,6 @@ def callback(stats: GradientStats):
                 logs.update(result)
             warning = explosion_warning(epoch + 1, result)
             if warning:
-                from seqkit import log
-
                 log.warn(warning)
 
     return GradientStatsCallback()

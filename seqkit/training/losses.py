@@ -17,6 +17,9 @@ dearest parts of a training step (a softmax over ``V`` per position).
 the tensor the loss computed in the same step, and
 :class:`MaskedPerplexity` can read another metric's sums, so the exact epoch
 metrics add no second or third softmax.
+
+Keras is imported at the top (this module defines Keras classes); TensorFlow only in the functions
+that call it.
 """
 
 from __future__ import annotations

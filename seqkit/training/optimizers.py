@@ -9,6 +9,9 @@ must see the gradient of the whole batch. Keras 3.15 clips each replica's
 whenever clipping is active. These subclasses sum the replicas' gradients
 first, clip the sum, and skip Keras's second all-reduce; on one device they
 are exactly the Keras optimizers.
+
+Keras is imported at the top (this module defines Keras classes); TensorFlow and Keras's clipping
+helper only in the functions that call them.
 """
 
 from __future__ import annotations

@@ -19,6 +19,9 @@ Formulas, with ``eta`` = ``training.learning_rate`` (the peak), ``W`` = ``warmup
   value (the checkpoint's: ``val_cross_entropy`` or ``val_loss``) is not below
   ``best - min_delta`` for ``patience`` epochs in a row, ``lr <- max(lr * factor, eta_min)``;
   then ``cooldown`` epochs during which no epoch counts as waiting.
+
+Keras is imported at the top (this module defines Keras classes); ``keras.ops`` only in the
+functions that call it.
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ from __future__ import annotations
 import math
 
 import keras
+
+from seqkit import log
+from seqkit.errors import RecipeError
 
 
 def _warmed(step, peak, warmup):
@@ -110,8 +116,6 @@ def make_schedule(t, steps_per_epoch: int | None):
         RecipeError: ``cosine`` without ``decay_steps`` when the run's length is unknown, or
             a warm-up as long as the whole run.
     """
-    from seqkit.errors import RecipeError
-
     sc = t.schedule
     if sc is None or sc.type in ("constant", "plateau"):
         return t.learning_rate
@@ -208,7 +212,6 @@ def plateau_callback(t, monitor: str, past=()):
             after = self.state.update((logs or {}).get(monitor))
             if after != before:
                 self.model.optimizer.learning_rate = after
-                from seqkit import log
 
                 log.info(f"epoch {epoch + 1}: {monitor} has not improved for {self.state.patience} "
                          f"epochs; learning rate {before:g} -> {after:g}")

@@ -20,7 +20,11 @@ import dataclasses
 import math
 import os
 
-from seqkit.errors import RecipeError
+from seqkit.errors import RecipeError, SeqkitError
+from seqkit.guards import check_writable
+from seqkit.runs.lifecycle import check_target
+from seqkit.runs.rundir import atomic_write_json
+from seqkit.training.train import train
 
 SPLITS = ("valid", "test")
 
@@ -106,12 +110,6 @@ def train_seeds(recipe, n: int, base: str | None = None, *, overwrite: bool = Fa
         SeqkitError: ``n < 1``; and what :func:`seqkit.training.train.train` raises (a run that exists
             without ``overwrite`` is refused before anything is trained).
     """
-    from seqkit.errors import SeqkitError
-    from seqkit.guards import check_writable
-    from seqkit.runs.rundir import atomic_write_json
-    from seqkit.runs.lifecycle import check_target
-    from seqkit.training.train import train
-
     if n < 1:
         raise SeqkitError(f"--seeds {n}: give a number of seeds >= 1.")
     base = base if base is not None else os.path.join("runs", recipe.name)

@@ -3,26 +3,37 @@
 The public entry points are :func:`prepare` (data, splits, vocabulary, head),
 :func:`train` (a whole run into a run directory, or ``resume``) and
 :func:`load_run` (what ``evaluate`` and ``generate`` start from).
+
+TensorFlow, Keras and the seqkit modules that import them, NumPy and PyYAML are imported inside the
+functions that use them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import random
 import tempfile
 import time
 import warnings
+import zipfile
 from dataclasses import dataclass, field
 
 from seqkit import log
 from seqkit.data.split import assemble_splits
 from seqkit.data.vocab import Vocabulary
 from seqkit.errors import DataError, RunDirError, SeqkitError
+from seqkit.export.sample import write_export_sample
+from seqkit.guards import build_model, check_model_matches
+from seqkit.plugins import keras_classes_needed
 from seqkit.recipe import Recipe, load_recipe
 from seqkit.registry import DATA, HEADS
-from seqkit.runs.provenance import machine
-from seqkit.runs.rundir import (BEST, HISTORY, LAST, LOGS, METRICS, RECIPE, STATE, RunDir,
-                           atomic_save_model, atomic_write_json, atomic_write_text, read_json)
+from seqkit.runs.lifecycle import RunLock, Staging, check_target, remove_stale, split_run_path
+from seqkit.runs.provenance import machine, write_provenance
+from seqkit.runs.rundir import (BEST, HISTORY, LAST, LOGS, METRICS, RECIPE, STATE, RunDir, atomic_save_model,
+                                atomic_write_json, atomic_write_text, read_json)
+from seqkit.training import grad_stats
+from seqkit.training.distribute import make_distribution
 
 # A bucketed dataset has no known length until its first pass; Keras then warns that the
 # "input ran out of data" at the end of it, which is expected here.
@@ -106,8 +117,6 @@ def reseed_epoch(model, seed: int, epoch: int) -> None:
     not in the checkpoint, and need not be. TensorFlow's global generator is not reseeded:
     Keras's TensorFlow backend draws only stateless random ops from seed generators.
     """
-    import random
-
     import numpy as np
     from keras.src.backend.common import global_state
     from keras.src.random.seed_generator import GLOBAL_SEED_GENERATOR
@@ -219,8 +228,6 @@ def compile_model(prep: Prepared, model=None, *, steps_per_epoch: int | None = N
     serves evaluation, gets the constant ``training.learning_rate``).
     """
     from seqkit.training.losses import share_cross_entropy
-
-    from seqkit.guards import build_model
 
     model = model if model is not None else build_model(prep)  # too large / a failing plugin: named
     t = prep.recipe.training
@@ -399,9 +406,6 @@ def train(recipe: Recipe, run_path: str, *, resume: bool = False, overwrite: boo
             recipe or data); or the run is not resumable.
         SeqkitError: bad data or recipe; interrupted.
     """
-    from seqkit.training.distribute import make_distribution
-    from seqkit.runs.lifecycle import RunLock
-
     t = recipe.training
     dist = make_distribution(t.distribute)  # before anything else touches TF's devices
     seed_everything(recipe.seed, t.deterministic)
@@ -414,8 +418,6 @@ def train(recipe: Recipe, run_path: str, *, resume: bool = False, overwrite: boo
 def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, verbose: int) -> dict:
     """The body of :func:`train` (under the run directory's lock in the chief)."""
     import keras
-
-    from seqkit.runs.lifecycle import Staging, check_target, remove_stale, split_run_path
 
     t = recipe.training
     run, stage, replaces = RunDir(run_path), None, None
@@ -451,8 +453,6 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
                  if _needs_run_length(t) and not resume else None)
         model = load_model(run.file(LAST)) if resume else compile_model(prep, steps_per_epoch=steps)
     if resume:
-        from seqkit.guards import check_model_matches
-
         check_model_matches(prep, model, run.file(LAST))  # not a last.keras from another run
     exact = "cross_entropy" if any(m.name == "cross_entropy" for m in prep.head.metrics()) else "loss"
     monitor = f"val_{exact}" if has_valid else exact
@@ -487,8 +487,6 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
     # stopping's last epoch) only finishes: it trains no further epoch
     train_more = state.get("epoch", 0) < t.epochs
     if t.diagnostics:  # gradient norms into the epoch's logs, before ckpt writes history.json
-        from seqkit.training import grad_stats
-
         callbacks.insert(0, grad_stats.callback(grad_stats.attach(model.optimizer)))
     if t.early_stopping is not None and t.early_stopping.patience > 0:
         # a resumed run starts from the patience count and best value its epochs so far left, so
@@ -524,7 +522,6 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
                 stage.create()
             atomic_write_text(out.file(RECIPE), recipe.to_yaml())
             prep.head.save_assets(out.path)
-            from seqkit.runs.provenance import write_provenance
 
             write_provenance(out.path, recipe)  # plugins.json: what a reload needs, named
         if train_more:
@@ -575,7 +572,6 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
         if prep.splits[split]:
             metrics[split] = evaluate_model(prep, best, split)
     metrics["baselines"] = prep.head.baselines(prep)
-    from seqkit.export.sample import write_export_sample
 
     write_export_sample(prep, run.path)  # what export needs of the data, for a run copied without it
     atomic_write_json(run.file(METRICS), metrics)
@@ -707,10 +703,6 @@ def load_model(path: str):
     try:
         return keras.saving.load_model(path, safe_mode=True)
     except Exception as exc:
-        import zipfile
-
-        from seqkit.plugins import keras_classes_needed
-
         try:  # a .keras file is a zip archive: a cut-off or overwritten one fails here
             with zipfile.ZipFile(path) as z:
                 damaged = z.testzip()
@@ -746,7 +738,6 @@ def load_run(run_path: str, with_data: bool = False):
     prep = prepare(recipe, run_dir=run_path, read_data=with_data)
     prep.run_dir = run_path
     model = load_model(run.file(BEST))
-    from seqkit.guards import check_model_matches
 
     check_model_matches(prep, model, run.file(BEST))  # not a model.keras from another run
     compile_model(prep, model)

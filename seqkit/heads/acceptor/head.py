@@ -10,6 +10,9 @@ or a masked mean/max) -> ``logits [B, C]``. Cross-entropy with hard targets
 
 Figures: accuracy and macro-F1 (plus a confusion matrix with
 ``head.confusion_matrix: true``); baseline: the majority class of training.
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations
@@ -20,11 +23,16 @@ from typing import Literal
 
 import numpy as np
 
-from seqkit.metrics import classification as M
+from seqkit.data.records import Record
+from seqkit.data.vocab import tokenize
+from seqkit.errors import DataError, RunDirError
 from seqkit.heads.sequence.head import SequenceHead
 from seqkit.heads.sequence.inputs import SequenceHeadOptions
 from seqkit.layers.stack import apply_stack, make_plugin
+from seqkit.metrics import classification as M
 from seqkit.registry import register_head
+from seqkit.runs.rundir import atomic_write_json, read_json
+from seqkit.training.class_weights import CLASS_WEIGHTS, resolve_class_weights
 
 
 class AcceptorOptions(SequenceHeadOptions):
@@ -55,10 +63,6 @@ class AcceptorHead(SequenceHead):
     @classmethod
     def table_record(cls, row, data, options):
         """A row's text (split by ``data.tokenizer``) and label."""
-        from seqkit.data.records import Record
-        from seqkit.data.vocab import tokenize
-        from seqkit.errors import DataError
-
         toks = tokenize(row.text("text_column"), data.tokenizer)
         if not toks:
             raise DataError(f"{row.where}: the text has no tokens; remove the row.")
@@ -74,26 +78,17 @@ class AcceptorHead(SequenceHead):
 
     # ---------------------------------------------------------------- class weights
     def fit(self, train):
-        from seqkit.training.class_weights import resolve_class_weights
-
         super().fit(train)
         self.class_weights = resolve_class_weights(self.recipe.training.class_weight, self.labels.names,
                                                    [r.label for r in train])
 
     def save_assets(self, run_dir):
-        from seqkit.training.class_weights import CLASS_WEIGHTS
-        from seqkit.runs.rundir import atomic_write_json
-
         super().save_assets(run_dir)
         if getattr(self, "class_weights", None) is not None:
             atomic_write_json(os.path.join(run_dir, CLASS_WEIGHTS),
                               dict(zip(self.labels.names, self.class_weights)))
 
     def load_assets(self, run_dir):
-        from seqkit.training.class_weights import CLASS_WEIGHTS
-        from seqkit.errors import RunDirError
-        from seqkit.runs.rundir import read_json
-
         super().load_assets(run_dir)
         self.class_weights = None
         if self.recipe.training.class_weight is not None:

@@ -17,13 +17,20 @@ of squared gradients over training chunks (:func:`gradient_stats`, computed once
 decay rates of :func:`decay_rates`: ``RMS = sqrt(MS)`` divided by its mean, clipped at
 ``1 / decay`` so that no weight moves past ``theta_g``. ``decay = 0`` in the ``sgd`` rule is plain
 SGD, today's rule (Mikolov et al. 2010's dynamic evaluation).
+
+Keras comes in with :mod:`seqkit.layers.fused_rnn`; TensorFlow, pydantic's ``ValidationError`` and
+:mod:`seqkit.heads.language_model.stream` are imported only in the functions that use them (a
+top-level ``from ... import name`` of a seqkit Keras module can meet a half-imported module when
+:mod:`seqkit._keras_hook` runs).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from seqkit.errors import SeqkitError
 from seqkit.layers import fused_rnn
+from seqkit.recipe import EvaluationConfig
 
 RULES = ("sgd", "rms")
 
@@ -220,9 +227,6 @@ def resolve_options(evaluation, **overrides):
             accepted values (the same message from the Python API and the CLI).
     """
     from pydantic import ValidationError
-
-    from seqkit.errors import SeqkitError
-    from seqkit.recipe import EvaluationConfig
 
     given = {k: v for k, v in overrides.items() if v is not None}
     unknown = sorted(set(given) - set(OVERRIDES))

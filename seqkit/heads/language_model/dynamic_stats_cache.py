@@ -15,6 +15,10 @@ A file whose key differs is recomputed and replaced; one that cannot be read, or
 not match the model, is ignored with a logged warning and replaced. It is written to
 a staging file of its own (``dynamic_stats.npz.<pid>.tmp``) and renamed into place; a directory that cannot be written is evaluated
 all the same (logged, nothing stored).
+
+The gradient statistics' module (:mod:`seqkit.heads.language_model.dynamic_eval`, which imports
+Keras) is imported inside the function that uses it, so importing this module does not load
+TensorFlow.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ import json
 import os
 
 import numpy as np
+
+from seqkit import log
 
 #: The cache file's name inside a run directory (one of :data:`seqkit.runs.rundir.RUN_NAMES`).
 CACHE = "dynamic_stats.npz"
@@ -137,7 +143,6 @@ def cached_gradient_stats(model, data, max_chunks: int | None = None, run_dir: s
         ValueError: as ``gradient_stats`` (no training chunk). A cache file that cannot be read or
             written raises nothing (logged).
     """
-    from seqkit import log
     from seqkit.heads.language_model import dynamic_eval
 
     if run_dir is None:

@@ -1,9 +1,15 @@
-"""Text generation from a trained language-model run."""
+"""Text generation from a trained language-model run.
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow.
+"""
 
 from __future__ import annotations
 
 from seqkit import log
+from seqkit.data.stream import decode_lines, prompt_ids
 from seqkit.data.vocab import END_ID, START_ID, UNK_ID, tokenize
+from seqkit.inference.decoding import beam_search, check_beam_args, decode
 
 
 #: The attribute of a Keras model that holds its traced generation loops (see :func:`_traced`).
@@ -48,8 +54,6 @@ def _is_stream(prep) -> bool:
 
 def _encode_stream_prompt(prep, prompt: str) -> list[int]:
     """A stream run's prompt ids: its lines joined by ``<s>`` (:func:`seqkit.data.stream.prompt_ids`)."""
-    from seqkit.data.stream import prompt_ids
-
     d = prep.recipe.data
     ids = prompt_ids(prompt, lambda line: prep.vocab.encode(tokenize(line, d.tokenizer, d.lowercase)))
     unknown = sum(1 for i in ids if i == UNK_ID)
@@ -60,8 +64,6 @@ def _encode_stream_prompt(prep, prompt: str) -> list[int]:
 
 def _join_stream(prep, prompt: str, row) -> str:
     """A stream run's prompt (as typed) followed by its continuation, ``</s>`` printed as a line break."""
-    from seqkit.data.stream import decode_lines
-
     join = "" if prep.recipe.data.tokenizer == "char" else " "
     cont = decode_lines(prep.vocab, row, join=join)
     sep = join if prompt and cont and join and not prompt.endswith(("\n", " ")) and not cont.startswith("\n") else ""
@@ -103,8 +105,6 @@ def generate_text(prep, model, prompt: str = "", *, num: int = 1, max_length: in
         ``num`` strings: the prompt followed by its continuation.
     """
     import tensorflow as tf
-
-    from seqkit.inference.decoding import decode
 
     if _is_stream(prep):  # past line ends, the prompt's lines priming the state
         return _generate_stream(prep, model, prompt, num=num, max_length=max_length,
@@ -151,8 +151,6 @@ def generate_beam(prep, model, prompt: str = "", *, beam_width: int = 4, n_best:
     """
     import tensorflow as tf
 
-    from seqkit.inference.decoding import beam_search, check_beam_args
-
     check_beam_args(beam_width, n_best, length_penalty, min_length, max_length)
     stream = _is_stream(prep)  # the prompt's lines prime the state; the beam still ends at </s>
     ids, toks = (_encode_stream_prompt(prep, prompt), None) if stream else _encode_prompt(prep, prompt)
@@ -187,7 +185,6 @@ def _generate_stream(prep, model, prompt: str, *, num, max_length, greedy, tempe
     """:func:`generate_text` for a stream-trained run (see there)."""
     import tensorflow as tf
 
-    from seqkit.inference.decoding import decode
     from seqkit.heads.language_model.stream import prime_states
 
     ids = _encode_stream_prompt(prep, prompt)

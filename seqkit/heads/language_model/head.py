@@ -5,19 +5,40 @@ Training (teacher forcing): a recorded sequence ``w_1..w_n`` becomes inputs
 produced after reading ``w_i`` are scored against ``w_{i+1}``. The model maps
 ``tokens [B, T] int32 -> logits [B, T, V] float32``; generation takes one
 step at a time, ``(token [B], states) -> (logits [B, V], states)``.
+
+TensorFlow, Keras and the seqkit modules that import them and NumPy are imported inside the
+functions that use them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations
 
 import math
+import os
+import types
+from functools import partial
 
 from pydantic import BaseModel, ConfigDict
 
+from seqkit import log
+from seqkit.data.lazy_corpus import LazyCorpus, LazyStreamData, read_vocab_file
 from seqkit.data.markers import add_markers, drop_last
-from seqkit.data.vocab import END_ID, START_ID
+from seqkit.data.pipeline import make_dataset
+from seqkit.data.records import Record
+from seqkit.data.stream import StreamData, batchify, decode_lines, prompt_ids, token_stream
+from seqkit.data.subword import TextTokenizer
+from seqkit.data.vocab import END_ID, START_ID, UNK_ID, Vocabulary, tokenize
+from seqkit.errors import DataError, RecipeError, SeqkitError
+from seqkit.export.embedded_metadata import tokenization
+from seqkit.export.parity import padded_pairs
 from seqkit.heads.base import Head
+from seqkit.heads.language_model.dynamic_stats_cache import cached_gradient_stats
+from seqkit.heads.language_model.generate import generate_beam, generate_text
 from seqkit.layers.stack import apply_stack, make_plugin, recurrent_layers
-from seqkit.registry import register_head
+from seqkit.metrics.baselines import NGramLM, compression_perplexities
+from seqkit.metrics.perplexity import perplexity
+from seqkit.registry import CELLS, register_head
+from seqkit.runs.rundir import VOCAB
+from seqkit.runtime.streaming import StreamingModel
 
 
 def chunk_long(examples: list[str], max_tokens: int, tokenizer: str) -> tuple[list[str], int]:
@@ -41,8 +62,6 @@ def chunk_long(examples: list[str], max_tokens: int, tokenizer: str) -> tuple[li
 
 def _lazy(records) -> bool:
     """True for a :class:`~seqkit.data.lazy_corpus.LazyCorpus` (source ``text_corpus``)."""
-    from seqkit.data.lazy_corpus import LazyCorpus
-
     return isinstance(records, LazyCorpus)
 
 
@@ -90,21 +109,14 @@ class LanguageModelHead(Head):
     @classmethod
     def table_record(cls, row, data, options):
         """A row's text (one example)."""
-        from seqkit.data.records import Record
-
         return Record(text=row.text("text_column"), where=row.where)
 
     def check_records(self, records, split):
         """Lines longer than ``data.max_length - 1`` tokens are split into pieces (counted warning)."""
-        from seqkit import log
-        from seqkit.data.records import Record
-
         d = self.recipe.data
         if _lazy(records):  # text_corpus: read as it goes, never cut (stream layout only)
             return records
         if any(r.text is None for r in records):
-            from seqkit.errors import DataError
-
             raise DataError(f"data: the language_model head reads text lines; the source "
                             f"'{d.source}' gives tokens/frames. Use a text source (text_lines, "
                             f"pydoc_topics, or table with data.text_column).")
@@ -119,13 +131,9 @@ class LanguageModelHead(Head):
 
     def fit(self, train):
         """The vocabulary of the training split (sentencepiece: the model trained on it, and its pieces)."""
-        from seqkit.data.vocab import Vocabulary
-
         d = self.recipe.data
         if _lazy(train):  # data.vocab_file, or one bounded counting pass over the files
             self.fit_tokenizer(())  # char / whitespace (text_corpus refuses sentencepiece)
-            from seqkit import log
-            from seqkit.data.lazy_corpus import read_vocab_file
 
             if train.vocab_file:
                 self.vocab = read_vocab_file(train.vocab_file)
@@ -146,19 +154,10 @@ class LanguageModelHead(Head):
                                       min_count=d.min_count, max_size=d.max_vocab)
 
     def save_assets(self, run_dir):
-        import os
-
-        from seqkit.runs.rundir import VOCAB
-
         self.vocab.save(os.path.join(run_dir, VOCAB))
         self.save_tokenizer(run_dir)
 
     def load_assets(self, run_dir):
-        import os
-
-        from seqkit.data.vocab import Vocabulary
-        from seqkit.runs.rundir import VOCAB
-
         self.vocab = Vocabulary.load(os.path.join(run_dir, VOCAB))
         self.load_tokenizer(run_dir)
 
@@ -173,24 +172,16 @@ class LanguageModelHead(Head):
 
     def stream_data(self, records, *, columns: int, bptt: int | None = None):
         """``records`` as one token stream in ``columns`` columns (:class:`seqkit.data.stream.StreamData`)."""
-        from seqkit.data.stream import StreamData, batchify, token_stream
-
         bptt = bptt or self.recipe.training.bptt or 128
         if _lazy(records):
-            from seqkit.data.lazy_corpus import LazyStreamData
-
             return LazyStreamData(records, self.vocab, columns, bptt)
         ids = [self.vocab.encode(self.tokenizer.split(r.text)) for r in records]
         return StreamData(batchify(token_stream(ids), columns), bptt)
 
     def dataset(self, records, *, training, first_epoch=0):
-        from seqkit.data.pipeline import make_dataset
-
         r = self.recipe
         if self.stream:  # training: B = batch_size columns; scoring: one column (every token scored)
             if training and r.training.distribute.strategy != "none":
-                from seqkit.errors import RecipeError
-
                 raise RecipeError("data.layout: stream trains with its own truncated-BPTT loop, "
                                   "which does not run under training.distribute; set "
                                   "training.distribute.strategy: none.")
@@ -249,8 +240,6 @@ class LanguageModelHead(Head):
 
     def stepper(self, model) -> "LanguageModelStepper":
         """The one-token-at-a-time view of ``model`` used by generation and export."""
-        from seqkit.registry import CELLS
-
         return LanguageModelStepper(model, CELLS.get(self.recipe.model.cell).state_names)
 
     # ---------------------------------------------------------------- answers (Run.generate)
@@ -263,14 +252,10 @@ class LanguageModelHead(Head):
 
     def generate_text(self, prep, model, prompt, **options):
         """Sampled or greedy continuations (:func:`seqkit.heads.language_model.generate.generate_text`)."""
-        from seqkit.heads.language_model.generate import generate_text
-
         return generate_text(prep, model, prompt, **options)
 
     def generate_beam(self, prep, model, prompt, **options):
         """Beam-search continuations (:func:`seqkit.heads.language_model.generate.generate_beam`)."""
-        from seqkit.heads.language_model.generate import generate_beam
-
         return generate_beam(prep, model, prompt, **options)
 
     # ---------------------------------------------------------------- streaming an export
@@ -284,13 +269,6 @@ class LanguageModelHead(Head):
         Raises:
             SeqkitError: ``input`` or ``beam_width`` given (a language model continues a prompt).
         """
-        from seqkit import log
-        from seqkit.data.subword import TextTokenizer
-        from seqkit.data.vocab import START_ID, UNK_ID, Vocabulary
-        from seqkit.errors import SeqkitError
-        from seqkit.export.embedded_metadata import tokenization
-        from seqkit.runtime.streaming import StreamingModel
-
         if request.beam_width is not None:
             raise SeqkitError("--beam-width is for encoder-decoder exports; this export streams one "
                               "step model.")
@@ -305,8 +283,6 @@ class LanguageModelHead(Head):
         across = meta.get("layout") == "stream"  # a stream-trained model: the state goes on across lines
         encode = lambda text: vocab.encode(tok.split(text))  # noqa: E731
         if across:  # a prompt's lines prime the state, line breaks read as <s> (seqkit.data.stream)
-            from seqkit.data.stream import prompt_ids
-
             ids = prompt_ids(prompt, encode)
         else:
             ids = [START_ID] + encode(prompt)
@@ -321,8 +297,6 @@ class LanguageModelHead(Head):
             return
         join = "" if tokenization(meta) == "char" else " "
         if across:
-            from seqkit.data.stream import decode_lines
-
             cont = decode_lines(vocab, new, join=join)
             sep = join if prompt and cont and join and not prompt.endswith(("\n", " ")) \
                 and not cont.startswith("\n") else ""
@@ -334,10 +308,6 @@ class LanguageModelHead(Head):
     def parity_inputs(self, records, length=None):
         """Teacher-forced inputs of held-out lines (:func:`seqkit.export.parity.padded_pairs`),
         ``tokens [N, T] int32``, cut to ``length`` steps when given."""
-        import types
-
-        from seqkit.export.parity import padded_pairs
-
         x, valid = padded_pairs(types.SimpleNamespace(head=self, recipe=self.recipe, vocab=self.vocab),
                                 records)
         x, valid = x[:, :length], valid[:, :length]
@@ -346,8 +316,6 @@ class LanguageModelHead(Head):
     def parity_targets(self, records, T):
         """Next-token ids ``[N, T]`` (0: padding)."""
         import numpy as np
-
-        from seqkit.data.vocab import tokenize
 
         d = self.recipe.data
         y = np.zeros((len(records), T), np.int32)
@@ -362,19 +330,16 @@ class LanguageModelHead(Head):
         """``{"perplexity": exp(mean over valid positions of -log softmax(z)[y]), "scored"}``."""
         import numpy as np
 
-        from seqkit.metrics.perplexity import perplexity  # inf, not an overflow warning, above 709.78 nats
-
         keep = valid & (targets > 0)
         z, y = logits[keep].astype(np.float64), targets[keep]
         m = z.max(-1, keepdims=True)
         lse = (m + np.log(np.exp(z - m).sum(-1, keepdims=True)))[:, 0]
         nll = lse - z[np.arange(len(y)), y] if len(y) else np.zeros(0)
+        # perplexity(): inf, not an overflow warning, above 709.78 nats
         return {"perplexity": perplexity(nll.mean()) if len(y) else float("nan"), "scored": int(len(y))}
 
     def fit_stream(self, model):
         """``model.fit``'s stand-in for ``data.layout: stream`` (:func:`seqkit.heads.language_model.stream.fit_stream`)."""
-        from functools import partial
-
         from seqkit.heads.language_model.stream import fit_stream
 
         return partial(fit_stream, model)
@@ -411,7 +376,6 @@ class LanguageModelHead(Head):
             ValueError: the ``rms`` rule without ``train_records``; a bad value (dynamic_score).
         """
         from seqkit.heads.language_model.dynamic_eval import dynamic_score
-        from seqkit.heads.language_model.dynamic_stats_cache import cached_gradient_stats
 
         ev = options or self.recipe.evaluation
         lr = lr if lr is not None else ev.dynamic_lr
@@ -435,8 +399,6 @@ class LanguageModelHead(Head):
 
     def summarize(self, results):
         """Exact ``cross_entropy`` (nats/token), ``perplexity``, ``accuracy``, plus ``bits_per_token``."""
-        from seqkit.metrics.perplexity import perplexity
-
         out = {k: float(v) for k, v in results.items() if k != "loss"}  # loss: a mean of batch means
         if "perplexity" in out:  # float64 from the exact cross-entropy: the metric's float32 exp overflows at 88.7
             out["perplexity"] = perplexity(out["cross_entropy"])
@@ -453,12 +415,8 @@ class LanguageModelHead(Head):
         trained on the train split with the same vocabulary, and of the compressors ``xz -9e``,
         ``bzip2 -9`` and ``zlib -9`` (marginal code length of each held-out split after the
         training text; :func:`seqkit.metrics.baselines.compression_perplexities`), on valid and test."""
-        from seqkit.metrics.baselines import NGramLM, compression_perplexities
-
         d = self.recipe.data
         if _lazy(prep.splits["train"]):
-            from seqkit import log
-
             log.info("baselines: skipped for a text_corpus (the n-grams and compressors hold the "
                      "training text in memory).")
             return {}

@@ -16,6 +16,9 @@ for training and scoring alike, and seqkit's fused CPU layers
 (:mod:`seqkit.layers.fused_lstm`) leave their fast kernel when stateful.
 Any cell plugin works: the states are the layer's own, ``cell.state_size``
 in the plugin's ``state_names`` order.
+
+Keras comes in with :mod:`seqkit.layers.fused_rnn`; TensorFlow and Keras are imported by name only
+in the functions that call them.
 """
 
 from __future__ import annotations
@@ -25,8 +28,10 @@ import time
 
 import numpy as np
 
+from seqkit import log
 from seqkit.layers import fused_rnn
 from seqkit.layers.stack import recurrent_layers
+from seqkit.metrics.perplexity import perplexity
 
 
 def _n_states(cell) -> int:
@@ -130,8 +135,6 @@ def chunk_gradients(runner, weights, x, y, states, *, training: bool):
 def figures(ce_sum: float, count: float, correct: float) -> dict:
     """``cross_entropy`` (nats/token), ``perplexity`` (:func:`seqkit.metrics.perplexity.perplexity`:
     ``inf`` above 709.78 nats), ``accuracy``, ``bits_per_token``, ``tokens``."""
-    from seqkit.metrics.perplexity import perplexity
-
     ce = float(ce_sum) / max(float(count), 1.0)
     return {"cross_entropy": ce, "perplexity": perplexity(ce),
             "accuracy": float(correct) / max(float(count), 1.0),
@@ -197,8 +200,6 @@ def fit_stream(model, train, *, validation_data=None, epochs: int, initial_epoch
     """
     import keras
     import tensorflow as tf
-
-    from seqkit import log
 
     runner = StreamRunner(model)
     opt = model.optimizer

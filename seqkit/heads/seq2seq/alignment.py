@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from seqkit.data.vocab import START_ID
 from seqkit.errors import SeqkitError
 from seqkit.heads.seq2seq.decoding import Seq2SeqStepper
 
@@ -16,8 +17,6 @@ def alignment(prep, model, text: str, *, beam_width: int) -> tuple[list, list, n
     Raises:
         SeqkitError: the run was trained without attention (there are no weights to draw).
     """
-    from seqkit.data.vocab import START_ID
-
     head = prep.head
     if head.options.attention == "none":
         raise SeqkitError("this run was trained with head.attention: none; it has no attention "

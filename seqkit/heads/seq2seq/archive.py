@@ -39,11 +39,18 @@ Swift, C) can hold it as a plain float array; inside the graph it is read as
 converts to TFLite builtins only for a static shape (a WHILE loop that keeps the
 padding mask); ``decode_step`` keeps a dynamic batch so beam search can step
 ``K`` rows at once.
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations
 
 from seqkit.data.vocab import START_ID
+from seqkit.export.id_lookups import id_mask
+from seqkit.heads.seq2seq.decoding import Seq2SeqStepper
+from seqkit.inference.decoding import beam_search, check_beam_args, decode
+from seqkit.inference.serving import add_text_endpoints
 
 
 def state_names(model) -> list[str]:
@@ -88,9 +95,6 @@ def build_seq2seq_archive(prep, model, *, source_length: int | None = None, look
     import keras
     import tensorflow as tf
 
-    from seqkit.inference.decoding import beam_search, check_beam_args, decode
-    from seqkit.heads.seq2seq.decoding import Seq2SeqStepper
-
     st = Seq2SeqStepper(model)
     names, w = state_names(model), widths(model)
     f32 = lambda name, shape: tf.TensorSpec(shape, tf.float32, name=name)  # noqa: E731
@@ -104,8 +108,6 @@ def build_seq2seq_archive(prep, model, *, source_length: int | None = None, look
     def start(source):
         states, (memory, mask, keys) = st.start(source)
         if lookups:
-            from seqkit.export.id_lookups import id_mask
-
             mask = id_mask(source, source_vocab, "float32")
         return states, [memory, mask, keys]
 
@@ -145,7 +147,6 @@ def build_seq2seq_archive(prep, model, *, source_length: int | None = None, look
 
     archive.add_endpoint("generate", generate, input_signature=[i32("source", [None, None]), i32("max_length")])
     archive.add_endpoint("beam_search", beam, input_signature=[i32("source", [None, None]), i32("max_length")])
-    from seqkit.inference.serving import add_text_endpoints
 
     add_text_endpoints(archive, prep, model)
     return archive

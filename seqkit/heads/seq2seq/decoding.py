@@ -1,12 +1,18 @@
 """What an encoder-decoder run decodes with, below the head: teacher-forced pairs, the bridge from
 encoder to decoder states, the one-step decoder view and beam-search transduction. The export, its
 parity check, the runtime and the text signatures import these (never the head module, which
-imports them lazily)."""
+imports them lazily).
+
+TensorFlow, Keras and the seqkit modules that import them and NumPy are imported inside the
+functions that use them, so importing this module does not load TensorFlow."""
 
 from __future__ import annotations
 
 from seqkit.data.markers import add_markers
+from seqkit.data.pipeline import flat_column, padded_batches
 from seqkit.data.vocab import END_ID, START_ID
+from seqkit.inference.decoding import beam_search, check_beam_args
+from seqkit.progress import progress
 
 
 def seq2seq_pair(source_ids, target_ids):
@@ -41,8 +47,6 @@ def make_pair_dataset(sources: list, targets: list, *, batch_size: int, shuffle:
         padded with 0; ``decoder_inputs = [<s>] + target``, ``targets = target + [</s>]``
         (:func:`seq2seq_pair`).
     """
-    from seqkit.data.pipeline import flat_column, padded_batches
-
     src, tgt = flat_column(sources, "int32"), flat_column(targets, "int32")
     (src, dec_in), tgt = seq2seq_pair(src, tgt)
     return padded_batches([src, dec_in, tgt], [0, 0, 0], [len(s) for s in sources], batch_size=batch_size,
@@ -146,8 +150,6 @@ def transduce(model, sources, *, beam_width: int = 1, n_best: int = 1, length_pe
     import numpy as np
     import tensorflow as tf
 
-    from seqkit.inference.decoding import beam_search, check_beam_args
-
     check_beam_args(beam_width, n_best, length_penalty, 0, max_length)
     st = Seq2SeqStepper(model)
 
@@ -157,8 +159,6 @@ def transduce(model, sources, *, beam_width: int = 1, n_best: int = 1, length_pe
         start = tf.fill([tf.shape(src)[0], 1], START_ID)
         return beam_search(st.step, states, start, beam_width=beam_width, n_best=n_best,
                            max_length=max_length, length_penalty=alpha, extras=extras)
-
-    from seqkit.progress import progress
 
     out = []
     what = "greedy decoding" if beam_width == 1 else f"beam decoding (width {beam_width})"

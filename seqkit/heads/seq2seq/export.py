@@ -15,6 +15,10 @@ parity check passes, as for the other heads: :func:`seqkit.export.writer.staged_
 The signatures are described in :mod:`seqkit.heads.seq2seq.archive`; a
 bidirectional encoder is exported as it is (the encoder never streams; only
 the decoder steps).
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow; the TFLite converters are looked up in
+:mod:`seqkit.export.tflite` at each call, so they can be replaced there.
 """
 
 from __future__ import annotations
@@ -23,7 +27,22 @@ import contextlib
 import os
 import shutil
 
+import seqkit
+from seqkit import log
+from seqkit.data.subword import SUBWORD_MODEL, TARGET_SUBWORD_MODEL
+from seqkit.data.vocab import END_ID, PAD_ID, START_ID, UNK_ID
 from seqkit.errors import SeqkitError
+from seqkit.export import embedded_metadata
+from seqkit.export.calibration import seq2seq_samples
+from seqkit.export.embedded_metadata import versioned
+from seqkit.export.id_lookups import gathered_ids, shifted_attention
+from seqkit.export.tflite import verify_default
+from seqkit.export.unrolled import unrolled
+from seqkit.export.writer import _check, calibration_report, staged_dir, subword_files
+from seqkit.heads.seq2seq.archive import build_seq2seq_archive, state_names, widths
+from seqkit.heads.seq2seq.parity import SavedModelSeq2Seq, Seq2SeqParityCase, identical, saved_model_decodes
+from seqkit.heads.seq2seq.runtime import Seq2SeqModel
+from seqkit.progress import progress
 from seqkit.runs.rundir import strict_json
 
 ARTEFACT = "encoder_decoder"
@@ -42,10 +61,6 @@ def metadata_for_seq2seq(prep, model, quantize: str, source_length: int) -> dict
     """
     import keras
     import tensorflow as tf
-
-    import seqkit
-    from seqkit.data.vocab import END_ID, PAD_ID, START_ID, UNK_ID
-    from seqkit.heads.seq2seq.archive import state_names, widths
 
     r, w = prep.recipe, widths(model)
     dec = r.decoding
@@ -79,7 +94,6 @@ def metadata_for_seq2seq(prep, model, quantize: str, source_length: int) -> dict
         "recipe": r.to_dict(),
         **subword_metadata(prep),
     }
-    from seqkit.export.embedded_metadata import versioned
 
     return versioned(meta, tokenization=r.data.tokenizer, target_tokenization=meta.get("target_tokenizer"))
 
@@ -87,8 +101,6 @@ def metadata_for_seq2seq(prep, model, quantize: str, source_length: int) -> dict
 def subword_metadata(prep) -> dict:
     """``subword_model`` / ``target_tokenizer`` / ``target_subword_model``: the sentencepiece model
     files an export carries beside ``metadata.json`` (empty without sentencepiece)."""
-    from seqkit.data.subword import SUBWORD_MODEL, TARGET_SUBWORD_MODEL
-
     head, out = prep.head, {}
     if prep.recipe.data.tokenizer == "sentencepiece":
         out.update(subword_model=SUBWORD_MODEL, subword=head.tokenizer.describe())
@@ -121,17 +133,7 @@ def export_seq2seq(prep, model, out: str, *, fmt: str, quantize: str, tolerance:
     """
     import tensorflow as tf
 
-    from seqkit.export import embedded_metadata
-    from seqkit.export.writer import subword_files
-    from seqkit.export.calibration import seq2seq_samples
-    from seqkit.heads.seq2seq.archive import build_seq2seq_archive, state_names
-    from seqkit.export.id_lookups import gathered_ids, shifted_attention
-    from seqkit.export.unrolled import unrolled
-    from seqkit.heads.seq2seq.parity import (SavedModelSeq2Seq, Seq2SeqParityCase, identical,
-                                              saved_model_decodes)
     from seqkit.export.tflite import convert_signature, op_names
-    from seqkit.export.writer import _check, calibration_report, staged_dir
-    from seqkit.heads.seq2seq.runtime import Seq2SeqModel
 
     S = length or prep.recipe.data.max_length
     held_out = prep.splits.get("test") or prep.splits.get("valid") or prep.splits["train"]
@@ -142,8 +144,6 @@ def export_seq2seq(prep, model, out: str, *, fmt: str, quantize: str, tolerance:
                           f"most --length {S} symbols, too few to check the export; raise --length "
                           f"(default: the run's data.max_length).")
     if len(case.sources) < n:
-        from seqkit import log
-
         log.warn(f"{n - len(case.sources)} of {n} held-out pairs have a source longer than --length "
                  f"{S} and are left out of the parity check; the export refuses such sources.")
     meta = metadata_for_seq2seq(prep, model, quantize, S)
@@ -180,12 +180,10 @@ def export_seq2seq(prep, model, out: str, *, fmt: str, quantize: str, tolerance:
             shutil.rmtree(pin_dir)
             rt = Seq2SeqModel(model_bytes=data, metadata=meta)
             report["tflite"] = case.check_teacher_forced(rt)
-            from seqkit.export.tflite import verify_default
 
             meta["verified"] = verify_default(data)  # LiteRT's default interpreter (XNNPACK on) ran it
             data = embedded_metadata.embed(data, meta, subword_files(prep, meta))  # the file describes itself
             report["tflite"].update({"ops": op_names(data), "bytes": len(data)})
-            from seqkit.progress import progress
 
             with progress(2 * len(case.sources), "parity check (TFLite decoding)", "decodes") as bar:
                 greedy = [(rt.greedy(s), bar.update())[0] for s in case.sources]

@@ -34,6 +34,11 @@ training pair, e.g. :mod:`seqkit.data.pinyin`) each source symbol's most frequen
 in training, scored the same way; none for unaligned data such as G2P. With that baseline,
 :meth:`Seq2SeqHead.evaluate` also gives ``vs_baseline``, McNemar's exact test of the model against
 it on the same sources (:mod:`seqkit.metrics.significance`).
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow; ``read_sources`` comes from two modules
+(:mod:`~seqkit.heads.seq2seq.runtime`, :mod:`~seqkit.heads.seq2seq.transduce`), so each function
+imports its own.
 """
 
 from __future__ import annotations
@@ -45,12 +50,25 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from seqkit import log
 from seqkit.data.markers import add_markers
+from seqkit.data.parallel import pair_record
+from seqkit.data.subword import TARGET_SUBWORD_MODEL, TextTokenizer
 from seqkit.data.vocab import END_ID, START_ID, UNK_ID, Vocabulary
-from seqkit.errors import DataError, RecipeError
+from seqkit.errors import DataError, RecipeError, SeqkitError
 from seqkit.heads.base import Head
+from seqkit.heads.seq2seq.alignment import alignment
+from seqkit.heads.seq2seq.decoding import (Seq2SeqStepper, bridge, make_pair_dataset,  # noqa: F401
+                                           seq2seq_pair, transduce)
+from seqkit.heads.seq2seq.export import export_seq2seq
+from seqkit.heads.seq2seq.runtime import Seq2SeqModel, read_sources
+from seqkit.heads.seq2seq.serving import Seq2SeqTextFunctions
 from seqkit.layers.stack import apply_stack, make_plugin
-from seqkit.heads.seq2seq.decoding import Seq2SeqStepper, bridge, seq2seq_pair, transduce  # noqa: F401
-from seqkit.registry import register_head
+from seqkit.metrics.baselines import MostFrequentTargetPerSymbol
+from seqkit.metrics.edit_distance import g2p_error_rates
+from seqkit.metrics.significance import mcnemar
+from seqkit.metrics.text import bleu_chrf
+from seqkit.progress import keras_evaluate
+from seqkit.registry import CELLS, register_head
+from seqkit.runs.rundir import VOCAB
 
 
 class Seq2SeqOptions(BaseModel):
@@ -109,8 +127,6 @@ class Seq2SeqHead(Head):
     @classmethod
     def table_record(cls, row, data, options):
         """A row's (source, target) pair (:func:`seqkit.data.parallel.pair_record`)."""
-        from seqkit.data.parallel import pair_record
-
         return pair_record(row.text("source_column"), row.text("target_column"), row.where, data=data,
                            target_tokenizer=options.target_tokenizer,
                            target_lowercase=options.target_lowercase, too_long=options.too_long)
@@ -191,8 +207,6 @@ class Seq2SeqHead(Head):
     def fit(self, train):
         """Source and target vocabularies of the training split; a sentencepiece side trains its
         model on that side's training text (each side its own model)."""
-        from seqkit.data.subword import TextTokenizer
-
         d = self.recipe.data
         self.fit_tokenizer(r.text for r in train)
         if d.tokenizer == "sentencepiece":
@@ -208,9 +222,6 @@ class Seq2SeqHead(Head):
             self.target_vocab = Vocabulary.build(r.target for r in train)
 
     def save_assets(self, run_dir):
-        from seqkit.data.subword import TARGET_SUBWORD_MODEL
-        from seqkit.runs.rundir import VOCAB
-
         self.vocab.save(os.path.join(run_dir, VOCAB))
         self.target_vocab.save(os.path.join(run_dir, TARGET_VOCAB))
         self.save_tokenizer(run_dir)
@@ -218,9 +229,6 @@ class Seq2SeqHead(Head):
             self.target_tokenizer.save(run_dir, TARGET_SUBWORD_MODEL)
 
     def load_assets(self, run_dir):
-        from seqkit.data.subword import TARGET_SUBWORD_MODEL, TextTokenizer
-        from seqkit.runs.rundir import VOCAB
-
         self.vocab = Vocabulary.load(os.path.join(run_dir, VOCAB))
         self.target_vocab = Vocabulary.load(os.path.join(run_dir, TARGET_VOCAB))
         self.load_tokenizer(run_dir)
@@ -240,8 +248,6 @@ class Seq2SeqHead(Head):
     def dataset(self, records, *, training, first_epoch=0):
         """Teacher-forced batches ``((source, decoder_inputs), targets)`` (see
         :func:`seqkit.heads.seq2seq.decoding.make_pair_dataset`)."""
-        from seqkit.heads.seq2seq.decoding import make_pair_dataset
-
         r = self.recipe
         src, _, _ = self.encode_sources([x.text for x in records])
         tgt = [self.target_vocab.encode(self.target_symbols(x)) for x in records]
@@ -272,8 +278,6 @@ class Seq2SeqHead(Head):
     def evaluate(self, model, records):
         """Teacher-forced ``cross_entropy``/``accuracy`` per target symbol, and ``wer``/``per``
         of the best beam hypothesis per distinct source (references: all its targets)."""
-        from seqkit.progress import keras_evaluate
-
         res = keras_evaluate(model, self.dataset(records, training=False), "scoring (teacher forced)")
         out = {k: float(v) for k, v in res.items() if k != "loss"}
         refs = references(records)
@@ -297,8 +301,6 @@ class Seq2SeqHead(Head):
             ``{"baseline": name, "model_only": b, "baseline_only": c, "p_value": p}`` -- ``b``
             sources the model gets right and the baseline wrong, ``c`` the reverse.
         """
-        from seqkit.metrics.significance import mcnemar
-
         words = list(refs)
         model_ok = [list(h) in refs[w] for w, h in zip(words, hyps)]
         base_ok = [self.lookup(self.source_tokens(w)) in refs[w] for w in words]
@@ -314,13 +316,9 @@ class Seq2SeqHead(Head):
             refs: ``{source text: [reference symbol lists]}`` (:func:`references`).
             hyps: one hypothesis symbol list per key of ``refs``, in its order.
         """
-        from seqkit.metrics.edit_distance import g2p_error_rates
-
         words = list(refs)
         out = g2p_error_rates([refs[w] for w in words], hyps)
         if self.options.text_metrics:
-            from seqkit.metrics.text import bleu_chrf
-
             join = "".join if self.target_subword else " ".join
             out.update(bleu_chrf([[join(r) for r in refs[w]] for w in words], [join(h) for h in hyps]))
         return out
@@ -348,8 +346,6 @@ class Seq2SeqHead(Head):
         """The lookup baseline of aligned training pairs
         (:class:`seqkit.metrics.baselines.MostFrequentTargetPerSymbol`), or ``None`` when the
         split is empty or some pair is not one target symbol per source symbol."""
-        from seqkit.metrics.baselines import MostFrequentTargetPerSymbol
-
         pairs = [(self.source_tokens(r.text), list(r.target)) for r in train]
         if not pairs or any(len(s) != len(t) for s, t in pairs):
             return None
@@ -412,7 +408,6 @@ class Seq2SeqHead(Head):
         from keras import ops
 
         from seqkit.layers.decoder import Seq2SeqDecoder
-        from seqkit.registry import CELLS
 
         vs = source_vocab_size or (len(self.vocab) if self.vocab is not None else None)
         vt = target_vocab_size or (len(self.target_vocab) if self.target_vocab is not None else None)
@@ -456,9 +451,6 @@ class Seq2SeqHead(Head):
         Raises:
             SeqkitError: a ``prompt``; ``greedy`` with ``beam_width``; a source too long.
         """
-        from seqkit.errors import SeqkitError
-        from seqkit.heads.seq2seq.runtime import Seq2SeqModel, read_sources
-
         if request.prompt:
             raise SeqkitError("--prompt is for language-model exports; give a seq2seq export its "
                               "sources with --input FILE (one per line) or on stdin.")
@@ -483,7 +475,6 @@ class Seq2SeqHead(Head):
     def attention(self, prep, model, text, name, *, beam_width):
         """``(source [S], target [T], weights [T, S])`` of the first source of ``text``
         (:func:`seqkit.heads.seq2seq.alignment.alignment`)."""
-        from seqkit.heads.seq2seq.alignment import alignment
         from seqkit.heads.seq2seq.transduce import read_sources
 
         [(_, src)] = read_sources(text, name, self)[:1]
@@ -496,9 +487,6 @@ class Seq2SeqHead(Head):
         Raises:
             SeqkitError: the run cannot take text (:meth:`text_unsupported`).
         """
-        from seqkit.errors import SeqkitError
-        from seqkit.heads.seq2seq.serving import Seq2SeqTextFunctions
-
         why = self.text_unsupported()
         if why is not None:
             raise SeqkitError(f"this run cannot serve text: {why}.")
@@ -511,9 +499,6 @@ class Seq2SeqHead(Head):
         Raises:
             SeqkitError: ``batch`` other than 1, ``full_sequence``; as ``export_seq2seq``.
         """
-        from seqkit.errors import SeqkitError
-        from seqkit.heads.seq2seq.export import export_seq2seq
-
         if options.batch != 1:
             raise SeqkitError(f"--batch {options.batch}: a seq2seq export pins its encoder to one source "
                               f"per call ([1, --length]); drop --batch. Beam search still steps "

@@ -9,6 +9,9 @@ Two checks on held-out (source, target) pairs:
 * decoded outputs: greedy and beam-search token ids of the export against
   :func:`seqkit.heads.seq2seq.transduce` on the same sources (the fraction of
   identical outputs; reported, not a gate: a near tie may flip under rounding).
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations
@@ -17,6 +20,9 @@ import numpy as np
 
 from seqkit.data.vocab import START_ID
 from seqkit.export.parity import compare
+from seqkit.heads.seq2seq.decoding import transduce
+from seqkit.metrics.edit_distance import g2p_error_rates
+from seqkit.progress import progress
 
 
 class Seq2SeqParityCase:
@@ -49,8 +55,6 @@ class Seq2SeqParityCase:
     def check_teacher_forced(self, runner) -> dict:
         """Stream the decoder inputs through ``runner`` (``start(ids)``, ``step(tokens [1]) ->
         logits [1, V]``) one source at a time and compare with the Keras logits."""
-        from seqkit.progress import progress
-
         got = np.zeros_like(self.reference)
         with progress(len(self.sources), "parity check (teacher forced)", "sources") as bar:
             for i, src in enumerate(self.sources):
@@ -64,16 +68,12 @@ class Seq2SeqParityCase:
         """Word error rate of greedy ``outputs`` (id lists, one per source) against the targets:
         the fraction whose output differs from the target (:func:`seqkit.metrics.edit_distance.g2p_error_rates`,
         one reference each)."""
-        from seqkit.metrics.edit_distance import g2p_error_rates
-
         if not self.targets:
             return float("nan")
         return g2p_error_rates([[t] for t in self.targets], [list(o) for o in outputs])["wer"]
 
     def references(self, model, *, beam_width: int, length_penalty: float, max_length: int) -> dict:
         """``{"greedy": [ids], "beam": [ids]}`` per source from :func:`transduce` (best hypothesis)."""
-        from seqkit.heads.seq2seq.decoding import transduce
-
         n = max(len(self.sources), 1)
         greedy = transduce(model, self.sources, beam_width=1, max_length=max_length, batch_size=n)
         beam = transduce(model, self.sources, beam_width=beam_width, length_penalty=length_penalty,

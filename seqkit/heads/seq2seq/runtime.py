@@ -28,7 +28,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from seqkit import log
+from seqkit.data.lines import split_lines
+from seqkit.data.subword import TextTokenizer
+from seqkit.data.vocab import UNK_ID, Vocabulary
 from seqkit.errors import SeqkitError
+from seqkit.export.embedded_metadata import tokenization
+from seqkit.export.metadata_schema import check_model
+from seqkit.export.tflite import interpreter
+from seqkit.inference.decoding import check_beam_args
+from seqkit.runtime.quantization import codecs
+from seqkit.runtime.streaming import load_export
 
 MODEL = "model.tflite"
 MEMORY_INPUTS = ("memory", "memory_mask", "keys")
@@ -45,7 +55,6 @@ class _Signature:
         self.inputs = dict(runner._inputs)
         self.outputs = dict(runner._outputs)
         self.shapes: dict = {}
-        from seqkit.runtime.quantization import codecs
 
         self.codec_in = codecs(runner.get_input_details())  # int I/O: scale / zero point
         self.codec_out = codecs(runner.get_output_details())
@@ -86,9 +95,6 @@ class Seq2SeqModel:
 
     def __init__(self, export_dir: str | None = None, *, model_bytes: bytes | None = None,
                  metadata: dict | None = None):
-        from seqkit.export.tflite import interpreter
-        from seqkit.runtime.streaming import load_export
-
         model, metadata = load_export(export_dir, model_bytes, metadata)
         if metadata.get("artefact") != "encoder_decoder":
             raise SeqkitError(f"{export_dir or 'this export'}: a '{metadata.get('head')}' export, not "
@@ -100,11 +106,9 @@ class Seq2SeqModel:
         except ValueError as exc:
             raise SeqkitError(f"{export_dir}: {MODEL} is not a valid TFLite model ({exc}).") from exc
         self.interpreter = it
-        from seqkit.export.metadata_schema import check_model
 
         check_model(metadata, it, str(export_dir or "this export"))  # untrusted: checked
         self.encoder = it.get_signature_runner("encode")
-        from seqkit.runtime.quantization import codecs
 
         self._enc_out = codecs(self.encoder.get_output_details())
         self.stepper = _Signature(it, "decode_step")
@@ -201,8 +205,6 @@ class Seq2SeqModel:
         Raises:
             SeqkitError: bad beam arguments (:func:`seqkit.inference.decoding.check_beam_args`), or a bad source.
         """
-        from seqkit.inference.decoding import check_beam_args
-
         dec = self.metadata["decoding"]
         K = int(dec["beam_width"] if beam_width is None else beam_width)
         alpha = np.float32(dec["length_penalty"] if length_penalty is None else length_penalty)
@@ -250,8 +252,6 @@ class Seq2SeqModel:
     # ---------------------------------------------------------------- text
     def source_ids(self, text: str) -> tuple[list[int], int]:
         """A source string as ids, split as in training: ``(ids, unknown symbol count)``."""
-        from seqkit.data.vocab import UNK_ID, Vocabulary
-
         if not hasattr(self, "_vocab"):
             self._vocab = Vocabulary(self.metadata["vocab"])
         ids = self._vocab.encode(self.tokenizer("source").split(text))
@@ -264,9 +264,6 @@ class Seq2SeqModel:
         Raises:
             SeqkitError: a sentencepiece side of a runtime made from bytes, without its folder.
         """
-        from seqkit.data.subword import TextTokenizer
-        from seqkit.export.embedded_metadata import tokenization
-
         cache = self.__dict__.setdefault("_tokenizers", {})
         if side not in cache:
             key = "subword_model" if side == "source" else "target_subword_model"
@@ -317,9 +314,6 @@ def read_sources(text: str, name: str, rt: Seq2SeqModel) -> list[tuple[str, list
     Raises:
         SeqkitError: no non-empty line, or a line longer than the export's pinned encoder length.
     """
-    from seqkit import log
-    from seqkit.data.lines import split_lines
-
     out, empty, unk, total = [], 0, 0, 0
     for n, line in enumerate(split_lines(text), start=1):
         if not line.strip():

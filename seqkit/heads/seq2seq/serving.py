@@ -2,12 +2,16 @@
 ``predict_text(text [B] string)`` beam-searches with the recipe's ``decoding`` (beam width, n-best,
 length penalty): ``output [B]`` (the best hypothesis, symbols joined by spaces), ``hypotheses [B, N]``,
 ``scores [B, N]`` float32, as ``run.transduce``; ``generate_text``: greedy ``output [B]``. An empty
-source gives ``""`` (score 0); a source longer than ``data.max_length`` fails the call."""
+source gives ``""`` (score 0); a source longer than ``data.max_length`` fails the call.
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow."""
 
 from __future__ import annotations
 
 from seqkit.data.vocab import START_ID
 from seqkit.heads.seq2seq.decoding import Seq2SeqStepper
+from seqkit.inference.decoding import beam_search, decode
 from seqkit.inference.serving import TextFunctions, _dense, _names
 
 
@@ -51,8 +55,6 @@ class Seq2SeqTextFunctions(TextFunctions):
         """``predict_text`` of a seq2seq run: ``{output [B], hypotheses [B, N], scores [B, N]}``."""
         import tensorflow as tf
 
-        from seqkit.inference.decoding import beam_search
-
         dec = self.prep.recipe.decoding
         st, states, extras, prompt, some = self._source(text)
         res = beam_search(st.step, states, prompt, beam_width=dec.beam_width, n_best=dec.n_best,
@@ -64,8 +66,6 @@ class Seq2SeqTextFunctions(TextFunctions):
     def transduce_greedy(self, text):
         """``generate_text`` of a seq2seq run: ``{output [B]}``, greedy."""
         import tensorflow as tf
-
-        from seqkit.inference.decoding import decode
 
         st, states, extras, prompt, some = self._source(text)
         toks, lens = decode(st.step, states, prompt, max_length=self._decode_length(), greedy=True,

@@ -12,6 +12,7 @@ the line; symbols never seen in training are read as ``[UNK]`` and counted
 from __future__ import annotations
 
 from seqkit import log
+from seqkit.data.lines import split_lines
 from seqkit.errors import SeqkitError
 
 
@@ -21,8 +22,6 @@ def read_sources(text: str, name: str, head) -> list[tuple[str, str]]:
     Raises:
         SeqkitError: no non-empty line, or a line longer than the run's ``data.max_length``.
     """
-    from seqkit.data.lines import split_lines
-
     lines = split_lines(text)
     out, empty = [], 0
     limit = head.recipe.data.max_length

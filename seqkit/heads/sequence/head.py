@@ -1,20 +1,34 @@
 """What the acceptor and tagger heads share: inputs, a class vocabulary, batching,
-prediction in input order, and the counting of classes unseen in training."""
+prediction in input order, and the counting of classes unseen in training.
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow."""
 
 from __future__ import annotations
 
 import abc
-
 import os
+import types
 
 import numpy as np
 
 from seqkit import log
+from seqkit.data.base import text_tokenizer
 from seqkit.data.labels import LabelVocabulary
-from seqkit.errors import DataError
+from seqkit.data.pipeline import make_array_dataset
+from seqkit.data.subword import TextTokenizer
+from seqkit.errors import DataError, SeqkitError
+from seqkit.export.parity import sequence_inputs
 from seqkit.heads.base import Head
 from seqkit.heads.sequence.inputs import SequenceInputs, apply_too_long
+from seqkit.heads.sequence.predict import format_result, predict, read_records
+from seqkit.heads.sequence.stepper import SequenceStepper
+from seqkit.heads.sequence.stream import full_sequence_answers, read_stream_input, stream_answers
+from seqkit.progress import progress
+from seqkit.registry import CELLS
 from seqkit.runs.rundir import LABELS
+from seqkit.runtime.full_sequence import FullSequenceModel
+from seqkit.runtime.streaming import StreamingModel
 
 
 class SequenceHead(Head):
@@ -55,8 +69,6 @@ class SequenceHead(Head):
             return self.inputs.subword
         if self.recipe.data.tokenizer == "sentencepiece":
             return Head.tokenizer.fget(self)  # raises: not trained or loaded yet
-        from seqkit.data.base import text_tokenizer
-        from seqkit.data.subword import TextTokenizer
 
         return TextTokenizer(text_tokenizer(self.recipe), self.recipe.data.lowercase)
 
@@ -109,8 +121,6 @@ class SequenceHead(Head):
         ...
 
     def dataset(self, records, *, training, first_epoch=0):
-        from seqkit.data.pipeline import make_array_dataset
-
         r = self.recipe
         xs = [self.inputs.encode(x) for x in records]
         ys = [self.encode_target(x) for x in records]
@@ -126,12 +136,9 @@ class SequenceHead(Head):
         """
         import tensorflow as tf
 
-        from seqkit.data.pipeline import make_array_dataset
-
         xs = [self.inputs.encode(x) for x in records]
         ds = make_array_dataset(xs, [0] * len(xs), batch_size=batch_size or self.recipe.training.batch_size,
                                 shuffle=False, seed=0, bucket=False, max_length=self.recipe.data.max_length)
-        from seqkit.progress import progress
 
         out = []
         with progress(len(xs), "predicting", "sequences") as bar:
@@ -151,9 +158,6 @@ class SequenceHead(Head):
         Raises:
             SeqkitError: a bidirectional encoder (offers full-sequence export instead).
         """
-        from seqkit.heads.sequence.stepper import SequenceStepper
-        from seqkit.registry import CELLS
-
         return SequenceStepper(model, CELLS.get(self.recipe.model.cell).state_names,
                                kind=self.inputs.kind, normalizer=self.inputs.normalizer,
                                pooling=getattr(self.options, "pooling", None),
@@ -164,8 +168,6 @@ class SequenceHead(Head):
         """``labels`` (class id = position), ``token_mode`` (how raw text is split), the character
         vocabulary (``model.char_embedding``), the frame ``normalizer`` (applied inside the model),
         and ``output`` (:meth:`output_meaning`)."""
-        from seqkit.data.base import text_tokenizer
-
         meta = {"labels": list(self.labels.names), "token_mode": text_tokenizer(self.recipe)}
         if self.inputs.chars is not None:  # model.char_embedding (seqkit.data.word_chars)
             meta["char_vocab"] = list(self.inputs.chars.vocab.tokens)
@@ -186,10 +188,6 @@ class SequenceHead(Head):
 
     def parity_inputs(self, records, length=None):
         """Records as the export's raw inputs (:func:`seqkit.export.parity.sequence_inputs`)."""
-        import types
-
-        from seqkit.export.parity import sequence_inputs
-
         return sequence_inputs(types.SimpleNamespace(head=self), records, length)
 
     def keras_inputs(self, x):
@@ -206,9 +204,6 @@ class SequenceHead(Head):
         Raises:
             SeqkitError: a ``prompt`` or ``beam_width``; malformed input.
         """
-        from seqkit.errors import SeqkitError
-        from seqkit.heads.sequence.stream import full_sequence_answers, read_stream_input, stream_answers
-
         if request.beam_width is not None:
             raise SeqkitError("--beam-width is for encoder-decoder exports; this export streams one "
                               "step model.")
@@ -216,12 +211,8 @@ class SequenceHead(Head):
             raise SeqkitError(f"--prompt is for language-model exports; this {metadata.get('head')} "
                               f"export reads its sequences from --input FILE or stdin.")
         if metadata.get("artefact") == "full_sequence":  # bidirectional: whole sequences at once
-            from seqkit.runtime.full_sequence import FullSequenceModel
-
             rt, answers = FullSequenceModel(export), full_sequence_answers
         else:
-            from seqkit.runtime.streaming import StreamingModel
-
             rt, answers = StreamingModel(export), stream_answers
         name, text = request.read()
         inputs = read_stream_input(text, name, rt.metadata, export)
@@ -245,24 +236,14 @@ class SequenceHead(Head):
     def read_inputs(self, text, name, input_format="auto"):
         """Prediction input as records (:func:`seqkit.heads.sequence.predict.read_records`: text lines,
         CoNLL, or ``.ts`` frames)."""
-        import types
-
-        from seqkit.heads.sequence.predict import read_records
-
         return read_records(text, name, input_format, types.SimpleNamespace(head=self, recipe=self.recipe))
 
     def predict(self, model, records):
         """Labels or tags with their probabilities (:func:`seqkit.heads.sequence.predict.predict`)."""
-        import types
-
-        from seqkit.heads.sequence.predict import predict
-
         return predict(types.SimpleNamespace(head=self, recipe=self.recipe), model, records)
 
     def format_prediction(self, result, fmt="text", probabilities=False):
         """``label`` / ``word/TAG ...`` lines (:func:`seqkit.heads.sequence.predict.format_result`)."""
-        from seqkit.heads.sequence.predict import format_result
-
         return format_result(result, fmt, probabilities)
 
     def loss(self):

@@ -14,12 +14,16 @@ ids; :mod:`seqkit.data.word_chars`), embedded by
 
 The kind, the frame width and the longest training sequence are saved in
 ``inputs.json``; the vocabulary or normaliser beside it (and ``char_vocab.json``).
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from typing import Literal
 
 import numpy as np
@@ -27,7 +31,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from seqkit import log
 from seqkit.data.normalize import FrameNormalizer
+from seqkit.data.subword import TextTokenizer
 from seqkit.data.vocab import Vocabulary
+from seqkit.data.word_chars import WordChars, pack
 from seqkit.errors import DataError, RunDirError
 from seqkit.runs.rundir import INPUTS, NORMALIZER, VOCAB, atomic_write_json
 
@@ -107,8 +113,6 @@ class SequenceInputs:
         self.kind = self.check_kind(train, "train")
         self.longest = max(len(r) for r in train)
         if self.kind == "tokens" and self.data_cfg.tokenizer == "sentencepiece":
-            from seqkit.data.subword import TextTokenizer
-
             d = self.data_cfg  # the source handed the text over as its characters
             self.subword = TextTokenizer.fit("sentencepiece", d.lowercase, ("".join(r.tokens) for r in train),
                                              d.subword)
@@ -118,8 +122,6 @@ class SequenceInputs:
             self.vocab = Vocabulary.build((self._toks(r.tokens) for r in train),
                                           min_count=d.min_count, max_size=d.max_vocab)
         if self.char_cfg is not None:
-            from seqkit.data.word_chars import WordChars
-
             if self.kind != "tokens":
                 raise DataError("model.char_embedding: the data gives real-valued frames, which have "
                                 "no characters; character-aware inputs read words. Remove "
@@ -156,12 +158,8 @@ class SequenceInputs:
         if self.kind == "tokens":
             self.vocab = Vocabulary.load(os.path.join(run_dir, VOCAB))
             if self.char_cfg is not None:
-                from seqkit.data.word_chars import WordChars
-
                 self.chars = WordChars.load(run_dir, self.char_cfg.max_chars)
             if self.data_cfg.tokenizer == "sentencepiece":
-                from seqkit.data.subword import TextTokenizer
-
                 self.subword = TextTokenizer.load(run_dir, "sentencepiece", self.data_cfg.lowercase)
         else:
             self.normalizer = FrameNormalizer.load(os.path.join(run_dir, NORMALIZER))
@@ -193,8 +191,6 @@ class SequenceInputs:
                 raise DataError(f"{record.where}: this run reads tokens, the input has frames.")
             ids = np.asarray(self.vocab.encode(self._toks(record.tokens)), "int32")
             if self.chars is not None:
-                from seqkit.data.word_chars import pack
-
                 return pack(ids, self.chars.encode(list(record.tokens)))
             return ids
         if record.frames is None:
@@ -260,8 +256,6 @@ def apply_too_long(records: list, limit: int, policy: str, *, what: str, allow_s
         DataError: ``refuse`` and some record is too long (naming the first), or
             ``split`` where it is not allowed.
     """
-    from dataclasses import replace
-
     long = [r for r in records if len(r) > limit]
     if long and policy == "split" and not allow_split:
         raise DataError("head.too_long: split is for the tagger; the acceptor answers once per "

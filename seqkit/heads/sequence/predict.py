@@ -19,7 +19,11 @@ from __future__ import annotations
 import numpy as np
 
 from seqkit import log
+from seqkit.data.base import text_tokenizer
+from seqkit.data.conll import parse_conll
+from seqkit.data.lines import split_lines
 from seqkit.data.records import Record
+from seqkit.data.ts_file import parse_ts
 from seqkit.data.vocab import tokenize
 from seqkit.errors import SeqkitError
 from seqkit.runs.rundir import json_line
@@ -46,17 +50,10 @@ def read_records(text: str, name: str, fmt: str, prep) -> list[Record]:
                           f"{'frames' if fmt == 'ts' else 'tokens'}. Use "
                           f"{'ts' if kind == 'frames' else 'text or conll'}.")
     if fmt == "ts":
-        from seqkit.data.ts_file import parse_ts
-
         records = parse_ts(text, name, need_labels=False)
     elif fmt == "conll":
-        from seqkit.data.conll import parse_conll
-
         records = parse_conll(text, name, token_column=0, tag_column=None)
     else:
-        from seqkit.data.base import text_tokenizer
-        from seqkit.data.lines import split_lines
-
         mode = text_tokenizer(prep.recipe)
         records = [Record(tokens=tokenize(line, mode), where=f"{name}:{n}")
                    for n, line in enumerate(split_lines(text), start=1) if line.strip()]

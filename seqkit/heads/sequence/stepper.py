@@ -17,6 +17,9 @@ step, so a runtime feeds frames exactly as it reads them.
 
 After the last valid step the logits equal the full-sequence Keras model's.
 No padding is ever fed: a runtime streams only real inputs.
+
+TensorFlow, Keras and the seqkit modules that import them are imported inside the functions that use
+them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations

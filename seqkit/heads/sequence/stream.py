@@ -23,7 +23,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from seqkit import log
+from seqkit.data.lines import split_lines
+from seqkit.data.subword import TextTokenizer
+from seqkit.data.ts_file import parse_ts
+from seqkit.data.vocab import UNK_ID, Vocabulary
+from seqkit.data.word_chars import WordChars, pack
 from seqkit.errors import SeqkitError
+from seqkit.export.embedded_metadata import tokenization
+from seqkit.runtime.viterbi import marginals, viterbi
 
 
 @dataclass
@@ -55,14 +63,8 @@ def read_stream_input(text: str, name: str, metadata: dict, folder: str | None =
         SeqkitError: malformed input, or a frame width other than the export's.
         RunDirError: the export's sentencepiece model file is missing or unreadable.
     """
-    from seqkit.data.subword import TextTokenizer
-    from seqkit.data.vocab import Vocabulary
-    from seqkit.export.embedded_metadata import tokenization
-
     inp = metadata.get("input") or metadata["full_sequence"]["input"]
     if inp["kind"] == "frame":
-        from seqkit.data.ts_file import parse_ts
-
         width = int(inp["shape"][-1])
         out = []
         for r in parse_ts(text, name, need_labels=False):
@@ -70,10 +72,6 @@ def read_stream_input(text: str, name: str, metadata: dict, folder: str | None =
                 raise SeqkitError(f"{r.where}: {r.frames.shape[1]} channels; this export reads {width}.")
             out.append(StreamInput(r.where, None, np.asarray(r.frames, np.float32)))
     else:
-        from seqkit import log
-        from seqkit.data.lines import split_lines
-        from seqkit.data.vocab import UNK_ID
-
         vocab = Vocabulary(metadata["vocab"])
         if metadata.get("subword_model"):  # sentencepiece: lower-cases before it splits
             if folder is None:
@@ -93,8 +91,6 @@ def read_stream_input(text: str, name: str, metadata: dict, folder: str | None =
                 unknown += len(miss)
                 steps = np.asarray(ids, np.int32)
                 if metadata.get("char_vocab"):  # model.char_embedding: the words' characters too
-                    from seqkit.data.word_chars import WordChars, pack
-
                     steps = pack(steps, WordChars(Vocabulary(metadata["char_vocab"]),
                                                   metadata["max_chars"]).encode(words))
                 out.append(StreamInput(f"{name}:{n}", words, steps))
@@ -119,8 +115,6 @@ def crf_weights(metadata: dict):
 def _crf_answers(i: int, emissions, labels, crf, tags=None):
     """Every step's answer of one CRF-tagged sequence: the Viterbi path (``tags`` when the
     model decoded it already) and each chosen tag's marginal probability."""
-    from seqkit.runtime.viterbi import marginals, viterbi
-
     emissions = np.asarray(emissions, np.float64)
     tags = viterbi(emissions, *crf) if tags is None else np.asarray(tags)
     p = marginals(emissions, *crf)

@@ -17,6 +17,9 @@ logits, which become the CRF's emissions: the model still outputs ``[B, T, C]``
 emissions (so step exports stream them), training minimises the CRF negative
 log-likelihood per token, and evaluation / ``seqkit predict`` decode the best
 whole path with Viterbi (per-tag probabilities are the CRF marginals).
+
+TensorFlow, Keras and the seqkit modules that import them and NumPy are imported inside the
+functions that use them, so importing this module does not load TensorFlow.
 """
 
 from __future__ import annotations
@@ -26,11 +29,15 @@ from typing import Literal
 
 import numpy as np
 
-from seqkit.metrics import classification as M
+from seqkit import log
+from seqkit.data.pipeline import make_array_dataset
+from seqkit.data.records import Record
 from seqkit.errors import DataError
 from seqkit.heads.sequence.head import SequenceHead
 from seqkit.heads.sequence.inputs import SequenceHeadOptions, apply_too_long
 from seqkit.layers.stack import apply_stack, make_plugin
+from seqkit.metrics import classification as M
+from seqkit.progress import progress
 from seqkit.registry import register_head
 
 
@@ -84,9 +91,6 @@ class TaggerHead(SequenceHead):
     @classmethod
     def table_record(cls, row, data, options):
         """A row's tokens and tags (list cells), one tag per token."""
-        from seqkit.data.records import Record
-        from seqkit.errors import DataError
-
         toks, tags = row.tokens("tokens_column"), row.tokens("tags_column")
         if len(toks) != len(tags):
             raise DataError(f"{row.where}: {len(toks)} tokens but {len(tags)} tags; a tagger needs one "
@@ -152,8 +156,6 @@ class TaggerHead(SequenceHead):
             return [(np.argmax(p, axis=-1), p) for p in self.predict_proba(model, records, batch_size)]
         import tensorflow as tf
 
-        from seqkit.data.pipeline import make_array_dataset
-
         crf = model.get_layer("crf")
         xs = [self.inputs.encode(x) for x in records]
         ds = make_array_dataset(xs, [0] * len(xs), batch_size=batch_size or self.recipe.training.batch_size,
@@ -166,8 +168,6 @@ class TaggerHead(SequenceHead):
             z = model(x, training=False)
             mask = _input_mask(x)
             return crf.decode(z, mask), crf.marginals(z, mask)
-
-        from seqkit.progress import progress
 
         out = []
         with progress(len(xs), "tagging", "sequences") as bar:
@@ -201,8 +201,6 @@ class TaggerHead(SequenceHead):
     @classmethod
     def stream_note(cls, metadata):
         if metadata.get("crf"):
-            from seqkit import log
-
             log.info("note: CRF tagger -- tags are the best path of each whole line (Viterbi); a step's "
                      "tag can change until its sequence ends, so each line prints when it ends.")  # -q hides it
 
