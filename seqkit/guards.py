@@ -222,7 +222,10 @@ def build_model(prep):
     check_model_fits(prep)
     cell = prep.recipe.model.cell
     try:
-        return prep.head.build_model()
+        model = prep.head.build_model()
+        if _plugin_entry(cell) is not None:
+            check_plugin_cells(model, cell)
+        return model
     except SeqkitError:
         raise
     except Exception as exc:
@@ -241,6 +244,41 @@ def build_model(prep):
         if err is not None:
             raise err from exc
         raise
+
+
+def check_plugin_cells(model, cell: str) -> None:
+    """Call each recurrent layer's cell of ``model`` once, on zeros, and check it keeps the cell
+    contract (:class:`seqkit.cells.base.CellPlugin`): ``call(x [1, D], states [1, s] per entry of
+    state_size) -> (y [1, output_size], new states of the same sizes)``. A cell that breaks it
+    would fail later inside Keras's loop, far from its code.
+
+    Raises:
+        SeqkitError: names the plugin cell, where it came from, what it declared and returned.
+    """
+    import numpy as np
+
+    from seqkit.layers.stack import recurrent_layers
+
+    entry = _plugin_entry(cell)
+    for layer in recurrent_layers(model):
+        c = getattr(layer, "cell", None)
+        x_in = layer.input[0] if isinstance(layer.input, (list, tuple)) else layer.input
+        if c is None or x_in is None:
+            continue
+        sizes = list(c.state_size) if isinstance(c.state_size, (list, tuple)) else [c.state_size]
+        x = np.zeros((1, int(x_in.shape[-1])), "float32")
+        y, new = c(x, [np.zeros((1, int(s)), "float32") for s in sizes], training=False)
+        new = list(new) if isinstance(new, (list, tuple)) else [new]
+        got = [int(s.shape[-1]) for s in new]
+        out = getattr(c, "output_size", None)
+        if got != [int(s) for s in sizes] or (out is not None and int(y.shape[-1]) != int(out)):
+            raise SeqkitError(
+                f"model.cell: the plugin cell '{cell}' from {entry.origin if entry else 'a plugin'} "
+                f"breaks the cell contract in layer {layer.name}: it declares state_size {sizes} and "
+                f"output_size {out}, but one call returned new states of sizes {got} and an output "
+                f"of size {int(y.shape[-1])}. Each new state must have the size state_size declares "
+                f"for it, and the output the size of output_size (docs/cells.md, section 1): fix "
+                f"the cell's state_size / output_size or what its call returns.")
 
 
 def check_model_matches(prep, model, path: str) -> None:
