@@ -62,6 +62,28 @@ def write_recipe(tmp_path):
     return _write
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _forget_test_plugins():
+    """Drop cells, heads and data sources that a test module defined once its tests end.
+
+    A head registered in one test file would otherwise stay in the process's registry and change
+    what later files' tests on the same worker see (e.g. the heads listed in a "needs a ... run" message).
+    Plugins from seqkit, installed packages and plugin files are kept: re-importing them does not
+    register them again.
+    """
+    yield
+    import sys
+
+    registry = sys.modules.get("seqkit.registry")
+    if registry is None:
+        return
+    for reg in (registry.CELLS, registry.HEADS, registry.DATA):
+        for name, entry in list(reg._entries.items()):
+            module = getattr(entry.obj, "__module__", "") or ""
+            if module.split(".")[-1].startswith("test_") and not module.startswith("seqkit"):
+                del reg._entries[name]
+
+
 @pytest.fixture
 def seqkit_stderr():
     """Print seqkit's log lines to stderr during the test, as the CLI does (a library call
