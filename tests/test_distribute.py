@@ -57,6 +57,7 @@ def test_tf_config_errors_are_clear():
             parse_tf_config(bad)
 
 
+@pytest.mark.slow  # a mirrored run with a backup resumes in the default run: -m slow (suite time)
 def test_mirrored_on_two_logical_cpus_matches_one_device(tmp_path):
     # mirrored first: logical devices must be set before TensorFlow starts in that process
     res = run_script([("two", {"strategy": "mirrored", "cpu_devices": 2}, str(tmp_path / "two")),

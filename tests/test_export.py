@@ -35,7 +35,7 @@ def lstm_export(tiny_lm_export):
     return tiny_lm_export("lstm")[0]
 
 
-@pytest.mark.parametrize("cell", ["lstm", "gru", "simple_rnn"])
+@pytest.mark.parametrize("cell", ["lstm", "gru", pytest.param("simple_rnn", marks=pytest.mark.slow)])
 def test_step_exports_equal_full_sequence_keras(tiny_lm_export, cell, tf):
     out, report = tiny_lm_export(cell)  # export_run(run, out, fmt="all", parity_examples=12)
     assert report["tflite"]["max_abs_diff"] <= 1e-5

@@ -20,12 +20,26 @@ RUNS = {
                                             "decoder_layers": 2}),
     "simple_rnn-none": ({"cell": "simple_rnn"}, {"attention": "none"}),
 }
+# the simplest configuration's export checks repeat the other two's: run with -m slow
+NAMES = ["bi-lstm-bahdanau", "gru-luong-2xlstm", pytest.param("simple_rnn-none", marks=pytest.mark.slow)]
 STATES = {"bi-lstm-bahdanau": ["dec_0_h", "dec_0_c"],
           "gru-luong-2xlstm": ["dec_0_h", "dec_0_c", "dec_1_h", "dec_1_c", "feed"],
           "simple_rnn-none": ["dec_0_h"]}
 S_MAX = 6
 SOURCES = ["abba", "bab", "ab", "bbaa", "aabb", "baab", "b", "a", "abbab", "bbbbbb", "aaaa", "ba"]
 BEAM, ALPHA = 3, 0.6
+
+
+class _Lazy(dict):
+    """A dict whose values are made on first use: a test that needs one run trains only that one."""
+
+    def __init__(self, make):
+        super().__init__()
+        self._make = make
+
+    def __missing__(self, name):
+        self[name] = self._make(name)
+        return self[name]
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +49,9 @@ def runs(tmp_path_factory, keras):
 
     d = tmp_path_factory.mktemp("s2s")
     (d / "tiny.dict").write_text("\n".join(f"{w} {p}" for w, p in WORDS.items()) + "\n", encoding="utf-8")
-    out = {}
-    for name, (model_cfg, head_cfg) in RUNS.items():
+
+    def make(name):
+        model_cfg, head_cfg = RUNS[name]
         recipe = {"name": "tiny-g2p", "seed": 1,
                   "data": {"source": "cmudict", "path": str(d / "tiny.dict"), "max_length": S_MAX,
                            "split": {"valid": 0.0, "test": 0.3, "shuffle": True}},
@@ -45,9 +60,10 @@ def runs(tmp_path_factory, keras):
                   "training": {"epochs": 20, "batch_size": 4, "learning_rate": 0.02,
                                "early_stopping": None},
                   "decoding": {"beam_width": BEAM, "max_length": S_MAX, "length_penalty": ALPHA}}
-        out[name] = str(d / name)
-        train(recipe_from_dict(recipe), out[name], verbose=0)
-    return out
+        train(recipe_from_dict(recipe), str(d / name), verbose=0)
+        return str(d / name)
+
+    return _Lazy(make)
 
 
 @pytest.fixture(scope="module")
@@ -56,15 +72,15 @@ def exports(runs, tmp_path_factory):
     from seqkit.export.writer import export_run
 
     d = tmp_path_factory.mktemp("s2s_exports")
-    return {name: (str(d / name), export_run(run, str(d / name), fmt="all", parity_examples=16))
-            for name, run in runs.items()}
+    return _Lazy(lambda name: (str(d / name), export_run(runs[name], str(d / name), fmt="all",
+                                                          parity_examples=16)))
 
 
 @pytest.fixture(scope="module")
 def loaded(runs):
     from seqkit.training.train import load_run
 
-    return {name: load_run(run) for name, run in runs.items()}
+    return _Lazy(lambda name: load_run(runs[name]))
 
 
 def _ids(prep, words):
@@ -75,7 +91,7 @@ def _no_flex(ops):
     return not any(o.startswith("Flex") or o in ("CUSTOM", "DELEGATE") for o in ops)
 
 
-@pytest.mark.parametrize("name", list(RUNS))
+@pytest.mark.parametrize("name", NAMES)
 def test_export_all_passes_parity_with_builtin_ops(exports, name):
     from seqkit.export import embedded_metadata
     from seqkit.export.tflite import op_names
@@ -100,7 +116,7 @@ def test_export_all_passes_parity_with_builtin_ops(exports, name):
     assert embedded_metadata.read(os.path.join(out, "model.tflite")) == meta
 
 
-@pytest.mark.parametrize("name", list(RUNS))
+@pytest.mark.parametrize("name", NAMES)
 def test_decode_step_streamed_equals_teacher_forced_keras(exports, loaded, name, tf):
     from seqkit.data.vocab import START_ID
     from seqkit.heads.seq2seq.archive import state_names
@@ -123,7 +139,7 @@ def test_decode_step_streamed_equals_teacher_forced_keras(exports, loaded, name,
             np.testing.assert_allclose(got, want, atol=1e-5, err_msg=f"{kind} {word}")
 
 
-@pytest.mark.parametrize("name", list(RUNS))
+@pytest.mark.parametrize("name", NAMES)
 def test_saved_model_generate_and_beam_search_equal_transduce(exports, loaded, name, tf):
     from seqkit.heads.seq2seq.head import transduce
 
@@ -156,7 +172,7 @@ def test_beam_differs_from_greedy_somewhere(loaded):
     assert any(g[0][0] != b[0][0] for g, b in zip(greedy, beam))
 
 
-@pytest.mark.parametrize("name", list(RUNS))
+@pytest.mark.parametrize("name", NAMES)
 def test_tflite_runtime_greedy_and_beam_equal_transduce(exports, loaded, name):
     from seqkit.heads.seq2seq.head import transduce
     from seqkit.heads.seq2seq.runtime import Seq2SeqModel

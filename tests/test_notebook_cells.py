@@ -92,6 +92,7 @@ def _follow(d, run, source):
     return flags
 
 
+@pytest.mark.slow  # the working-folder module cell's reload stays in the default run: -m slow (suite time)
 def test_script_cell_reloads_in_a_new_process_by_following_the_instruction(cell_runs):
     """The script is not to be passed (importing it runs its top-level code): the message says to
     move the cell into a module of its own first, and the run reloads from that module."""

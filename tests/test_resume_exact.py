@@ -47,6 +47,7 @@ def epochs_in(path) -> list:
         return []
 
 
+@pytest.mark.slow  # the kill in the final evaluation and after early stopping stay in the default run: -m slow (suite time)
 def test_kill_9_in_epoch_2_then_resume_equals_the_uninterrupted_run(tmp_path):
     """The case to get right: a seeded LM with ``model.dropout: 0.1`` killed in epoch 2."""
     raw = make_recipe(data={"limit": 600}, model={"units": 32, "embedding_dim": 16, "dropout": 0.1},
@@ -128,7 +129,8 @@ def small(head: str, epochs: int, tmp_path):
     return recipe_from_dict(raw)
 
 
-@pytest.mark.parametrize("head", ["language_model", "acceptor",  # tagger, seq2seq: -m slow (suite time)
+@pytest.mark.parametrize("head", ["language_model",  # acceptor, tagger, seq2seq: -m slow (suite time)
+                                  pytest.param("acceptor", marks=pytest.mark.slow),
                                   pytest.param("tagger", marks=pytest.mark.slow),
                                   pytest.param("seq2seq", marks=pytest.mark.slow)])
 def test_resume_after_one_epoch_equals_two_epochs_straight(head, tmp_path, keras):

@@ -280,7 +280,8 @@ def test_gradient_stats_and_dynamic_score_by_hand(tf, keras):
     assert got["cross_entropy"] == pytest.approx((ce1 + ce2) / 12, rel=1e-5)
 
 
-@pytest.mark.parametrize("model", [{}, {"dropout": 0.2, "weight_drop": 0.3}])
+@pytest.mark.parametrize("model", [{}, pytest.param({"dropout": 0.2, "weight_drop": 0.3},
+                                                    marks=pytest.mark.slow)])  # -m slow (suite time)
 def test_resume_at_epoch_boundary_equals_straight_through(tmp_path, keras, model):
     """The carried state resets every epoch and the chunk order is fixed, so a run resumed
     after epoch 1 ends where the uninterrupted run ends; with dropout and weight dropping too

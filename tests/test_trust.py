@@ -65,10 +65,12 @@ def _refused(res, d):
     assert not (d / "MARKER").exists(), "loading the run ran the plugin file it names"
 
 
+@pytest.mark.slow  # resume and load_run stay in the default run: -m slow (suite time)
 def test_generate_imports_nothing_the_run_names(evil_run):
     _refused(cli("generate", str(evil_run / "run"), "--max-length", "3"), evil_run)
 
 
+@pytest.mark.slow  # resume and load_run stay in the default run: -m slow (suite time)
 def test_evaluate_imports_nothing_the_run_names(evil_run):
     _refused(cli("evaluate", str(evil_run / "run")), evil_run)
 

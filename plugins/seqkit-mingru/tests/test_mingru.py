@@ -171,6 +171,7 @@ def test_tflite_step_model_matches_the_parallel_scan(tiny_run, tmp_path):
     assert not [op for op in tfl["ops"] if op.startswith("Flex") or op == "CUSTOM"]
 
 
+@pytest.mark.slow  # the peephole plugin's fresh-process reload stays in the default run: -m slow (suite time)
 def test_run_reloads_in_a_fresh_process_and_predicts_identically(tiny_run, tmp_path):
     import subprocess
     import sys
