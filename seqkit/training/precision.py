@@ -8,13 +8,15 @@ compute capability 8.0 or later) and ``float32`` elsewhere.
 Under a mixed policy (see docs/precision.md for the table):
 
 * every variable stays float32 (the optimizer updates float32 weights);
-* the big products run in the low dtype: the output projection (``Dense``), the recurrent layers'
-  input projection ``X W`` for all steps (:class:`~seqkit.layers.fused_lstm.FusedLSTM`,
-  :class:`~seqkit.layers.fused_gru.FusedGRU`: their ``product_dtype``) and attention scores; the
-  matmuls accumulate in float32 inside oneDNN / cuBLAS and round their result once;
+* the big products run in the low dtype: the output projection (a top-level ``Dense``) and the
+  recurrent layers' input projection ``X W`` for all steps
+  (:class:`~seqkit.layers.fused_lstm.FusedLSTM`, :class:`~seqkit.layers.fused_gru.FusedGRU`: their
+  ``product_dtype``); the matmuls accumulate in float32 inside oneDNN / cuBLAS and round their
+  result once;
 * the recurrence (``h U``, the gates, the cell state), the softmax cross-entropy, metrics, CRFs,
-  pooling and every other layer run in float32 (:data:`MIXED_LAYERS` names the layer classes
-  that take the low dtype; every other layer of the model is set back to float32);
+  pooling, the seq2seq decoder (its per-step attention and output products included) and every
+  other layer run in float32 (:data:`MIXED_LAYERS` names the layer classes that take the low
+  dtype at the model's top level; every other layer is set back to float32, with its sublayers);
 * ``mixed_float16`` wraps the optimizer in Keras's ``LossScaleOptimizer`` (dynamic loss scaling:
   float16's range is too narrow for small gradients); bfloat16 has float32's range and needs none.
 
@@ -37,8 +39,7 @@ PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16", "auto")
 #: Layer class names whose products take the mixed policy's low dtype; every other layer of a
 #: model built under a mixed policy computes in float32. The fused recurrent layers keep a float32
 #: policy themselves and run only their input projection in the low dtype (``product_dtype``).
-MIXED_LAYERS = ("Dense", "EinsumDense", "Embedding", "Dropout", "SpatialDropout1D",
-                "BahdanauAttention", "LuongAttention")
+MIXED_LAYERS = ("Dense", "EinsumDense", "Embedding", "Dropout", "SpatialDropout1D")
 
 
 def gpu_bf16() -> bool | None:

@@ -483,7 +483,7 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
     if t.schedule.type != "constant":
         import keras as _k
 
-        sched = model.optimizer._learning_rate
+        sched = getattr(model.optimizer, "inner_optimizer", model.optimizer)._learning_rate
         shown = (", ".join(f"{k} {v:g}" for k, v in sched.get_config().items())
                  if isinstance(sched, _k.optimizers.schedules.LearningRateSchedule) else
                  f"factor {t.schedule.factor:g} after {t.schedule.patience} epochs without improvement")
@@ -506,7 +506,7 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
     # stopping's last epoch) only finishes: it trains no further epoch
     train_more = state.get("epoch", 0) < t.epochs
     if t.diagnostics:  # gradient norms into the epoch's logs, before ckpt writes history.json
-        callbacks.insert(0, grad_stats.callback(grad_stats.attach(model.optimizer)))
+        callbacks.insert(0, grad_stats.callback(grad_stats.attach(getattr(model.optimizer, "inner_optimizer", model.optimizer))))
     if t.early_stopping is not None and t.early_stopping.patience > 0:
         # a resumed run starts from the patience count and best value its epochs so far left, so
         # it stops where the uninterrupted run would (a fresh EarlyStopping forgot both)
