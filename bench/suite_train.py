@@ -325,6 +325,7 @@ def run(args):
     pairs = [(n, n[:-len(" bf16")]) for n in base if n.endswith(" bf16") and n[:-len(" bf16")] in base]
     extra = {"shape": f"V {V}, E {E}, LSTM {H}, B {B}, T {T}, Adam, global clipnorm 1.0",
              "bf16_vs_float32": {n: base[n] / base[f] for n, f in pairs},
+             "bfloat16": "; ".join(f"{n} {base[n] / base[f]:.2f}x {f}" for n, f in pairs) or "no bf16 rows",
              "steps_per_measurement": steps, "repeats": repeats,
              "ratio": "median tokens/s over the hand-written Keras model's (with mask_zero); GRU rows "
                       "over the hand-written Keras GRU model's",

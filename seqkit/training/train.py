@@ -470,7 +470,9 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
                  compile_model(prep, steps_per_epoch=steps, precision=policy))
     if resume:
         check_model_matches(prep, model, run.file(LAST))  # not a last.keras from another run
-        policy, why = precision.model_precision(model), "as the run was trained (its last.keras)"
+        saved = precision.model_precision(model)  # a resumed run trains on in its own precision
+        if saved != policy:
+            policy, why = saved, f"as the run was trained (its {LAST}), not {policy} ({why})"
     if t.precision != "float32" or policy != "float32":
         log.info(f"precision: {policy} ({why}; training.precision: {t.precision})")
     exact = "cross_entropy" if any(m.name == "cross_entropy" for m in prep.head.metrics()) else "loss"
