@@ -163,7 +163,7 @@ def test_mixed_run_records_its_precision_resumes_exactly_and_learns_as_float32(b
     assert model_precision(load_model(last)) == "float32"
     # same data, seed and schedule: bfloat16 products learn what float32 learns, to a few percent
     assert abs(m["test"]["cross_entropy"] - f["test"]["cross_entropy"]) < 0.05 * f["test"]["cross_entropy"]
-    assert m["test"]["perplexity"] < m["baselines"]["1-gram"]["test"]
+    assert m["test"]["perplexity"] < 0.5 * m["vocabulary"]  # an untrained model's is about the vocabulary size
 
 
 def test_mixed_run_evaluates_in_float32_on_the_same_weights(bf16_runs, tf, keras):
