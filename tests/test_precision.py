@@ -231,3 +231,21 @@ def test_stream_lm_trains_in_bfloat16_and_float16_as_in_float32(tmp_path, keras)
     assert got["float32"] < first
     for p in ("mixed_bfloat16", "mixed_float16"):
         assert got[p] == pytest.approx(got["float32"], rel=0.03), got
+
+
+def test_resume_of_a_run_older_than_the_key_is_no_change_unless_it_asks_for_another_precision(tmp_path):
+    import yaml
+
+    from seqkit.errors import RunDirError
+    from seqkit.recipe import recipe_from_dict
+    from seqkit.runs.rundir import RECIPE, RunDir
+    from seqkit.training.train import _check_resume_changes
+
+    recipe = recipe_from_dict(make_recipe())
+    saved = yaml.safe_load(recipe.to_yaml())
+    del saved["training"]["precision"]  # a recipe.yaml written before training.precision existed
+    (tmp_path / RECIPE).write_text(yaml.safe_dump(saved), encoding="utf-8")
+    _check_resume_changes(recipe, RunDir(str(tmp_path)))  # float32, the default: nothing changes
+    bf16 = recipe_from_dict(make_recipe(training={"precision": "mixed_bfloat16"}))
+    with pytest.raises(RunDirError, match="training.precision"):
+        _check_resume_changes(bf16, RunDir(str(tmp_path)))
