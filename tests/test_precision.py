@@ -249,3 +249,30 @@ def test_resume_of_a_run_older_than_the_key_is_no_change_unless_it_asks_for_anot
     bf16 = recipe_from_dict(make_recipe(training={"precision": "mixed_bfloat16"}))
     with pytest.raises(RunDirError, match="training.precision"):
         _check_resume_changes(bf16, RunDir(str(tmp_path)))
+
+
+@pytest.mark.parametrize("head", ["tagger", "acceptor", pytest.param("seq2seq", marks=pytest.mark.slow)])
+def test_every_head_trains_in_bfloat16_and_evaluates_in_float32(head, tmp_path, keras):
+    """Tagger (bidirectional, emissions), acceptor (mean pooling, frame inputs) and seq2seq (attention
+    decoder, pinned to float32) build, train and evaluate under mixed_bfloat16 on the fused path."""
+    import math
+
+    from seqkit.training.precision import model_precision
+    from seqkit.training.train import load_model, load_run, train
+    from tests.test_resume_exact import small
+
+    recipe = small(head, 1, tmp_path)
+    recipe.training.precision = "mixed_bfloat16"
+    recipe.model.recurrent_dropout = 0.0  # keep the fused kernels (recurrent dropout leaves them)
+    run = str(tmp_path / "run")
+    metrics = train(recipe, run, verbose=0)
+    assert metrics["precision"]["policy"] == "mixed_bfloat16"
+    assert all(math.isfinite(v) for v in metrics["test"].values() if isinstance(v, float))
+    saved = load_model(os.path.join(run, "last.keras"), keep_precision=True)
+    assert model_precision(saved) == "mixed_bfloat16"
+    assert any(getattr(layer, "product_dtype", None) == "bfloat16" for layer in saved._flatten_layers())
+    prep, model = load_run(run, with_data=True)
+    assert model_precision(model) == "float32"
+    again = prep.head.evaluate(model, prep.splits["test"])
+    floats = {k: v for k, v in metrics["test"].items() if isinstance(v, float)}
+    assert floats and {k: again[k] for k in floats} == pytest.approx(floats, rel=1e-6)
