@@ -3,7 +3,8 @@
 Suites (each in ``bench/suite_NAME.py``, each a ``run(args) -> (rows, extra)``):
 
 * ``train``  -- LM training tokens/s: seqkit recipe path, the hand-written Keras
-  model, PyTorch (when installed: ``pip install -e ".[bench]"``).
+  model, PyTorch (when installed: ``pip install -e ".[bench]"``), float32 and bfloat16
+  (``--only NAME`` picks contenders).
 * ``parts``  -- the train suite's step taken apart (embedding, projections, recurrence,
   softmax CE, clip, Adam) in TensorFlow beside PyTorch: where the time goes.
 * ``stream`` -- TFLite step latency: bare ``invoke`` vs the ``seqkit.runtime`` step,
@@ -45,6 +46,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=os.path.join("bench", "results"), help="report directory [bench/results]")
     ap.add_argument("--threads", type=int, default=None,
                     help="intra-op threads for TF and PyTorch [default: the libraries' own]")
+    ap.add_argument("--only", action="append", default=None, metavar="CONTENDER",
+                    help="train suite: measure only this contender (repeatable), e.g. --only seqkit "
+                         "--only 'seqkit bf16'")
     ap.add_argument("--isa", choices=("avx2",), default=None,
                     help="cap oneDNN/MKL and XLA (TensorFlow) and ATen (PyTorch) kernels to AVX2 on an AVX-512 "
                          "machine: an approximation of an AVX2 CPU (its kernels, not its cores); "

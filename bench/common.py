@@ -49,12 +49,12 @@ def time_calls(fn: Callable[[], object], calls: int) -> float:
 def environment() -> dict:
     """Versions, CPU kind and vector extensions, oneDNN and thread settings (what a reader needs
     to compare two reports; see :mod:`bench.machine`)."""
-    from bench.machine import cpu_flags, cpu_kind, onednn
+    from bench.machine import cpu_flags, cpu_kind, machine_kind, onednn
 
     flags = cpu_flags()
     env = {"python": platform.python_version(), "machine": platform.machine(),
            "cpu": _cpu_name(), "cpus": os.cpu_count(), "cpu_kind": cpu_kind(flags),
-           "cpu_flags": " ".join(f for f, on in flags.items() if on) or None,
+           "machine_kind": machine_kind(flags), "cpu_flags": " ".join(f for f, on in flags.items() if on) or None,
            "time": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
     try:
         import keras

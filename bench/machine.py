@@ -7,7 +7,8 @@ report therefore records
 * :func:`cpu_flags`: which of ``avx2``, ``fma``, ``avx512f``, ``avx512bw``,
   ``avx512_vnni``, ``avx512_bf16``, ``amx_tile``, ``amx_bf16``, ``amx_int8`` the
   CPU reports in ``/proc/cpuinfo`` (``cpu_kind`` sums them up as ``"avx512"``,
-  ``"avx2"`` or ``"other"``);
+  ``"avx2"`` or ``"other"``; :func:`machine_kind` adds ``+amx`` or ``+avx512_bf16``, the
+  bfloat16 matrix units mixed-precision training uses);
 * :func:`onednn`: whether TensorFlow runs its oneDNN kernels
   (``TF_ENABLE_ONEDNN_OPTS``, default on for x86 Linux) and any ISA cap set with
   ``ONEDNN_MAX_CPU_ISA`` (oneDNN's own switch, which ``python -m bench --isa
@@ -28,6 +29,19 @@ import statistics
 import time
 
 from seqkit.runs.provenance import FLAGS, cpu_flags, cpu_kind  # noqa: F401 (one reading of the CPU for runs and bench)
+
+def machine_kind(flags: dict[str, bool]) -> str:
+    """The CPU kind with its bfloat16 matrix units: :func:`cpu_kind` plus ``+amx`` (``amx_bf16``:
+    Intel AMX tiles) or else ``+avx512_bf16`` (``vdpbf16ps``: Zen 4/5, Cooper Lake and later), e.g.
+    ``"avx512+avx512_bf16"``, ``"avx512+amx"``, ``"avx2"``. What decides whether
+    ``training.precision: mixed_bfloat16`` can pay (:mod:`seqkit.training.precision`)."""
+    kind = cpu_kind(flags)
+    if flags.get("amx_bf16"):
+        return kind + "+amx"
+    if flags.get("avx512_bf16"):
+        return kind + "+avx512_bf16"
+    return kind
+
 
 ISA_ENV = ("TF_ENABLE_ONEDNN_OPTS", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS",
            "ATEN_CPU_CAPABILITY", "XLA_FLAGS")

@@ -21,6 +21,9 @@ eager, as the train suite's contender):
 * ``optimizer``: one Adam update of every weight;
 * ``whole step``: one training step of the whole model (seqkit: the recipe
   path of the train suite; PyTorch: the train suite's contender).
+* ``... bf16`` (TensorFlow only): the input projection, the output projection with the softmax CE,
+  and the whole step as ``training.precision: mixed_bfloat16`` computes them (bfloat16 operands,
+  the bias, softmax and cross-entropy in float32: :mod:`seqkit.training.precision`).
 
 ``whole step - sum of parts`` is the rest: the loop's and framework's
 per-op overhead, masks and metrics. Times are medians in milliseconds per
@@ -125,8 +128,27 @@ def tf_parts(repeats: int, calls: int, corpus_path: str) -> dict[str, float]:
     def optimizer():
         opt.apply_gradients(zip(grads, weights))
 
+    lo = tf.bfloat16
+
+    @tf.function
+    def input_projection_bf16():
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = tf.cast(tf.matmul(tf.cast(x, lo), tf.cast(w_in, lo)), tf.float32) + b_in
+        return tape.gradient(y, [x, w_in, b_in], output_gradients=tf.ones_like(y))
+
+    @tf.function
+    def output_ce_bf16():
+        with tf.GradientTape() as tape:
+            tape.watch(hs)
+            z = tf.matmul(tf.cast(hs, lo), tf.cast(w_out, lo)) + tf.cast(b_out, lo)
+            ce = tf.reduce_mean(sparse_softmax_cross_entropy(labels, tf.cast(z, tf.float32)))
+        return tape.gradient(ce, [hs, w_out, b_out])
+
     step = seqkit_contender(corpus_path)
-    fns = {"embedding": embedding, "input projection": input_projection, "recurrence": recurrence,
+    bf16 = {"input projection bf16": input_projection_bf16, "output + softmax CE bf16": output_ce_bf16,
+            "whole step bf16": seqkit_contender(corpus_path, precision="mixed_bfloat16")}
+    fns = {**bf16, "embedding": embedding, "input projection": input_projection, "recurrence": recurrence,
            "recurrence, XLA loops": recurrence_xla,
            "loop matmul": loop_matmul, "output + softmax CE": output_ce, "clip": clip, "optimizer": optimizer,
            "whole step": step}
@@ -239,6 +261,11 @@ def run(args):
                "ratio": (tf_ms[name] / torch_ms[name]) if torch_ms and torch_ms[name] > 0 else None,
                "notes": f"PyTorch {torch_ms[name]:.2f} ms" if torch_ms else "PyTorch not installed"}
         rows.append(row)
+    for name in ("input projection bf16", "output + softmax CE bf16", "whole step bf16"):
+        f32 = name[:-len(" bf16")]
+        rows.append({"contender": name, "metric": "ms/step (TF)", "median": tf_ms[name], "min": tf_ms[name],
+                     "max": tf_ms[name], "samples": [round(tf_ms[name], 3)], "ratio": None,
+                     "notes": f"{tf_ms[f32] / tf_ms[name]:.2f}x faster than float32 ({tf_ms[f32]:.2f} ms)"})
     xla = tf_ms["recurrence, XLA loops"]  # TensorFlow only: the loops seqkit compiles when it can
     rows.insert(PARTS.index("recurrence") + 1, {
         "contender": "recurrence, XLA loops", "metric": "ms/step (TF)", "median": xla, "min": xla, "max": xla,

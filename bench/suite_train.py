@@ -41,6 +41,15 @@ Contenders (one process, interleaved repeat by repeat):
   ``cross_entropy``, ``clip_grad_norm_``, ``Adam`` (if torch is installed), in a
   child process driven step block by step block: in one process with
   TensorFlow the two libraries' spinning thread pools slow PyTorch about 8x.
+
+Precision rows (``ratio_to_float32`` in each row's notes and ``bf16_vs_float32`` in the report):
+
+* ``seqkit bf16``, ``seqkit GRU bf16``: the recipe path with ``training.precision:
+  mixed_bfloat16`` (:mod:`seqkit.training.precision`: bfloat16 input and output projections,
+  float32 recurrence, state, softmax cross-entropy and weights).
+* ``torch bf16``: the ``torch`` contender with its forward and loss under
+  ``torch.autocast("cpu", dtype=torch.bfloat16)`` (PyTorch's own mixed precision; skipped
+  without torch).
 """
 
 from __future__ import annotations
@@ -110,12 +119,14 @@ def loops_mode(make, mode: str):
     return step
 
 
-def seqkit_contender(path: str, fused: bool = True, jit: bool = False, cell: str = "lstm"):
+def seqkit_contender(path: str, fused: bool = True, jit: bool = False, cell: str = "lstm",
+                     precision: str = "float32"):
     from seqkit.training.train import compile_model, make_split_dataset, prepare, seed_everything
 
     r = recipe(path, cell)
     if jit:
         r.training.jit_compile = True
+    r.training.precision = precision
     seed_everything(r.seed, r.training.deterministic)  # as `seqkit train` does (op determinism on)
     prep = prepare(r)
     assert len(prep.vocab) == V, len(prep.vocab)
@@ -154,7 +165,9 @@ def keras_contender(ids, mask: bool = True, jit: bool = False, cell: str = "LSTM
     return keras_stepper(model, ds.prefetch(tf.data.AUTOTUNE))
 
 
-def torch_contender(ids, cell: str = "LSTM"):
+def torch_contender(ids, cell: str = "LSTM", bf16: bool = False):
+    import contextlib
+
     import numpy as np
     import torch
 
@@ -183,7 +196,9 @@ def torch_contender(ids, cell: str = "LSTM"):
         state["i"] += 1
         xb, yb = x[i * B:(i + 1) * B], y[i * B:(i + 1) * B]
         opt.zero_grad(set_to_none=True)
-        loss = torch.nn.functional.cross_entropy(model(xb).reshape(-1, V), yb.reshape(-1))
+        with (torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()):
+            logits = model(xb)
+        loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, V), yb.reshape(-1))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -192,13 +207,13 @@ def torch_contender(ids, cell: str = "LSTM"):
     return step
 
 
-def _torch_worker(conn, ids, steps, threads, cell):
+def _torch_worker(conn, ids, steps, threads, cell, bf16=False):
     """Child process: build the PyTorch contender, answer each request with one measurement."""
     import torch
 
     if threads:
         torch.set_num_threads(threads)
-    one = torch_contender(ids, cell)
+    one = torch_contender(ids, cell, bf16)
     t0 = time.perf_counter()
     one()
     conn.send(time.perf_counter() - t0)
@@ -212,12 +227,12 @@ def _torch_worker(conn, ids, steps, threads, cell):
 class TorchInChild:
     """The ``torch`` contender in a spawned child process (see the module docstring)."""
 
-    def __init__(self, ids, steps, threads, cell: str = "LSTM"):
+    def __init__(self, ids, steps, threads, cell: str = "LSTM", bf16: bool = False):
         import multiprocessing as mp
 
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_torch_worker, args=(child, ids, steps, threads, cell), daemon=True)
+        self.proc = ctx.Process(target=_torch_worker, args=(child, ids, steps, threads, cell, bf16), daemon=True)
         self.proc.start()
         self.first_step = self.conn.recv()
 
@@ -228,6 +243,10 @@ class TorchInChild:
     def close(self):
         self.conn.send("stop")
         self.proc.join(10)
+
+
+def _ratio(base: dict, a: str, b: str):
+    return base[a] / base[b] if a in base and b in base else None
 
 
 def run(args):
@@ -253,15 +272,22 @@ def run(args):
               "seqkit (XLA)": lambda: seqkit_contender(path, jit=True),
               "seqkit (XLA loops)": lambda: loops_mode(lambda: seqkit_contender(path), "1"),
               "seqkit GRU": lambda: seqkit_contender(path, cell="gru"),
-              "keras GRU": lambda: keras_contender(ids, cell="GRU")}
+              "keras GRU": lambda: keras_contender(ids, cell="GRU"),
+              "seqkit bf16": lambda: seqkit_contender(path, precision="mixed_bfloat16"),
+              "seqkit GRU bf16": lambda: seqkit_contender(path, cell="gru", precision="mixed_bfloat16")}
+    if getattr(args, "only", None):
+        makers = {k: v for k, v in makers.items() if k in args.only}
     import importlib.util
 
     has_torch = importlib.util.find_spec("torch") is not None
     contenders, build_s = {}, {}
     children = []
     if has_torch:
-        for name, cell in (("torch", "LSTM"), ("torch GRU", "GRU")):
-            child = TorchInChild(ids, steps, args.threads, cell)
+        for name, cell, bf16 in (("torch", "LSTM", False), ("torch GRU", "GRU", False),
+                                 ("torch bf16", "LSTM", True)):
+            if getattr(args, "only", None) and name not in args.only:
+                continue
+            child = TorchInChild(ids, steps, args.threads, cell, bf16)
             contenders[name], build_s[name] = child, child.first_step
             children.append(child)
     for name, make in makers.items():
@@ -288,19 +314,27 @@ def run(args):
     for name, vals in res.items():
         per_token = lm_flops_per_token("gru" if "GRU" in name else "lstm", V, E, H)
         frac = roofline_fraction(base[name], gflops, per_token)
+        ref = "keras GRU" if "GRU" in name else "keras"
+        f32 = name[:-len(" bf16")] if name.endswith(" bf16") else None
         row = {"contender": name, "metric": "tokens/s", **summarize(vals),
-               "ratio": base[name] / base["keras GRU" if "GRU" in name else "keras"],
+               "ratio": base[name] / base[ref] if ref in base else None,
                "roofline_fraction": frac,
-               "notes": f"first step {build_s[name]:.1f} s; {frac:.0%} of roofline"}
+               "notes": f"first step {build_s[name]:.1f} s; {frac:.0%} of roofline"
+                        + (f"; {base[name] / base[f32]:.2f}x its float32" if f32 in base else "")}
         rows.append(row)
+    pairs = [(n, n[:-len(" bf16")]) for n in base if n.endswith(" bf16") and n[:-len(" bf16")] in base]
     extra = {"shape": f"V {V}, E {E}, LSTM {H}, B {B}, T {T}, Adam, global clipnorm 1.0",
+             "bf16_vs_float32": {n: base[n] / base[f] for n, f in pairs},
+             "bfloat16": "; ".join(f"{n} {base[n] / base[f]:.2f}x {f}" for n, f in pairs) or "no bf16 rows",
              "steps_per_measurement": steps, "repeats": repeats,
              "ratio": "median tokens/s over the hand-written Keras model's (with mask_zero); GRU rows "
                       "over the hand-written Keras GRU model's",
-             "seqkit_gru_vs_keras_gru": base["seqkit GRU"] / base["keras GRU"],
-             "seqkit_gru_vs_torch_gru": (base["seqkit GRU"] / base["torch GRU"]) if "torch GRU" in base else None,
-             "seqkit_vs_torch": (base["seqkit"] / base["torch"]) if "torch" in base else None,
-             "seqkit_vs_keras": base["seqkit"] / base["keras"],
+             "seqkit_gru_vs_keras_gru": _ratio(base, "seqkit GRU", "keras GRU"),
+             "seqkit_gru_vs_torch_gru": _ratio(base, "seqkit GRU", "torch GRU"),
+             "seqkit_vs_torch": _ratio(base, "seqkit", "torch"),
+             "seqkit_vs_keras": _ratio(base, "seqkit", "keras"),
+             "seqkit_bf16_vs_torch_best": (base["seqkit bf16"] / max(base[k] for k in ("torch", "torch bf16") if k in base))
+             if "seqkit bf16" in base and ("torch" in base or "torch bf16" in base) else None,
              "roofline": f"{gflops:.1f} GFLOP/s float32 for {roof_before['shape']} in TensorFlow (mean of "
                          f"{roof_before['gflops']:.1f} before and {roof_after['gflops']:.1f} after the contenders); "
                          f"{lm_flops_per_token('lstm', V, E, H):,} FLOPs/token (LSTM), "

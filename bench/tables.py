@@ -509,14 +509,15 @@ def git_describe() -> str:
 def machine() -> dict:
     """CPU model, kind and vector extensions (``bench.machine``), core count, load average."""
     from bench.common import _cpu_name
-    from bench.machine import cpu_flags, cpu_kind
+    from bench.machine import cpu_flags, cpu_kind, machine_kind
 
     flags = cpu_flags()
     try:
         load = os.getloadavg()[0]
     except OSError:
         load = None
-    return {"cpu": _cpu_name(), "cpu_kind": cpu_kind(flags), "cpus": os.cpu_count(),
+    return {"cpu": _cpu_name(), "cpu_kind": cpu_kind(flags), "machine_kind": machine_kind(flags),
+            "cpus": os.cpu_count(),
             "cpu_flags": " ".join(f for f, on in flags.items() if on), "load_average_1min": load}
 
 

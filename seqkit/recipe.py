@@ -203,6 +203,10 @@ class TrainingConfig(BaseModel):
     steps_per_epoch: Optional[int] = Field(None, gt=0)
     deterministic: bool = True
     jit_compile: bool = False
+    # float32 | mixed_bfloat16 | mixed_float16 | auto: bfloat16 (or float16) products with float32
+    # weights, state, loss and metrics; auto = mixed_bfloat16 where the CPU has amx_bf16 or
+    # avx512_bf16 or the GPU is of compute capability 8+, else float32 (seqkit.training.precision)
+    precision: Literal["float32", "mixed_bfloat16", "mixed_float16", "auto"] = "float32"
     diagnostics: bool = False  # per-epoch gradient norm / clipping fraction in history.json
     distribute: DistributeConfig = DistributeConfig()
     bptt: Optional[int] = Field(None, gt=1)  # data.layout stream: steps per chunk (default 128)

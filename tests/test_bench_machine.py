@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.machine import cap_isa, cpu_flags, cpu_kind, lm_flops_per_token, roofline_fraction
+from bench.machine import cap_isa, cpu_flags, cpu_kind, lm_flops_per_token, machine_kind, roofline_fraction
 
 AVX2_EPYC = """processor\t: 0
 model name\t: AMD EPYC
@@ -18,6 +18,14 @@ def test_cpu_kind_from_flags():
     assert f2["avx2"] and f2["fma"] and not f2["avx512f"] and not f2["avx512_bf16"]
     assert f5["avx512f"] and f5["avx512_bf16"] and not f5["amx_tile"]
     assert (cpu_kind(f2), cpu_kind(f5), cpu_kind(cpu_flags(""))) == ("avx2", "avx512", "other")
+
+
+def test_machine_kind_names_the_bfloat16_units():
+    amx = AVX512_EPYC.replace("avx512_bf16", "avx512_bf16 amx_tile amx_bf16 amx_int8")
+    assert machine_kind(cpu_flags(AVX512_EPYC)) == "avx512+avx512_bf16"
+    assert machine_kind(cpu_flags(amx)) == "avx512+amx"
+    assert machine_kind(cpu_flags(AVX2_EPYC)) == "avx2"
+    assert machine_kind(cpu_flags("")) == "other"
 
 
 def test_flops_per_token_by_hand():

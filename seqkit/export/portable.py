@@ -46,6 +46,7 @@ def _stock_rnn(cfg: dict, *, last_only: bool = False) -> dict:
     if cfg.get("registered_name") in STOCK_RNN:
         cfg.update(module="keras.layers", class_name=STOCK_RNN[cfg["registered_name"]],
                    registered_name=None)
+        cfg.get("config", {}).pop("product_dtype", None)  # mixed precision's: stock layers compute in float32
     if cfg.get("class_name") == "Bidirectional" and cfg.get("module") == "keras.layers":
         inner = cfg["config"]
         for key in ("layer", "backward_layer"):

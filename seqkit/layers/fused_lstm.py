@@ -133,7 +133,7 @@ def lstm_scan(zx, mask, h0, c0, recurrent_kernel, xla: bool = False):
 
 
 @keras.saving.register_keras_serializable(package="seqkit")
-class FusedLSTM(weight_drop_module.WeightDropConfig, keras.layers.LSTM):
+class FusedLSTM(fused_rnn.ProductDtype, weight_drop_module.WeightDropConfig, keras.layers.LSTM):
     """``keras.layers.LSTM`` with a faster CPU kernel (see the module docstring).
 
     Same arguments, weights, masking and outputs as ``keras.layers.LSTM``:
@@ -143,6 +143,11 @@ class FusedLSTM(weight_drop_module.WeightDropConfig, keras.layers.LSTM):
 
     ``weight_drop`` (default 0): DropConnect on the recurrent kernel ``U`` in training, one
     mask per call (:mod:`seqkit.layers.weight_drop`; AWD-LSTM, Merity et al. 2018).
+
+    ``product_dtype`` (default None = float32): ``"bfloat16"`` or ``"float16"`` runs the input
+    projection in that dtype, the recurrence and the state in float32
+    (:class:`seqkit.layers.fused_rnn.ProductDtype`; a layer made under a Keras mixed policy takes
+    it from the policy).
     """
 
     def inner_loop(self, sequences, initial_state, mask, training=False):

@@ -57,14 +57,19 @@ def project_inputs(layer, sequences, mask, input_bias, training):
     """Every step's input projection, time-major, and the mask.
 
     Args:
-        layer: the recurrent layer (its ``cell.kernel`` ``[D, G]``, dropout, ``go_backwards``).
+        layer: the recurrent layer (its ``cell.kernel`` ``[D, G]``, dropout, ``go_backwards``,
+            ``product_dtype``).
         sequences: ``[B, T, D]`` float32.
         mask: ``[B, T]`` bool, a list holding it, or None.
         input_bias: ``[G]`` added to every projection.
         training: apply the cell's input dropout, one mask per sequence (as Keras's cuDNN path).
 
     Returns:
-        ``(zx [T, B, G], m [T, B])`` float32, both reversed in time with ``go_backwards``.
+        ``(zx [T, B, G], m [T, B])`` float32, both reversed in time with ``go_backwards``. With
+        the layer's ``product_dtype`` (``"bfloat16"`` / ``"float16"``: :class:`ProductDtype`), ``X W``
+        is one product of ``X`` and ``W`` rounded to that dtype (accumulated in float32 by the
+        matmul kernel) whose result is widened to float32 before the bias is added; its gradients
+        ``dX = dZ W^T`` and ``dW = X^T dZ`` are products in that dtype too.
     """
     import tensorflow as tf
 
@@ -73,7 +78,12 @@ def project_inputs(layer, sequences, mask, input_bias, training):
     cell, x = layer.cell, sequences
     if training and cell.dropout:
         x = x * tf.expand_dims(cell.get_dropout_mask(sequences[:, 0, :]), 1)
-    zx = tf.transpose(tf.tensordot(x, cell.kernel, axes=[[2], [0]]) + input_bias, [1, 0, 2])
+    low = getattr(layer, "product_dtype", None)
+    if low:
+        xw = tf.cast(tf.tensordot(tf.cast(x, low), tf.cast(cell.kernel, low), axes=[[2], [0]]), tf.float32)
+    else:
+        xw = tf.tensordot(x, cell.kernel, axes=[[2], [0]])
+    zx = tf.transpose(xw + input_bias, [1, 0, 2])
     if mask is None:
         m = tf.ones(tf.shape(zx)[:2], tf.float32)
     else:
@@ -81,6 +91,43 @@ def project_inputs(layer, sequences, mask, input_bias, training):
     if layer.go_backwards:
         zx, m = tf.reverse(zx, [0]), tf.reverse(m, [0])
     return zx, m
+
+
+class ProductDtype:
+    """Mixin for a fused recurrent layer: the ``product_dtype`` constructor argument.
+
+    ``product_dtype``: ``None`` (everything float32, the default) or ``"bfloat16"`` /
+    ``"float16"``: the dtype of the input projection ``X W`` (:func:`project_inputs`) on the fused
+    CPU path. The recurrence ``h U``, the gates and the cell state stay float32.
+
+    A layer made under a Keras mixed policy (``mixed_bfloat16``: its compute dtype differs from its
+    variable dtype) takes that compute dtype as its ``product_dtype`` and sets its own policy (and
+    its cell's) to ``float32``: so its outputs, its states (returned and carried across stream
+    chunks) and its step cell (generation, export) stay float32. ``get_config`` names
+    ``product_dtype`` only when it is set (configs of float32 layers are as they were).
+
+    Raises:
+        ValueError: a ``product_dtype`` other than None, ``"bfloat16"``, ``"float16"``.
+    """
+
+    def __init__(self, *args, product_dtype: str | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        policy = self.dtype_policy
+        mixed = policy.compute_dtype != policy.variable_dtype and policy.compute_dtype in ("bfloat16", "float16")
+        if product_dtype is None and mixed:
+            product_dtype = policy.compute_dtype
+        if product_dtype not in (None, "bfloat16", "float16"):
+            raise ValueError(f"product_dtype must be None, 'bfloat16' or 'float16', got {product_dtype!r}.")
+        self.product_dtype = product_dtype
+        if mixed:
+            self.dtype_policy = "float32"
+            self.cell.dtype_policy = "float32"
+
+    def get_config(self):
+        config = super().get_config()
+        if self.product_dtype:
+            config["product_dtype"] = self.product_dtype
+        return config
 
 
 def keras_outputs(layer, h_seq, m):

@@ -10,6 +10,7 @@ configures.
 * :mod:`~seqkit.training.class_weights` -- ``training.class_weight``;
 * :mod:`~seqkit.training.distribute` -- ``training.distribute`` strategies;
 * :mod:`~seqkit.training.grad_stats` -- ``training.diagnostics``: gradient norms per epoch;
+* :mod:`~seqkit.training.precision` -- ``training.precision``: mixed-precision policies;
 * :mod:`~seqkit.training.seeds` -- ``seqkit train --seeds N``: one recipe, several seeds.
 
 Nothing is imported here, so ``import seqkit.training`` loads no TensorFlow.

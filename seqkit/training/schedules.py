@@ -135,7 +135,9 @@ def make_schedule(t, steps_per_epoch: int | None):
 
 
 def current_learning_rate(optimizer, step: int | None = None) -> float:
-    """The learning rate ``optimizer`` uses at iteration ``step`` (default: its current one)."""
+    """The learning rate ``optimizer`` uses at iteration ``step`` (default: its current one); a
+    loss-scale optimizer (``mixed_float16``) answers for the optimizer it wraps."""
+    optimizer = getattr(optimizer, "inner_optimizer", optimizer)
     lr = optimizer._learning_rate
     if isinstance(lr, keras.optimizers.schedules.LearningRateSchedule):
         s = int(optimizer.iterations.numpy()) if step is None else step

@@ -32,7 +32,7 @@ from seqkit.runs.lifecycle import RunLock, Staging, check_target, remove_stale, 
 from seqkit.runs.provenance import machine, write_provenance
 from seqkit.runs.rundir import (BEST, HISTORY, LAST, LOGS, METRICS, RECIPE, STATE, RunDir, atomic_save_model,
                                 atomic_write_json, atomic_write_text, read_json)
-from seqkit.training import grad_stats
+from seqkit.training import grad_stats, precision
 from seqkit.training.distribute import make_distribution
 
 # A bucketed dataset has no known length until its first pass; Keras then warns that the
@@ -220,16 +220,30 @@ def _needs_run_length(t) -> bool:
     return t.schedule.type == "cosine" and t.schedule.decay_steps is None
 
 
-def compile_model(prep: Prepared, model=None, *, steps_per_epoch: int | None = None):
+def compile_model(prep: Prepared, model=None, *, steps_per_epoch: int | None = None,
+                  precision: str | None = None):
     """Build (or take) the head's model and compile it with the recipe's training settings.
 
     ``steps_per_epoch`` sizes a ``cosine`` schedule without ``decay_steps`` (default: counted
     from the training split when it is loaded; without data the optimizer, which then only
     serves evaluation, gets the constant ``training.learning_rate``).
+
+    ``precision``: the Keras policy a new model is built under (``float32``, ``mixed_bfloat16``,
+    ``mixed_float16``; default: ``training.precision`` resolved by
+    :func:`seqkit.training.precision.resolve`); a given ``model`` keeps its own. Under
+    ``mixed_float16`` the optimizer is wrapped in a loss-scale optimizer.
     """
+    from seqkit.training import precision as mp
     from seqkit.training.losses import share_cross_entropy
 
-    model = model if model is not None else build_model(prep)  # too large / a failing plugin: named
+    if model is None:
+        if precision is None:
+            precision = mp.resolve(prep.recipe.training.precision, gpu=mp.gpu_bf16())[0]
+        with mp.policy_scope(precision):
+            model = build_model(prep)  # too large / a failing plugin: named
+        mp.restrict(model, precision)
+    else:
+        precision = mp.model_precision(model)
     t = prep.recipe.training
     loss, metrics = prep.head.loss(), prep.head.metrics()
     share_cross_entropy(loss, metrics)  # the exact cross-entropy metric reuses the loss's softmax
@@ -237,8 +251,8 @@ def compile_model(prep: Prepared, model=None, *, steps_per_epoch: int | None = N
         steps_per_epoch = steps_per_epoch_of(prep)
         if steps_per_epoch is None:
             t = t.model_copy(update={"schedule": t.schedule.model_copy(update={"type": "constant"})})
-    model.compile(optimizer=make_optimizer(t, steps_per_epoch), loss=loss, metrics=metrics,
-                  jit_compile=t.jit_compile)
+    model.compile(optimizer=mp.wrap_optimizer(make_optimizer(t, steps_per_epoch), precision), loss=loss,
+                  metrics=metrics, jit_compile=t.jit_compile)
     return model
 
 
@@ -444,6 +458,7 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
             run.path = stage.path  # until the first epoch is saved (``out`` is ``run``)
         prep = prepare(recipe)  # all data errors surface before anything is written
 
+    policy, why = precision.resolve(t.precision, gpu=precision.gpu_bf16())
     with dist.strategy.scope():
         train_ds = make_split_dataset(prep, "train", training=True, first_epoch=state.get("epoch", 0))
         has_valid = bool(prep.splits["valid"])
@@ -451,9 +466,15 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
         # counted on a dataset of its own: a pass over train_ds would move its shuffling on an epoch
         steps = (steps_per_epoch_of(prep, train_ds if hasattr(train_ds, "epoch_chunks") else None)
                  if _needs_run_length(t) and not resume else None)
-        model = load_model(run.file(LAST)) if resume else compile_model(prep, steps_per_epoch=steps)
+        model = (load_model(run.file(LAST), keep_precision=True) if resume else
+                 compile_model(prep, steps_per_epoch=steps, precision=policy))
     if resume:
         check_model_matches(prep, model, run.file(LAST))  # not a last.keras from another run
+        saved = precision.model_precision(model)  # a resumed run trains on in its own precision
+        if saved != policy:
+            policy, why = saved, f"as the run was trained (its {LAST}), not {policy} ({why})"
+    if t.precision != "float32" or policy != "float32":
+        log.info(f"precision: {policy} ({why}; training.precision: {t.precision})")
     exact = "cross_entropy" if any(m.name == "cross_entropy" for m in prep.head.metrics()) else "loss"
     monitor = f"val_{exact}" if has_valid else exact
     params = count_parameters(model)
@@ -464,7 +485,7 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
     if t.schedule.type != "constant":
         import keras as _k
 
-        sched = model.optimizer._learning_rate
+        sched = getattr(model.optimizer, "inner_optimizer", model.optimizer)._learning_rate
         shown = (", ".join(f"{k} {v:g}" for k, v in sched.get_config().items())
                  if isinstance(sched, _k.optimizers.schedules.LearningRateSchedule) else
                  f"factor {t.schedule.factor:g} after {t.schedule.patience} epochs without improvement")
@@ -487,7 +508,7 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
     # stopping's last epoch) only finishes: it trains no further epoch
     train_more = state.get("epoch", 0) < t.epochs
     if t.diagnostics:  # gradient norms into the epoch's logs, before ckpt writes history.json
-        callbacks.insert(0, grad_stats.callback(grad_stats.attach(model.optimizer)))
+        callbacks.insert(0, grad_stats.callback(grad_stats.attach(getattr(model.optimizer, "inner_optimizer", model.optimizer))))
     if t.early_stopping is not None and t.early_stopping.patience > 0:
         # a resumed run starts from the patience count and best value its epochs so far left, so
         # it stops where the uninterrupted run would (a fresh EarlyStopping forgot both)
@@ -567,7 +588,8 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
                "vocabulary": len(prep.vocab) if prep.vocab is not None else None,
                "replicas": dist.replicas,
                "examples": {k: len(v) for k, v in prep.splits.items()},
-               "machine": machine_record}
+               "machine": machine_record,
+               "precision": {"requested": t.precision, "policy": policy, "why": why}}
     for split in ("valid", "test"):
         if prep.splits[split]:
             metrics[split] = evaluate_model(prep, best, split)
@@ -625,8 +647,13 @@ def _check_resume_changes(recipe: Recipe, run: RunDir) -> None:
     except (OSError, yaml.YAMLError):
         return  # load_recipe has named a damaged recipe.yaml already
     now = _flatten(yaml.safe_load(recipe.to_yaml()))
+    # a key newer than the run's recipe.yaml holding its default changes nothing
+    from seqkit.recipe import TrainingConfig
+
+    defaults = _flatten({"training": TrainingConfig().model_dump(mode="json")})
     changed = sorted(k for k in set(saved) | set(now)
-                     if saved.get(k) != now.get(k) and not k.startswith(RESUMABLE_CHANGES))
+                     if saved.get(k) != now.get(k) and not k.startswith(RESUMABLE_CHANGES)
+                     and not (k not in saved and k in defaults and now.get(k) == defaults[k]))
     if changed:
         shown = ", ".join(f"{k} ({saved.get(k)!r} -> {now.get(k)!r})" for k in changed[:4])
         raise RunDirError(f"{run.path}: --resume cannot change {shown}: the checkpoint fixes the model, "
@@ -680,8 +707,12 @@ def evaluate_model(prep: Prepared, model, split: str) -> dict:
     return prep.head.evaluate(model, prep.splits[split])
 
 
-def load_model(path: str):
+def load_model(path: str, keep_precision: bool = False):
     """Load a ``.keras`` file with seqkit's custom objects, in Keras safe mode.
+
+    A model trained under a mixed precision policy computes in float32 once loaded
+    (:func:`seqkit.training.precision.to_float32`: the same float32 weights), so evaluation,
+    generation and export are float32; ``keep_precision`` keeps the saved policies (``--resume``).
 
     Raises:
         RunDirError: the file is missing, corrupt, or needs a plugin that is not available.
@@ -701,7 +732,7 @@ def load_model(path: str):
     if not os.path.isfile(path):
         raise RunDirError(f"{path}: no such model file.")
     try:
-        return keras.saving.load_model(path, safe_mode=True)
+        model = keras.saving.load_model(path, safe_mode=True)
     except Exception as exc:
         try:  # a .keras file is a zip archive: a cut-off or overwritten one fails here
             with zipfile.ZipFile(path) as z:
@@ -717,6 +748,7 @@ def load_model(path: str):
         raise RunDirError(f"{path}: cannot load the model ({type(exc).__name__}: {exc}). If the run "
                           f"used a plugin cell or head, install it or pass --plugin"
                           + (f" (the model names {', '.join(needed)})." if needed else ".")) from exc
+    return model if keep_precision else precision.to_float32(model)
 
 
 def load_run(run_path: str, with_data: bool = False):

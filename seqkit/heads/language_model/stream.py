@@ -108,20 +108,25 @@ class StreamRunner:
 
 
 def _chunk_sums(logits, targets):
-    """``(sum of cross-entropy nats, token count, correct count)`` of one chunk."""
+    """``(sum of cross-entropy nats, token count, correct count)`` of one chunk, in float32 (the
+    logits of a mixed-precision model are bfloat16 / float16: widened first)."""
     import tensorflow as tf
 
+    logits = tf.cast(logits, tf.float32)  # float32 logits: the same tensor
     ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=targets, logits=logits)
     correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), targets), tf.float32)
     return tf.reduce_sum(ce), tf.cast(tf.size(targets), tf.float32), tf.reduce_sum(correct), ce
 
 
-def chunk_gradients(runner, weights, x, y, states, *, training: bool):
+def chunk_gradients(runner, weights, x, y, states, *, training: bool, optimizer=None):
     """One chunk forward under a tape: ``(sums, grads, new_states)``.
 
     ``sums`` is :func:`_chunk_sums`'s ``(ce nats, tokens, correct)``; ``grads`` are the
     gradients of the mean cross-entropy with respect to ``weights`` (None where a weight is
     unused). Call inside a ``tf.function`` (training, dynamic evaluation, its statistics).
+    ``optimizer``: the optimizer the gradients go to; its ``scale_loss`` scales the loss first
+    (a ``LossScaleOptimizer`` under ``mixed_float16``, which unscales them in ``apply``; any other
+    optimizer leaves the loss as it is).
     """
     import tensorflow as tf
 
@@ -129,6 +134,8 @@ def chunk_gradients(runner, weights, x, y, states, *, training: bool):
         logits, new = runner.forward(x, states, training=training)
         s, n, c, ce = _chunk_sums(logits, y)
         loss = tf.reduce_mean(ce)
+        if optimizer is not None:
+            loss = optimizer.scale_loss(loss)
     return (s, n, c), tape.gradient(loss, weights), new
 
 
@@ -210,7 +217,7 @@ def fit_stream(model, train, *, validation_data=None, epochs: int, initial_epoch
     # static shapes, so the fused layers' loops are compiled by XLA (fused_rnn.use_xla)
     @tf.function
     def step(x, y, states):
-        (s, n, c), grads, new = chunk_gradients(runner, weights, x, y, states, training=True)
+        (s, n, c), grads, new = chunk_gradients(runner, weights, x, y, states, training=True, optimizer=opt)
         opt.apply(grads, weights)
         return s, n, c, new
 
