@@ -10,7 +10,8 @@ configures.
 * :mod:`~seqkit.training.class_weights` -- ``training.class_weight``;
 * :mod:`~seqkit.training.distribute` -- ``training.distribute`` strategies;
 * :mod:`~seqkit.training.grad_stats` -- ``training.diagnostics``: gradient norms per epoch;
-* :mod:`~seqkit.training.seeds` -- ``seqkit train --seeds N``: one recipe, several seeds.
+* :mod:`~seqkit.training.seeds` -- ``seqkit train --seeds N``: one recipe, several seeds;
+* :mod:`~seqkit.training.progress` -- the step count, the ETA and early stopping's ending, as training runs.
 
 Nothing is imported here, so ``import seqkit.training`` loads no TensorFlow.
 """
