@@ -24,7 +24,7 @@ from seqkit.data.split import assemble_splits
 from seqkit.data.vocab import Vocabulary
 from seqkit.errors import DataError, RunDirError, SeqkitError
 from seqkit.export.sample import write_export_sample
-from seqkit.guards import build_model, check_model_matches
+from seqkit.guards import build_model, check_model_matches, resource_error
 from seqkit.plugins import keras_classes_needed
 from seqkit.recipe import Recipe, load_recipe
 from seqkit.registry import DATA, HEADS
@@ -723,6 +723,7 @@ def load_model(path: str):
 
     Raises:
         RunDirError: the file is missing, corrupt, or needs a plugin that is not available.
+        ResourceError: unpacking it ran out of disk, file size or memory (:func:`seqkit.guards.resource_error`).
     """
     import keras
 
@@ -741,6 +742,9 @@ def load_model(path: str):
     try:
         return keras.saving.load_model(path, safe_mode=True)
     except Exception as exc:
+        err = resource_error(exc, path, loading=True)  # disk full, file-size limit, out of memory
+        if err is not None:
+            raise err from exc
         try:  # a .keras file is a zip archive: a cut-off or overwritten one fails here
             with zipfile.ZipFile(path) as z:
                 damaged = z.testzip()
