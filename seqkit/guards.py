@@ -359,13 +359,16 @@ _RESOURCE_FIX = {
 }
 
 
-def resource_error(exc: BaseException, target: str | None = None) -> "ResourceError | None":
+def resource_error(exc: BaseException, target: str | None = None, *,
+                   loading: bool = False) -> "ResourceError | None":
     """A :class:`ResourceError` for disk full, file-size limit or out of memory (else ``None``).
 
     Args:
         exc: the exception (``OSError`` with errno ``ENOSPC`` / ``EDQUOT`` / ``EFBIG``, or
             ``MemoryError``).
         target: the path the command was writing, named when ``exc`` carries none.
+        loading: ``target`` is a model being loaded (Keras unpacks a ``.keras`` archive into
+            temporary files, which is what failed); the message says so and names ``target``.
 
     The message says that files seqkit was writing were staged and are left as they were.
     """
@@ -378,6 +381,11 @@ def resource_error(exc: BaseException, target: str | None = None) -> "ResourceEr
     if not isinstance(exc, OSError) or exc.errno not in _RESOURCE_FIX:
         return None
     why, fix = _RESOURCE_FIX[exc.errno]
+    if loading:
+        return ResourceError(
+            f"{target}: cannot load the model: Keras unpacks it into temporary files, and writing "
+            f"them failed: {why} ({exc.strerror or exc}). The file itself is as it was. To go on, "
+            f"{fix}, then run the command again.")
     path = exc.filename or target or "a file"
     return ResourceError(
         f"{path}: cannot write it: {why} ({exc.strerror or exc}). seqkit writes every file under "

@@ -44,7 +44,10 @@ class SplitConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     valid: float = Field(0.05, ge=0.0, lt=1.0)
     test: float = Field(0.05, ge=0.0, lt=1.0)
-    shuffle: bool = False  # False: contiguous blocks (train first, then valid, then test)
+    # true: a seeded permutation first; false: contiguous blocks (train first, then valid, then test),
+    # which keep related lines together; null (default): true when the examples carry a class label
+    # (a file sorted by label would leave whole classes out of valid and test), false otherwise
+    shuffle: Optional[bool] = None
 
 
 class SubwordConfig(BaseModel):

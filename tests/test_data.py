@@ -18,6 +18,62 @@ def test_contiguous_and_seeded_shuffled_splits():
     assert sorted(a["train"] + a["valid"] + a["test"]) == xs
 
 
+def test_labelled_examples_are_shuffled_before_splitting_by_default(caplog):
+    """data.split.shuffle's default (null): a label-sorted list is shuffled with the seed (the
+    split is the shuffle: true one, every class reaches valid and test, no warning); examples
+    without a class label keep contiguous blocks (the shuffle: false split)."""
+    import logging
+
+    from seqkit.data.records import Record
+    from seqkit.data.split import assemble_splits, default_shuffle
+    from seqkit.recipe import SplitConfig
+
+    assert SplitConfig().shuffle is None
+    labelled = [Record(tokens=[str(i)], label=lab) for i, lab in enumerate("a" * 20 + "b" * 20 + "c" * 20)]
+    with caplog.at_level(logging.WARNING, logger="seqkit"):
+        auto = assemble_splits({"all": labelled}, 0.25, 0.25, shuffle=None, seed=3)
+    assert not caplog.records
+    assert auto == assemble_splits({"all": labelled}, 0.25, 0.25, shuffle=True, seed=3)
+    assert {r.label for r in auto["valid"]} == {r.label for r in auto["test"]} == {"a", "b", "c"}
+    contiguous = assemble_splits({"all": labelled}, 0.25, 0.25, shuffle=False, seed=3)
+    assert {r.label for r in contiguous["test"]} == {"c"}  # what the default no longer does
+    # a carved valid split (the files give train and test) is shuffled too; given splits stay as given
+    given_test = labelled[:5]
+    carved = assemble_splits({"train": labelled, "test": given_test}, 0.25, 0.25, shuffle=None, seed=3)
+    assert carved["test"] == given_test and {r.label for r in carved["valid"]} == {"a", "b", "c"}
+
+    text = [Record(text=f"line {i}") for i in range(20)]
+    assert not default_shuffle({"all": text}) and default_shuffle({"train": text[:1] + labelled[:1]})
+    split = assemble_splits({"all": text}, 0.1, 0.1, shuffle=None, seed=3)
+    assert split["train"] == text[:16] and split["valid"] == text[16:18] and split["test"] == text[18:]
+
+
+def test_a_label_sorted_csv_reaches_every_class_with_the_default_split(tmp_path, caplog):
+    """The recipe's default goes through prepare(): a CSV sorted by label, no data.split.shuffle
+    key, gives valid and test every class; shuffle: false (asked for) warns naming the classes."""
+    import logging
+
+    from seqkit.recipe import recipe_from_dict
+    from seqkit.training.train import prepare
+
+    rows = "".join(f"word{i} other{i % 7},{lab}\n" for i, lab in enumerate(["neg"] * 30 + ["pos"] * 30))
+    (tmp_path / "sorted.csv").write_text("text,label\n" + rows, encoding="utf-8")
+
+    def recipe(split):
+        return recipe_from_dict({"name": "sorted", "data": {
+            "source": "table", "path": str(tmp_path / "sorted.csv"), "tokenizer": "whitespace", "split": split},
+            "model": {"units": 4, "embedding_dim": 4}, "head": {"type": "acceptor"}})
+
+    with caplog.at_level(logging.WARNING, logger="seqkit"):
+        prep = prepare(recipe({"valid": 0.2, "test": 0.2}))
+    assert not caplog.records
+    assert {r.label for r in prep.splits["valid"]} == {r.label for r in prep.splits["test"]} == {"neg", "pos"}
+    with caplog.at_level(logging.WARNING, logger="seqkit"):
+        prep = prepare(recipe({"valid": 0.2, "test": 0.2, "shuffle": False}))
+    assert {r.label for r in prep.splits["test"]} == {"pos"}
+    assert any("has no example of 1 of the 2 classes in train ('neg')" in r.getMessage() for r in caplog.records)
+
+
 def test_split_errors():
     with pytest.raises(DataError, match="valid .* test .* below 1"):
         split_examples([1, 2], 0.5, 0.5, shuffle=False, seed=0)

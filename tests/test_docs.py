@@ -299,3 +299,49 @@ def test_mkdocs_nav_names_every_page():
     pages = {p.relative_to(ROOT / "docs").as_posix() for p in (ROOT / "docs").rglob("*.md")}
     assert pages - excluded <= nav, sorted(pages - excluded - nav)
     assert all((ROOT / "docs" / p).exists() for p in nav)
+
+
+# ---------------------------------------------------------------- the generated command-line reference
+
+def cli_reference_rows() -> dict[str, list[list[str]]]:
+    """docs/cli.md as mkdocs-click renders it with docs/hooks.py installed: for each command title,
+    the cells of its option table's rows."""
+    pytest.importorskip("mkdocs_click")
+    import importlib.util
+
+    import markdown
+
+    spec = importlib.util.spec_from_file_location("seqkit_docs_hooks", ROOT / "docs" / "hooks.py")
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    hooks.install_option_defaults()
+    md = markdown.Markdown(extensions=["mkdocs-click"])
+    lines = md.preprocessors["mk_click"].run((ROOT / "docs" / "cli.md").read_text(encoding="utf-8").splitlines())
+    tables, title = {}, None
+    for line in lines:
+        if line.startswith("#"):
+            title = line.lstrip("#").strip().split("{")[0].strip()
+        elif line.startswith("| `"):
+            tables.setdefault(title, []).append([c.strip() for c in line.strip().strip("|").split(" | ")])
+    return tables
+
+
+def test_cli_reference_shows_real_option_defaults():
+    """Options declared without a default show an empty cell, flags show `False`, declared defaults
+    show themselves: never click's internal UNSET sentinel, and a '|' in a help text stays in its cell."""
+    tables = cli_reference_rows()
+    assert {"train", "export", "generate"} <= set(tables), sorted(tables)
+    for title, rows in tables.items():
+        for cells in rows:
+            assert len(cells) == 4, (title, cells)
+            assert "Sentinel" not in cells[3] and "UNSET" not in cells[3], (title, cells)
+    by_name = {title: {cells[0]: cells for cells in rows} for title, rows in tables.items()}
+    train = by_name["train"]
+    assert train["`--overwrite`"][3] == "`False`"
+    assert train["`--set`"][3] == ""           # repeatable, nothing by default
+    assert train["`--run-dir`"][3] == ""       # no default: the recipe decides
+    export = by_name["export"]
+    assert export["`--format`"][3] == "`tflite`"
+    assert export["`--cell-scaling` / `--no-cell-scaling`"][3] == "`True`"
+    assert "max &#x7C;logit diff&#x7C;" in export["`--tolerance`"][2]     # "|logit diff|" escaped
+    assert by_name["init"]["`--task`"][3] == "_required"

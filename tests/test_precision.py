@@ -215,6 +215,7 @@ def test_float16_run_scales_its_loss_and_resumes(tmp_path, keras):
     assert hist[1]["val_cross_entropy"] < hist[0]["val_cross_entropy"]
 
 
+@pytest.mark.slow  # the Keras path's loss scaling stays in the default run: -m slow (suite time)
 def test_stream_lm_trains_in_bfloat16_and_float16_as_in_float32(tmp_path, keras):
     """The stream layout's own loop (truncated BPTT): float32 chunk cross-entropy from low-precision
     logits, and under mixed_float16 the loss scaled before the gradients (the loss-scale optimizer

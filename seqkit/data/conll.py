@@ -1,7 +1,9 @@
 """CoNLL-style column files: one token per line, columns separated by white space
 (or ``data.separator``), sentences separated by blank lines, ``-DOCSTART-`` lines
 ignored. ``data.token_column`` / ``data.tag_column`` pick the columns (default the
-first and the last).
+first and the last; negative numbers count from the end). A tag may not hold a character
+that breaks line-oriented output (:data:`seqkit.data.typed.LINE_BREAKING`; only possible
+with a ``data.separator``, since white space ends a column otherwise).
 
 Parsing goes through ``tensorflow-datasets``' CoNLL builder logic
 (``ConllDatasetBuilder._generate_examples``) after a normalisation pass, which
@@ -26,6 +28,7 @@ from seqkit import log
 from seqkit.data.base import FileSource, FileSplitsOptions, read_text
 from seqkit.data.lines import split_lines
 from seqkit.data.records import Record
+from seqkit.data.typed import check_label
 from seqkit.errors import DataError
 from seqkit.registry import register_data
 
@@ -46,7 +49,8 @@ def normalise_conll(text: str, path: str, separator: Optional[str], min_columns:
         number of columns, [line number of each sentence's first token])``.
 
     Raises:
-        DataError: a token line with fewer columns than the first (a missing tag), naming
+        DataError: a token line with fewer columns than the first (a missing tag), or a column
+            holding a carriage return (the CoNLL parser would end the line there), naming
             ``path:line``.
     """
     out, ncols, starts, in_sent = [], None, [], False
@@ -59,6 +63,10 @@ def normalise_conll(text: str, path: str, separator: Optional[str], min_columns:
             continue
         cols = line.split(separator) if separator else line.split()
         cols = [c.strip() for c in cols]
+        if any("\r" in c for c in cols):  # white space splits at it; a separator leaves it in a column
+            raise DataError(f"{path}:{n}: a carriage return (\\r) inside the line, in a column; seqkit "
+                            f"ends a line at \\n only, and a CR is neither a token nor a tag. Remove it, "
+                            f"e.g. `tr -d '\\r' < {path} > fixed.conll`.")
         if ncols is None:
             ncols = len(cols)
             if ncols < min_columns:
@@ -82,7 +90,10 @@ def parse_conll(text: str, path: str, *, token_column: int = 0, tag_column: Opti
     ``tag_column=None`` reads tokens only (prediction input; one column is enough).
 
     Raises:
-        DataError: malformed lines (see :func:`normalise_conll`) or bad column numbers.
+        DataError: malformed lines (see :func:`normalise_conll`), a column number outside the
+            file's columns, the token and tag columns being the same one, or (with a
+            ``separator``) a tag holding a character of :data:`~seqkit.data.typed.LINE_BREAKING`,
+            each naming the file (and line) and the fix.
     """
     from tensorflow_datasets.core.dataset_builders.conll.conll_dataset_builder import ConllDatasetBuilder
 
@@ -90,8 +101,14 @@ def parse_conll(text: str, path: str, *, token_column: int = 0, tag_column: Opti
     if ncols == 0:
         return []
     for key, c in (("token_column", token_column), ("tag_column", tag_column)):
-        if c is not None and not -ncols <= c < ncols:
-            raise DataError(f"data.{key}: column {c} does not exist; {path} has {ncols} columns.")
+        if isinstance(c, bool) or (c is not None and not -ncols <= c < ncols):
+            raise DataError(f"data.{key}: column {c} does not exist; {path} has {ncols} columns "
+                            f"(0 to {ncols - 1}, or -1 for the last). Give a column of the file.")
+    if tag_column is not None and token_column % ncols == tag_column % ncols:
+        raise DataError(f"data.token_column ({token_column}) and data.tag_column ({tag_column}) are the "
+                        f"same column ({token_column % ncols} of {path}'s {ncols}): the tags would be "
+                        f"the tokens. Give two different columns: data.token_column for the words "
+                        f"(default 0, the first) and data.tag_column for the tags (default -1, the last).")
     names = [f"c{i}" for i in range(ncols)]
     names[0] = "tokens"  # the tfds parser tests the 'tokens' feature for an empty sentence
     fake = SimpleNamespace(info=SimpleNamespace(features=names),
@@ -109,6 +126,10 @@ def parse_conll(text: str, path: str, *, token_column: int = 0, tag_column: Opti
     if len(examples) != len(starts):
         raise DataError(f"{path}: the tfds CoNLL parser found {len(examples)} sentences where "
                         f"{len(starts)} were expected; check the separator lines.")
+    if tag_column is not None and separator:  # white space cannot be inside a column; a separator can
+        for ex, n in zip(examples, starts):  # a sentence's token lines are consecutive from its first
+            for j, tag in enumerate(ex[names[tag_column]]):
+                check_label(tag, f"{path}:{n + j}", f"the tag (column {tag_column % ncols})")
     return [Record(tokens=ex[names[token_column]], where=f"{path}:{n}",
                    tags=None if tag_column is None else ex[names[tag_column]])
             for ex, n in zip(examples, starts)]

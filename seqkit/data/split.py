@@ -47,7 +47,7 @@ def split_examples(examples: list, valid: float, test: float, *, shuffle: bool, 
             "test": pick(order[n_train + n_valid:])}
 
 
-def assemble_splits(loaded: dict, valid: float, test: float, *, shuffle: bool, seed: int,
+def assemble_splits(loaded: dict, valid: float, test: float, *, shuffle: bool | None, seed: int,
                     limit: int | None = None) -> dict:
     """Turn a data source's :meth:`~seqkit.data.base.DataSource.load` result into three splits.
 
@@ -55,7 +55,8 @@ def assemble_splits(loaded: dict, valid: float, test: float, *, shuffle: bool, s
         loaded: ``{"all": [...]}`` or ``{"train": [...], "valid"?: [...], "test"?: [...]}``.
         valid, test: fractions (``data.split``); used to divide ``all``, or to carve a
             split the files do not give from ``train`` (a given split is kept as it is).
-        shuffle, seed: as for :func:`split_examples`.
+        shuffle, seed: as for :func:`split_examples`; ``shuffle=None`` (``data.split.shuffle``'s
+            default) is :func:`default_shuffle` of ``loaded``.
         limit: keep at most this many examples of each list first (``data.limit``).
 
     Returns:
@@ -64,9 +65,26 @@ def assemble_splits(loaded: dict, valid: float, test: float, *, shuffle: bool, s
     Raises:
         DataError: as :func:`split_examples`, or the source gave splits without ``train``.
     """
+    if shuffle is None:
+        shuffle = default_shuffle(loaded)
     splits = _assemble(loaded, valid, test, shuffle=shuffle, seed=seed, limit=limit)
     missing_classes(splits, shuffle=shuffle)
     return splits
+
+
+def default_shuffle(loaded: dict) -> bool:
+    """``data.split.shuffle``'s default for a source's examples: ``True`` when they carry a class
+    label (:attr:`~seqkit.data.records.Record.label`, the acceptor's target), since a file sorted by
+    label split into contiguous blocks leaves whole classes out of valid and test; ``False``
+    otherwise (text, tags, targets, series), where contiguous blocks keep related lines together.
+
+    Args:
+        loaded: a data source's ``load()`` result, ``{split name: [Record]}``.
+
+    Returns:
+        Whether to shuffle before splitting.
+    """
+    return any(getattr(r, "label", None) is not None for recs in loaded.values() for r in recs)
 
 
 def missing_classes(splits: dict, *, shuffle: bool = False) -> dict:

@@ -41,6 +41,7 @@ since ``seqkit --help`` imports this module.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -97,11 +98,34 @@ def not_a_run_because(path: str) -> str | None:
     return None
 
 
+@contextlib.contextmanager
+def _writing(tmp: str):
+    """Around the writing of the temporary file ``tmp``: when it fails with an ``OSError`` (a full
+    disk, a file-size limit), ``tmp`` is removed (nothing half-written stays) and the error gets
+    ``tmp`` as its ``filename`` when it has none (a failing ``write()``, or Keras's archive
+    writer, names no file), so the message names the file that could not be written."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is None:
+            exc.filename = tmp
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        raise
+
+
 def atomic_write_text(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file and ``os.replace``."""
+    """Write ``text`` to ``path`` via a temporary file and ``os.replace``.
+
+    Raises:
+        OSError: the write failed (its ``filename`` names the temporary file, which is removed).
+    """
     tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
+    with _writing(tmp):
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
     os.replace(tmp, path)
 
 
@@ -152,12 +176,17 @@ def atomic_save_model(model, path: str, state: dict | None = None) -> None:
     (Keras ignores the entry), so the checkpoint and the epoch count and history it
     belongs to are replaced in one rename: a run killed between writing ``last.keras``
     and ``state.json`` still resumes from a consistent point (:meth:`RunDir.resume_point`).
+
+    Raises:
+        OSError: the write failed (a full disk, a file-size limit); its ``filename`` names the
+            temporary file, which is removed, and ``path`` is as it was.
     """
     tmp = path[: -len(".keras")] + ".tmp.keras"
-    model.save(tmp)
-    if state is not None:
-        with zipfile.ZipFile(tmp, "a") as z:
-            z.writestr(CHECKPOINT_STATE, strict_json(state, ensure_ascii=False))
+    with _writing(tmp):  # a failed write: no half-written archive left, the error names it
+        model.save(tmp)
+        if state is not None:
+            with zipfile.ZipFile(tmp, "a") as z:
+                z.writestr(CHECKPOINT_STATE, strict_json(state, ensure_ascii=False))
     os.replace(tmp, path)
 
 

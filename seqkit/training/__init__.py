@@ -11,6 +11,7 @@ configures.
 * :mod:`~seqkit.training.distribute` -- ``training.distribute`` strategies;
 * :mod:`~seqkit.training.grad_stats` -- ``training.diagnostics``: gradient norms per epoch;
 * :mod:`~seqkit.training.precision` -- ``training.precision``: mixed-precision policies;
+* :mod:`~seqkit.training.progress` -- the step count, the ETA and early stopping's ending, as training runs;
 * :mod:`~seqkit.training.seeds` -- ``seqkit train --seeds N``: one recipe, several seeds.
 
 Nothing is imported here, so ``import seqkit.training`` loads no TensorFlow.

@@ -10,8 +10,8 @@ the ``n`` runs::
     mean = sum x_i / n,   sd = sqrt(sum (x_i - mean)^2 / (n - 1))   (sample sd; null for n = 1),
     min, max, and the per-seed values.
 
-Note: the data split follows the seed when ``data.split.shuffle`` is true, so the spread then
-includes the choice of test set.
+Note: the data split follows the seed when it is shuffled (``data.split.shuffle: true``, the default
+for examples that carry a class label), so the spread then includes the choice of test set.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from seqkit.data.split import assemble_splits
 from seqkit.data.vocab import Vocabulary
 from seqkit.errors import DataError, RunDirError, SeqkitError
 from seqkit.export.sample import write_export_sample
-from seqkit.guards import build_model, check_model_matches
+from seqkit.guards import build_model, check_model_matches, resource_error
 from seqkit.plugins import keras_classes_needed
 from seqkit.recipe import Recipe, load_recipe
 from seqkit.registry import DATA, HEADS
@@ -370,6 +370,12 @@ def _early_stopping_class():
         def __init__(self, *args, past=(), **kwargs):
             super().__init__(*args, **kwargs)
             self.past = list(past)
+            self.stopped_after = None  # the last epoch trained (1-based) when this callback ended training
+
+        def on_epoch_end(self, epoch, logs=None):
+            super().on_epoch_end(epoch, logs)
+            if self.model.stop_training and self.stopped_epoch == epoch:
+                self.stopped_after = epoch + 1
 
         def on_train_begin(self, logs=None):
             super().on_train_begin(logs)
@@ -509,6 +515,7 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
     train_more = state.get("epoch", 0) < t.epochs
     if t.diagnostics:  # gradient norms into the epoch's logs, before ckpt writes history.json
         callbacks.insert(0, grad_stats.callback(grad_stats.attach(getattr(model.optimizer, "inner_optimizer", model.optimizer))))
+    stopper = None
     if t.early_stopping is not None and t.early_stopping.patience > 0:
         # a resumed run starts from the patience count and best value its epochs so far left, so
         # it stops where the uninterrupted run would (a fresh EarlyStopping forgot both)
@@ -519,6 +526,7 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
         callbacks.append(stopper)
         if resume and state.get("status") != "finished" and stopper.replay():
             train_more = False
+            stopper.stopped_after = state.get("epoch", 0)  # what the straight run recorded
     if t.schedule.type == "plateau":  # after ckpt: history.json records the epoch's own rate
         from seqkit.training.schedules import plateau_callback
 
@@ -536,7 +544,11 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
             log.info(f"{run_path} is replaced once the new run's first epoch is saved (until then it "
                      f"trains in {stage.path}).")
     # data.layout stream: the language model's truncated-BPTT loop takes fit's place
-    fit = prep.head.fit_stream(model) if getattr(prep.head, "stream", False) else model.fit
+    streamed = getattr(prep.head, "stream", False)
+    fit = prep.head.fit_stream(model) if streamed else model.fit
+    if verbose and train_more:  # the step count and an ETA from the first epoch (last: after the other callbacks)
+        callbacks.extend(_progress_callbacks(prep, train_ds, t, monitor, streamed, steps,
+                                             state.get("epoch", 0)))
     try:
         if not resume:
             if stage is not None:
@@ -577,6 +589,13 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
         if not dist.is_chief:
             out.remove()
     train_seconds = time.time() - t0
+    stopped = None  # when early stopping ended training: why, and the epoch the run keeps
+    if stopper is not None and stopper.stopped_after:
+        from seqkit.training.progress import early_stop_summary
+
+        stopped, message = early_stop_summary(stopper.stopped_after, t.epochs, history, monitor,
+                                              t.early_stopping.patience, t.early_stopping.min_delta)
+        log.info(message)
     if not dist.is_chief:
         return {"worker": dist.worker, "epochs": len(history), "history": history}
 
@@ -594,6 +613,8 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
         if prep.splits[split]:
             metrics[split] = evaluate_model(prep, best, split)
     metrics["baselines"] = prep.head.baselines(prep)
+    if stopped is not None:
+        metrics["early_stopping"] = stopped
 
     write_export_sample(prep, run.path)  # what export needs of the data, for a run copied without it
     atomic_write_json(run.file(METRICS), metrics)
@@ -601,6 +622,23 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
     st["status"] = "finished"
     atomic_write_json(run.file(STATE), st)
     return metrics
+
+
+def _progress_callbacks(prep: Prepared, train_ds, t, monitor: str, streamed: bool, steps: int | None,
+                        done: int) -> list:
+    """Keras's progress bar with the epoch's step count known from the first epoch (``fit``; the
+    stream loop draws seqkit's own line instead) and the callback that logs the plan and the ETA
+    (:mod:`seqkit.training.progress`). ``steps``: the count already made for a schedule, if any;
+    ``done``: the epochs already trained (a resumed run)."""
+    from seqkit.training.progress import epoch_steps, steps_progbar_class, training_progress_class
+
+    steps = steps or epoch_steps(prep, train_ds)
+    what = f"batch {t.batch_size}"
+    if t.early_stopping is not None and t.early_stopping.patience > 0:
+        what += (f"; early stopping may end it sooner (patience {t.early_stopping.patience} on "
+                 f"{monitor})")
+    out = [] if streamed else [steps_progbar_class()(steps)]
+    return out + [training_progress_class()(t.epochs, steps, what, draw_steps=streamed, first_epoch=done)]
 
 
 def _nonfinite_advice(recipe: Recipe) -> str:
@@ -716,6 +754,7 @@ def load_model(path: str, keep_precision: bool = False):
 
     Raises:
         RunDirError: the file is missing, corrupt, or needs a plugin that is not available.
+        ResourceError: unpacking it ran out of disk, file size or memory (:func:`seqkit.guards.resource_error`).
     """
     import keras
 
@@ -734,6 +773,9 @@ def load_model(path: str, keep_precision: bool = False):
     try:
         model = keras.saving.load_model(path, safe_mode=True)
     except Exception as exc:
+        err = resource_error(exc, path, loading=True)  # disk full, file-size limit, out of memory
+        if err is not None:
+            raise err from exc
         try:  # a .keras file is a zip archive: a cut-off or overwritten one fails here
             with zipfile.ZipFile(path) as z:
                 damaged = z.testzip()
