@@ -174,3 +174,123 @@ def test_em_weights_by_hand():
     probs = np.array([[0.5, 1.0], [0.5, 0.0]] * 100)
     w = A.fit_weights(probs, np.zeros(200, int), iterations=500)
     np.testing.assert_allclose(w[0], [1.0, 0.0], atol=2.5e-3)
+
+
+# ---------------------------------------------------------------- the network's side (tiny models)
+
+
+def _stream_model(layers=2):
+    from seqkit.recipe import recipe_from_dict
+    from seqkit.training.train import prepare
+
+    r = recipe_from_dict(make_recipe(data={"layout": "stream", "limit": 40},
+                                     model={"units": 8, "embedding_dim": 6, "layers": layers}))
+    prep = prepare(r)
+    return prep, prep.head.build_model()
+
+
+def test_network_outputs_whole_equal_one_token_at_a_time_and_the_scorers(tf, keras):
+    from seqkit.heads.language_model.adaptive_eval import network_outputs
+    from seqkit.heads.language_model.dynamic_eval import dynamic_score
+    from seqkit.heads.language_model.stream import score_stream
+
+    prep, model = _stream_model()
+    recs = prep.splits["valid"]
+    whole = network_outputs(model, prep.head.stream_data(recs, columns=1, bptt=32))
+    single = network_outputs(model, prep.head.stream_data(recs, columns=1, bptt=1))
+    for a, b in zip(whole, single):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+    probs, hidden, y = whole
+    assert hidden.shape == (len(y), 8) and probs.shape == (len(y), len(prep.vocab))
+    static = score_stream(model, prep.head.stream_data(recs, columns=1, bptt=32))
+    assert A.bits(probs[np.arange(len(y)), y]) == pytest.approx(static["bits_per_token"], rel=1e-5)
+    before = [w.numpy().copy() for w in model.trainable_variables]
+    dyn = dict(lr=0.5, rule="sgd", decay=0.0, epsilon=1e-5, stats=None)
+    p_dyn, _, y_dyn = network_outputs(model, prep.head.stream_data(recs, columns=1, bptt=10), dynamic=dyn)
+    for w, v in zip(model.trainable_variables, before):  # the weights are restored
+        np.testing.assert_array_equal(w.numpy(), v)
+    ref = dynamic_score(model, prep.head.stream_data(recs, columns=1, bptt=10), lr=0.5)
+    assert A.bits(p_dyn[np.arange(len(y_dyn)), y_dyn]) == pytest.approx(ref["bits_per_token"], rel=1e-5)
+
+
+def test_evaluate_adaptive_chooses_on_valid_without_seeing_test(tf, keras, monkeypatch):
+    from seqkit.data.records import Record
+    from seqkit.heads.language_model import adaptive_eval
+
+    prep, model = _stream_model(layers=1)
+    seen = []
+    real = A.choose_settings
+    monkeypatch.setattr(A, "choose_settings", lambda valid, **k: seen.append(valid) or real(valid, **k))
+    kw = dict(valid_records=prep.splits["valid"], train_records=prep.splits["train"], split="test",
+              cache=True, mix=True)
+    test = prep.splits["test"]
+    first = adaptive_eval.evaluate_adaptive(prep.head, [(model, None)], test, **kw)
+    other = [Record(text=r.text[::-1]) for r in test]  # a different test block
+    second = adaptive_eval.evaluate_adaptive(prep.head, [(model, None)], other, **kw)
+    n_valid = len(prep.head.stream_data(prep.splits["valid"], columns=1).columns[0]) - 1
+    assert seen and all(v.split == "valid" and len(v.targets) == n_valid for v in seen)
+    for label in ("static+cache", "static+ngram", "static+cache+ngram"):
+        assert first[label]["settings"] == second[label]["settings"]  # test text changed nothing
+        assert first[label]["tokens"] == first["static"]["tokens"]
+    assert first["static+cache+ngram"]["bits_per_token"] != second["static+cache+ngram"]["bits_per_token"]
+
+
+def test_cli_and_api_modes_ensemble_and_errors(tmp_path, keras):
+    from seqkit.cli import main
+    from seqkit.errors import SeqkitError
+    from seqkit.runs.run import Run
+
+    rng = np.random.default_rng(3)
+    words = ["alpha", "beta", "gamma", "delta", "tau", "sigma", "omega", "kappa"]
+    lines = [" ".join(rng.choice(words, 6)) for _ in range(200)]
+    lines += lines[40:60] + lines[100:120]  # valid and test: lines of the training text again
+    (tmp_path / "text.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    raw = make_recipe(data={"source": "text_lines", "path": str(tmp_path / "text.txt"), "limit": None,
+                            "layout": "stream", "split": {"valid": 40 / 240, "test": 20 / 240}},
+                      training={"epochs": 1, "batch_size": 8, "bptt": 16, "learning_rate": 0.02},
+                      evaluation={"dynamic_lr": 0.5, "dynamic_chunk": 10})
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    cli = CliRunner()
+    runs = [str(tmp_path / f"run{s}") for s in (1, 2)]
+    for s, run in zip((1, 2), runs):
+        res = cli.invoke(main, ["train", str(recipe), "--run-dir", run, "--set", f"seed={s}", "--quiet"],
+                         catch_exceptions=False)
+        assert res.exit_code == 0, res.output
+    res = cli.invoke(main, ["evaluate", runs[0], "--cache", "--mix", "--dynamic", "--ensemble", runs[1],
+                            "--json"], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    rep = json.loads(res.output[res.output.index("{"):])
+    labels = {"static+ensemble", "static+ensemble+cache", "static+ensemble+ngram",
+              "static+ensemble+cache+ngram", "dynamic+ensemble", "dynamic+ensemble+cache+ngram"}
+    assert labels <= set(rep)
+    # the test lines repeat training lines word for word: the n-gram / match mixture copies them
+    assert rep["static+ensemble+ngram"]["bits_per_token"] < 0.8 * rep["static+ensemble"]["bits_per_token"]
+    # the API gives the same figures
+    api = Run(runs[0]).evaluate(mix=True)
+    assert api["static+ngram"]["settings"]["components"][0] == "model"
+    res = cli.invoke(main, ["evaluate", runs[0], "--mix"], catch_exceptions=False)
+    assert "test static+ngram" in res.output and "chosen on valid" in res.output
+    line = [x for x in res.output.splitlines() if x.startswith("test static+ngram")][0]
+    assert f"{api['static+ngram']['bits_per_token']:.4f}" in line
+    # errors: the same one paragraph from the API and the CLI
+    for kwargs, flags in (({"ensemble": [runs[0]]}, ["--ensemble", runs[0]]),):
+        with pytest.raises(SeqkitError) as exc:
+            Run(runs[0]).evaluate(**kwargs)
+        res = cli.invoke(main, ["evaluate", runs[0], *flags])
+        assert res.exit_code != 0 and str(exc.value) in res.output and "Traceback" not in res.output
+
+
+def test_compressor_rows_mark_absent_binaries_and_run_present_ones(tmp_path, monkeypatch):
+    from seqkit.metrics.baselines import compressor_bits
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # neither zpaq nor 7z
+    rows = compressor_bits("abc abc abc\n" * 50, "abc abc\n", 8)
+    assert rows["zpaq -m5"].startswith("absent") and rows["PPMd order 8"].startswith("absent")
+    assert isinstance(rows["xz -9e"], float) and isinstance(rows["zlib -9"], float)
+    # a stand-in zpaq that stores its input verbatim: the marginal size is the held-out text's bytes
+    fake = tmp_path / "zpaq"
+    fake.write_text('#!/bin/sh\n/bin/cp "$3" "$2"\n', encoding="utf-8")
+    fake.chmod(0o755)
+    rows = compressor_bits("abc abc abc\n" * 50, "abc abc\n", 8)
+    assert rows["zpaq -m5"] == 8.0  # 8 bytes of 8 bits over 8 tokens

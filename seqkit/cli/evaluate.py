@@ -102,7 +102,7 @@ def evaluate(run_dir, split, as_json, confusion_matrix, out, dynamic=False, dyna
                           dynamic_lr=dynamic_lr, dynamic_rule=dynamic_rule, dynamic_decay=dynamic_decay,
                           dynamic_chunk=dynamic_chunk, cache=cache, mix=mix,
                           ensemble=list(ensemble))  # {"split", **res, "baselines"}
-    res = {k: v for k, v in report.items() if k not in ("split", "baselines")}
+    res = {k: v for k, v in report.items() if k not in ("split", "baselines", "compressors")}
     baselines, prep = report["baselines"], run.prepared
     if out:
         jpath = confusion_picture(res, out, f"{os.path.basename(os.path.normpath(run_dir))}: {split}",
@@ -121,6 +121,8 @@ def evaluate(run_dir, split, as_json, confusion_matrix, out, dynamic=False, dyna
             click.echo(f"  update rule: {figures['rule']}")
         if "settings" in figures:
             click.echo(f"  chosen on valid: {format_settings(figures['settings'])}")
+    for name, bits in (report.get("compressors") or {}).items():
+        click.echo(f"compressor {name}: " + (f"{bits:.4f} bits/token" if isinstance(bits, float) else bits))
     for name, per_split in baselines.items():
         if isinstance(per_split, dict) and split in per_split:
             click.echo("\n".join(format_baseline(name, {split: per_split[split]})))

@@ -208,7 +208,10 @@ class Run:
                 chosen on the valid split, the split is then scored once, and the figures come as
                 ``{"static": {...}, "static+cache": {..., "settings": {...}}, ...}`` (with
                 ``dynamic`` also ``"dynamic"``, ``"dynamic+cache"``, ...;
-                :mod:`seqkit.heads.language_model.adaptive_eval`). Nothing is written to the runs.
+                :mod:`seqkit.heads.language_model.adaptive_eval`), and ``"compressors"`` gives the
+                marginal bits per token of the standard library's compressors and of zpaq / PPMd
+                (or why each is absent) on the split after the training text. Nothing is written
+                to the runs.
 
         Returns:
             ``{"split": split, <the head's figures>, "baselines": {...}}``; e.g. a language model's
@@ -266,6 +269,7 @@ class Run:
             modes = prep.head.evaluate_adaptive(
                 members, prep.splits[split], valid_records=prep.splits.get("valid"),
                 train_records=prep.splits.get("train"), split=split, cache=cache, mix=mix, dynamic=ev)
+            compressors = modes.pop("compressors", None)
             res = {"static": res, **{k: v for k, v in modes.items() if k != "static"}}
             if ev is not None:
                 for label in ("dynamic", "dynamic+ensemble"):
@@ -275,7 +279,10 @@ class Run:
         saved = read_json(os.path.join(self.path, METRICS), default={})  # not JSON: a RunDirError names it
         baselines = saved.get("baselines") if isinstance(saved, dict) else None
         baselines = baselines if isinstance(baselines, dict) else {}  # wrong types: shown without them
-        return {"split": split, **res, "baselines": baselines}
+        report = {"split": split, **res, "baselines": baselines}
+        if adaptive and compressors:
+            report["compressors"] = compressors
+        return report
 
     def _ensemble_member(self, path, prep) -> tuple:
         """``(model, run dir)`` of another run for ``ensemble``, checked against this run's data."""

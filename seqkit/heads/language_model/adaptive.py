@@ -19,8 +19,9 @@ network's hidden states) *before* ``t``:
   predicting correctly; its next token gets probability ``(hits + 1) / (tries + 2)`` counted so
   far for the current match-length bucket, the rest shared evenly.
 
-The components are mixed linearly, ``p = sum_k w_{b,k} p_k`` with weights per match-length
-bucket ``b`` (:data:`MATCH_BUCKETS`) fitted by EM (:func:`fit_weights`) on the valid split only.
+The components are mixed linearly, ``p = sum_k w_{b,k} p_k`` with weights per bucket ``b`` of the
+match length (:data:`MATCH_BUCKETS`) and the network's confidence (:data:`CONFIDENCE_BINS`),
+fitted by EM (:func:`fit_weights`) on the valid split only.
 
 Each model has two implementations that are checked against each other: a *whole-stream* one
 that computes the probability of each actual next token at once (vectorised with NumPy; used to
@@ -37,7 +38,25 @@ import numpy as np
 
 # a match of length L falls in bucket searchsorted(MATCH_BUCKETS, L, "right"); no match: bucket 0
 MATCH_BUCKETS = (1, 12, 16, 20, 24, 32, 48, 64, 128)
-N_BUCKETS = len(MATCH_BUCKETS) + 1
+N_MATCH = len(MATCH_BUCKETS) + 1
+# the network's largest next-token probability, binned the same way (known before the token is)
+CONFIDENCE_BINS = (0.5, 0.8, 0.95)
+N_CONFIDENCE = len(CONFIDENCE_BINS) + 1
+N_BUCKETS = N_MATCH * N_CONFIDENCE
+
+
+def mixing_bucket(match_bucket, model_probs):
+    """The mixture's bucket: ``match_bucket * N_CONFIDENCE + confidence bin`` of ``max(model_probs)``.
+
+    Args:
+        match_bucket: int or int array ``[N]`` (:meth:`MatchModel.bucket`; 0 without a match model).
+        model_probs: the network's distribution(s), ``[V]`` or ``[N, V]``.
+
+    Returns:
+        int (array) in ``[0, N_BUCKETS)``.
+    """
+    conf = np.searchsorted(CONFIDENCE_BINS, np.max(np.asarray(model_probs), axis=-1), "right")
+    return np.asarray(match_bucket) * N_CONFIDENCE + conf
 
 
 # ------------------------------------------------------------------------------- n-gram, whole
@@ -203,8 +222,8 @@ class MatchModel:
         self.history: list[int] = []
         self.table: dict = {}
         self.ptr, self.length = 0, 0
-        self.hits = np.zeros(N_BUCKETS)
-        self.tries = np.zeros(N_BUCKETS)
+        self.hits = np.zeros(N_MATCH)
+        self.tries = np.zeros(N_MATCH)
 
     def bucket(self) -> int:
         """The current match-length bucket (0: no match)."""
@@ -457,7 +476,8 @@ def component_probs(out: SplitOutputs, *, cache=None, ngram=None, match=None, co
         counts: :func:`ngram_counts` of the split's history and tokens (reused across settings).
 
     Returns:
-        ``(names, probs [N, K] float64, buckets [N] int)`` (bucket 0 throughout without ``match``).
+        ``(names, probs [N, K] float64, buckets [N] int)`` (:func:`mixing_bucket`; its match part
+        is 0 throughout without ``match``).
     """
     names, cols = ["model"], [_model_target(out)]
     vocab = out.probs.shape[1]
@@ -466,17 +486,17 @@ def component_probs(out: SplitOutputs, *, cache=None, ngram=None, match=None, co
         names.append("cache")
         cols.append(cache_target_probs(out.hidden, out.targets, [th], [w], vocab)[(th, w)])
     seq, start = _history_seq(out)
-    buckets = np.zeros(len(out.targets), np.int64)
+    match_buckets = np.zeros(len(out.targets), np.int64)
     if ngram is not None:
         orders, d = ngram
         names += [f"ngram{k}" for k in orders]
         p = ngram_target_probs(seq, start, orders, vocab, d, counts)
         cols += list(p.T)
     if match is not None:
-        p, buckets = match_target_probs(seq, start, vocab, match)
+        p, match_buckets = match_target_probs(seq, start, vocab, match)
         names.append("match")
         cols.append(p)
-    return tuple(names), np.stack(cols, axis=1), buckets
+    return tuple(names), np.stack(cols, axis=1), mixing_bucket(match_buckets, out.probs)
 
 
 def choose_settings(valid: SplitOutputs, *, cache: bool, ngram: bool) -> Settings:
@@ -585,7 +605,7 @@ class AdaptiveStream:
         if self.match is not None:
             rows.append(self.match.distribution())
             b = self.match.bucket()
-        return self.weights[b] @ np.stack(rows)
+        return self.weights[int(mixing_bucket(b, rows[0]))] @ np.stack(rows)
 
     def update(self, hidden, token: int) -> None:
         """Read the actual ``token`` (and store ``hidden`` in the cache)."""

@@ -30,6 +30,7 @@ from seqkit.data.stream import token_stream
 from seqkit.errors import SeqkitError
 from seqkit.heads.language_model import adaptive
 from seqkit.layers import fused_rnn
+from seqkit.metrics.baselines import compressor_bits
 
 
 def network_outputs(model, data, *, dynamic: dict | None = None, keep_hidden: bool = True):
@@ -127,6 +128,9 @@ def evaluate_adaptive(head, members, records, valid_records, train_records, *, s
         ``seconds`` (the network's pass over the split plus the mixing), ``peak_memory_mb`` (the
         process's peak resident memory so far) and, for a mixture, ``settings`` (:class:`~seqkit.heads.language_model.adaptive.Settings`).
 
+        Also ``"compressors"``: :func:`seqkit.metrics.baselines.compressor_bits` of the split after
+        the training text (bits per token; a string where a compressor's binary is absent).
+
     Raises:
         SeqkitError: the valid split is empty.
     """
@@ -166,4 +170,8 @@ def evaluate_adaptive(head, members, records, valid_records, train_records, *, s
             figs.update({"seconds": round(time.time() - t0 + secs[split], 1),
                          "peak_memory_mb": _peak_mb(), "settings": settings.as_dict()})
             out[label + ("+cache" if c else "") + ("+ngram" if m else "")] = figs
+    low = (lambda t: t.lower()) if head.recipe.data.lowercase else (lambda t: t)  # noqa: E731
+    out["compressors"] = compressor_bits(low("\n".join(r.text for r in train_records or ()) + "\n"),
+                                         low("\n".join(r.text for r in records) + "\n"),
+                                         len(outs[split].targets))
     return out
