@@ -234,6 +234,7 @@ class MatchModel:
         return self.history[self.ptr] if self.length else -1
 
     def prob_of_hit(self) -> float:
+        """``(hits + 1) / (tries + 2)`` of the current bucket, counted so far."""
         b = self.bucket()
         return (self.hits[b] + 1.0) / (self.tries[b] + 2.0)
 
@@ -445,12 +446,13 @@ class Settings:
     valid_bits: float | None = None
 
     def as_dict(self) -> dict:
+        """The settings as JSON-ready plain values (``weights`` as a list of lists)."""
         return {k: (list(map(list, v)) if k == "weights" else v)
                 for k, v in dataclasses.asdict(self).items()}
 
 
-THETAS = (0.02, 0.05, 0.1, 0.2, 0.4)
-WINDOWS = (500, 2000, 5000)
+THETAS = (0.02, 0.05, 0.1, 0.2, 0.4, 0.8)
+WINDOWS = (500, 2000, 8000)
 ORDERS = (1, 2, 3, 4, 6, 8, 12, 16)
 DISCOUNTS = (0.6, 0.8, 0.95)
 MIN_LENGTH = 7
