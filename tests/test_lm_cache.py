@@ -242,11 +242,11 @@ def test_cli_and_api_modes_ensemble_and_errors(tmp_path, keras):
 
     rng = np.random.default_rng(3)
     words = ["alpha", "beta", "gamma", "delta", "tau", "sigma", "omega", "kappa"]
-    lines = [" ".join(rng.choice(words, 6)) for _ in range(200)]
-    lines += lines[40:60] + lines[100:120]  # valid and test: lines of the training text again
+    lines = [" ".join(rng.choice(words, 6)) for _ in range(120)]
+    lines += lines[20:40] + lines[60:80]  # valid and test: lines of the training text again
     (tmp_path / "text.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     raw = make_recipe(data={"source": "text_lines", "path": str(tmp_path / "text.txt"), "limit": None,
-                            "layout": "stream", "split": {"valid": 40 / 240, "test": 20 / 240}},
+                            "layout": "stream", "split": {"valid": 40 / 160, "test": 20 / 160}},
                       training={"epochs": 1, "batch_size": 8, "bptt": 16, "learning_rate": 0.02},
                       evaluation={"dynamic_lr": 0.5, "dynamic_chunk": 10})
     recipe = tmp_path / "r.yaml"
