@@ -3,6 +3,7 @@ match models, their mixture with the network (settings chosen on valid), ensembl
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -294,3 +295,29 @@ def test_compressor_rows_mark_absent_binaries_and_run_present_ones(tmp_path, mon
     fake.chmod(0o755)
     rows = compressor_bits("abc abc abc\n" * 50, "abc abc\n", 8)
     assert rows["zpaq -m5"] == 8.0  # 8 bytes of 8 bits over 8 tokens
+
+
+def test_online_weights_by_hand():
+    # one bucket, weights (0.5, 0.5), rate 0.1; position 0: probs (0.2, 0.6) -> mixed 0.4, then
+    # responsibilities (0.25, 0.75): w = 0.9 (0.5, 0.5) + 0.1 (0.25, 0.75) = (0.475, 0.525);
+    # position 1: probs (1.0, 0.0) -> mixed 0.475
+    probs = np.array([[0.2, 0.6], [1.0, 0.0]])
+    w = np.full((A.N_BUCKETS, 2), 0.5)
+    np.testing.assert_allclose(A.online_mixed_probs(probs, [0, 0], w, 0.1), [0.4, 0.475])
+    np.testing.assert_allclose(A.online_mixed_probs(probs, [0, 0], w, 0.0), [0.4, 0.5])
+    assert np.all(w == 0.5)  # the given weights are not changed
+
+
+def test_streaming_equals_whole_with_online_weights():
+    hist = np.random.default_rng(9).integers(3, 10, size=300)
+    valid = _split("valid", 400, seed=4, history=hist)
+    test = _split("test", 300, seed=5, history=hist)
+    s = dataclasses.replace(A.choose_settings(valid, cache=True, ngram=True), rate=0.03)
+    whole = A.score(test, s)["bits_per_token"]
+    stream = A.AdaptiveStream(s, 10, history=hist)
+    p = np.empty(300)
+    for t in range(300):
+        p[t] = stream.distribution(test.probs[t], test.hidden[t])[test.targets[t]]
+        stream.update(test.hidden[t], test.targets[t])
+    assert A.bits(p) == pytest.approx(whole, rel=1e-9)
+    assert whole != A.score(test, dataclasses.replace(s, rate=0.0))["bits_per_token"]

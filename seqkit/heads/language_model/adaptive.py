@@ -21,7 +21,8 @@ network's hidden states) *before* ``t``:
 
 The components are mixed linearly, ``p = sum_k w_{b,k} p_k`` with weights per bucket ``b`` of the
 match length (:data:`MATCH_BUCKETS`) and the network's confidence (:data:`CONFIDENCE_BINS`),
-fitted by EM (:func:`fit_weights`) on the valid split only.
+fitted by EM (:func:`fit_weights`) on the valid split only, and (``rate > 0``, chosen on valid)
+moved on by online EM steps as the scored split is read (:func:`online_mixed_probs`).
 
 Each model has two implementations that are checked against each other: a *whole-stream* one
 that computes the probability of each actual next token at once (vectorised with NumPy; used to
@@ -398,6 +399,35 @@ def mixed_probs(probs, buckets, weights) -> np.ndarray:
     return (np.asarray(probs, np.float64) * np.asarray(weights)[np.asarray(buckets)]).sum(axis=1)
 
 
+def online_mixed_probs(probs, buckets, weights, rate: float) -> np.ndarray:
+    """:func:`mixed_probs` with weights that keep learning as the split is read (online EM).
+
+    After position ``t`` is scored, its bucket's weights move towards the components'
+    posterior responsibilities: ``w_b <- (1 - rate) w_b + rate * w_b p_t / (w_b . p_t)``
+    (a convex step: the rows stay distributions). ``rate = 0`` is :func:`mixed_probs`.
+
+    Args:
+        probs, buckets, weights: as :func:`mixed_probs` (``weights`` is not changed).
+        rate: the step, in ``[0, 1)``.
+
+    Returns:
+        float64 ``[N]``: each position's mixed probability, with the weights before its update.
+    """
+    p = np.asarray(probs, np.float64)
+    bk = np.asarray(buckets)
+    if rate == 0:
+        return mixed_probs(p, bk, weights)
+    w = np.array(weights, np.float64)
+    out = np.empty(len(p))
+    for t in range(len(p)):
+        b, row = bk[t], p[t]
+        m = w[b] @ row
+        out[t] = m
+        if m > 0:
+            w[b] = (1.0 - rate) * w[b] + rate * (w[b] * row / m)
+    return out
+
+
 def bits(p) -> float:
     """Mean ``-log2 p`` (bits per token)."""
     return float(-np.log2(np.maximum(np.asarray(p, np.float64), 1e-300)).mean())
@@ -433,6 +463,7 @@ class Settings:
         theta, window: the cache's (None without it).
         orders, discount: the n-gram's (empty without it).
         min_length: the match model's (None without it).
+        rate: the online step of the weights as a split is read (:func:`online_mixed_probs`).
         valid_bits: bits/token of this mixture on valid (in-sample).
     """
 
@@ -443,6 +474,7 @@ class Settings:
     orders: tuple = ()
     discount: float | None = None
     min_length: int | None = None
+    rate: float = 0.0
     valid_bits: float | None = None
 
     def as_dict(self) -> dict:
@@ -456,6 +488,7 @@ WINDOWS = (500, 2000, 8000)
 ORDERS = (1, 2, 3, 4, 6, 8, 12, 16)
 DISCOUNTS = (0.6, 0.8, 0.95)
 MIN_LENGTH = 7
+RATES = (0.0, 0.001, 0.003, 0.01, 0.03)
 
 
 def _model_target(out: SplitOutputs) -> np.ndarray:
@@ -546,9 +579,24 @@ def choose_settings(valid: SplitOutputs, *, cache: bool, ngram: bool) -> Setting
     w = fit_weights(q, bk)
     th, win = kw.get("cache", (None, None))
     orders, d = kw.get("ngram", ((), None))
+    rate = choose_rate(q, bk)
     return Settings(components=names, weights=tuple(map(tuple, w.tolist())), theta=th, window=win,
-                    orders=tuple(orders), discount=d, min_length=kw.get("match"),
-                    valid_bits=bits(mixed_probs(q, bk, w)))
+                    orders=tuple(orders), discount=d, min_length=kw.get("match"), rate=rate,
+                    valid_bits=bits(online_mixed_probs(q, bk, w, rate)))
+
+
+def choose_rate(probs, buckets) -> float:
+    """The online step (:data:`RATES`) that scores best out of sample on valid: weights fitted on
+    one half, read online over the other, both ways round (bits summed)."""
+    n = len(probs) // 2
+    halves = [(slice(0, n), slice(n, None)), (slice(n, None), slice(0, n))]
+    fitted = [fit_weights(probs[a], buckets[a]) for a, _ in halves]
+
+    def cost(rate):
+        return sum(bits(online_mixed_probs(probs[b], buckets[b], w, rate))
+                   for (_, b), w in zip(halves, fitted))
+
+    return min(RATES, key=cost)
 
 
 def score(out: SplitOutputs, settings: Settings) -> dict:
@@ -562,7 +610,7 @@ def score(out: SplitOutputs, settings: Settings) -> dict:
         ngram=(settings.orders, settings.discount) if settings.orders else None,
         match=settings.min_length)
     assert names == settings.components, (names, settings.components)
-    b = bits(mixed_probs(q, bk, settings.weights))
+    b = bits(online_mixed_probs(q, bk, settings.weights, settings.rate))
     ce = b * math.log(2.0)
     return {"bits_per_token": b, "cross_entropy": ce,
             "perplexity": math.exp(ce) if ce < 709.78 else float("inf"), "tokens": int(len(q))}
@@ -586,7 +634,8 @@ class AdaptiveStream:
             if settings.theta is not None else None
         self.ngram = OnlineNGram(settings.orders, vocab_size, settings.discount) if settings.orders else None
         self.match = MatchModel(vocab_size, settings.min_length) if settings.min_length else None
-        self.weights = np.asarray(settings.weights)
+        self.weights = np.array(settings.weights, np.float64)
+        self._last = None
         for t in np.asarray(history, np.int64).tolist():
             self._read(t)
 
@@ -607,10 +656,20 @@ class AdaptiveStream:
         if self.match is not None:
             rows.append(self.match.distribution())
             b = self.match.bucket()
-        return self.weights[int(mixing_bucket(b, rows[0]))] @ np.stack(rows)
+        self._last = (int(mixing_bucket(b, rows[0])), np.stack(rows))
+        return self.weights[self._last[0]] @ self._last[1]
 
     def update(self, hidden, token: int) -> None:
-        """Read the actual ``token`` (and store ``hidden`` in the cache)."""
+        """Read the actual ``token`` (and store ``hidden`` in the cache; move the weights of the
+        last :meth:`distribution`'s bucket, :func:`online_mixed_probs`)."""
+        if self.s.rate and getattr(self, "_last", None) is not None:
+            b, rows = self._last
+            row = rows[:, int(token)]
+            w = self.weights[b]
+            m = w @ row
+            if m > 0:
+                self.weights[b] = (1.0 - self.s.rate) * w + self.s.rate * (w * row / m)
+            self._last = None
         if self.cache is not None:
             self.cache.update(hidden, token)
         self._read(token)
