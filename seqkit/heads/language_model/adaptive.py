@@ -500,7 +500,8 @@ def _history_seq(out: SplitOutputs) -> tuple[np.ndarray, int]:
     return np.concatenate([h, np.asarray(out.targets, np.int64)]), len(h)
 
 
-def component_probs(out: SplitOutputs, *, cache=None, ngram=None, match=None, counts=None) -> tuple:
+def component_probs(out: SplitOutputs, *, cache=None, ngram=None, match=None, counts=None,
+                    cache_probs=None, match_out=None) -> tuple:
     """The components' probabilities of each actual token on one split and the mixing buckets.
 
     Args:
@@ -509,6 +510,8 @@ def component_probs(out: SplitOutputs, *, cache=None, ngram=None, match=None, co
         ngram: ``(orders, discount)`` or None.
         match: ``min_length`` or None.
         counts: :func:`ngram_counts` of the split's history and tokens (reused across settings).
+        cache_probs: the cache's column for ``cache``, when already computed.
+        match_out: :func:`match_target_probs` for ``match``, when already computed.
 
     Returns:
         ``(names, probs [N, K] float64, buckets [N] int)`` (:func:`mixing_bucket`; its match part
@@ -519,7 +522,8 @@ def component_probs(out: SplitOutputs, *, cache=None, ngram=None, match=None, co
     if cache is not None:
         th, w = cache
         names.append("cache")
-        cols.append(cache_target_probs(out.hidden, out.targets, [th], [w], vocab)[(th, w)])
+        cols.append(cache_probs if cache_probs is not None else
+                    cache_target_probs(out.hidden, out.targets, [th], [w], vocab)[(th, w)])
     seq, start = _history_seq(out)
     match_buckets = np.zeros(len(out.targets), np.int64)
     if ngram is not None:
@@ -528,13 +532,13 @@ def component_probs(out: SplitOutputs, *, cache=None, ngram=None, match=None, co
         p = ngram_target_probs(seq, start, orders, vocab, d, counts)
         cols += list(p.T)
     if match is not None:
-        p, match_buckets = match_target_probs(seq, start, vocab, match)
+        p, match_buckets = match_out if match_out is not None else match_target_probs(seq, start, vocab, match)
         names.append("match")
         cols.append(p)
     return tuple(names), np.stack(cols, axis=1), mixing_bucket(match_buckets, out.probs)
 
 
-def choose_settings(valid: SplitOutputs, *, cache: bool, ngram: bool) -> Settings:
+def choose_settings(valid: SplitOutputs, *, cache: bool, ngram: bool, memo: dict | None = None) -> Settings:
     """Choose the cache's ``theta`` / window, the n-gram's discount and the mixture weights on
     ``valid`` alone (by its bits/token); nothing of any other split is passed in.
 
@@ -542,6 +546,7 @@ def choose_settings(valid: SplitOutputs, *, cache: bool, ngram: bool) -> Setting
         valid: the valid split's outputs (``valid.split == "valid"``).
         cache: mix in the cache (needs ``valid.hidden``).
         ngram: mix in the n-gram (orders :data:`ORDERS`) and the match model.
+        memo: a dict kept between calls on the same ``valid`` (the cache grid, the n-gram counts).
 
     Returns:
         The frozen :class:`Settings`.
@@ -555,7 +560,10 @@ def choose_settings(valid: SplitOutputs, *, cache: bool, ngram: bool) -> Setting
     model = _model_target(valid)
     kw: dict = {}
     if cache:
-        grid = cache_target_probs(valid.hidden, valid.targets, THETAS, WINDOWS, vocab)
+        memo = {} if memo is None else memo
+        if "grid" not in memo:
+            memo["grid"] = cache_target_probs(valid.hidden, valid.targets, THETAS, WINDOWS, vocab)
+        grid = memo["grid"]
         best = None
         for key, pc in grid.items():
             q = np.stack([model, pc], axis=1)
@@ -563,14 +571,17 @@ def choose_settings(valid: SplitOutputs, *, cache: bool, ngram: bool) -> Setting
             if best is None or b < best[0]:
                 best = (b, key)
         kw["cache"] = best[1]
+        kw["cache_probs"] = grid[best[1]]
     if ngram:
         seq, _ = _history_seq(valid)
-        counts = ngram_counts(seq, max(ORDERS), vocab)
-        kw["match"] = MIN_LENGTH
+        memo = {} if memo is None else memo
+        if "counts" not in memo:
+            memo["counts"] = ngram_counts(seq, max(ORDERS), vocab)
+            memo["match_out"] = match_target_probs(seq, len(valid.history), vocab, MIN_LENGTH)
+        kw.update(match=MIN_LENGTH, counts=memo["counts"], match_out=memo["match_out"])
         best = None
         for d in DISCOUNTS:
-            names, q, bk = component_probs(valid, ngram=(ORDERS, d), match=MIN_LENGTH, counts=counts,
-                                           cache=kw.get("cache"))
+            names, q, bk = component_probs(valid, **{**kw, "ngram": (ORDERS, d)})
             b = bits(mixed_probs(q, bk, fit_weights(q, bk)))
             if best is None or b < best[0]:
                 best = (b, d)

@@ -163,9 +163,10 @@ def evaluate_adaptive(head, members, records, valid_records, train_records, *, s
         test = outs[split]
         out[label] = _figures(test.probs[np.arange(len(test.targets)), test.targets], secs[split])
         wanted = [(c, m) for c, m in ((True, False), (False, True), (True, True)) if (c <= cache and m <= mix)]
+        memo: dict = {}  # the valid split's cache grid and n-gram counts, shared by the modes
         for c, m in wanted:
             t0 = time.time()
-            settings = adaptive.choose_settings(outs["valid"], cache=c, ngram=m)
+            settings = adaptive.choose_settings(outs["valid"], cache=c, ngram=m, memo=memo)
             figs = adaptive.score(test, settings)
             figs.update({"seconds": round(time.time() - t0 + secs[split], 1),
                          "peak_memory_mb": _peak_mb(), "settings": settings.as_dict()})
