@@ -483,12 +483,12 @@ class Settings:
                 for k, v in dataclasses.asdict(self).items()}
 
 
-THETAS = (0.02, 0.05, 0.1, 0.2, 0.4, 0.8)
+THETAS = (0.02, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 3.2)
 WINDOWS = (500, 2000, 8000)
 ORDERS = (1, 2, 3, 4, 6, 8, 12, 16)
 DISCOUNTS = (0.6, 0.8, 0.95)
 MIN_LENGTH = 7
-RATES = (0.0, 0.001, 0.003, 0.01, 0.03)
+RATES = (0.0, 0.001, 0.003, 0.01, 0.03, 0.1)
 
 
 def _model_target(out: SplitOutputs) -> np.ndarray:
