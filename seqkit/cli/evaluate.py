@@ -40,6 +40,19 @@ def format_metrics(m: dict, head=None) -> str:
     return "\n".join(lines)
 
 
+def format_settings(settings: dict) -> str:
+    """One line of an adaptive mode's valid-chosen settings (its mixture weights averaged over buckets)."""
+    parts = [f"{k} {settings[k]}" for k in ("theta", "window", "discount", "min_length")
+             if settings.get(k) is not None]
+    w = settings.get("weights") or []
+    if w:
+        mean = [sum(row[i] for row in w) / len(w) for i in range(len(w[0]))]
+        parts.append("mean weights " + ", ".join(f"{n} {v:.3f}" for n, v in zip(settings["components"], mean)))
+    if settings.get("valid_bits") is not None:
+        parts.append(f"valid {settings['valid_bits']:.4f} bits/token (in-sample)")
+    return "; ".join(parts)
+
+
 @click.command()
 @click.argument("run_dir", type=click.Path(file_okay=False))
 @click.option("--split", type=click.Choice(["test", "valid", "train"]), default="test", show_default=True)
@@ -59,11 +72,22 @@ def format_metrics(m: dict, head=None) -> str:
               "[default: recipe evaluation.dynamic_decay].")
 @click.option("--dynamic-chunk", type=int, help="Tokens per scored-then-adapted chunk, > 0 [default: "
               "recipe evaluation.dynamic_chunk].")
+@click.option("--cache", is_flag=True, help="Language model, data.layout stream: also score the network "
+              "mixed with a continuous cache of its hidden states over the split read so far (Grave et al. "
+              "2017; theta, window and weights chosen on the valid split).")
+@click.option("--mix", is_flag=True, help="Language model, data.layout stream: also score the network "
+              "mixed with an online n-gram (orders 1-16) and a longest-match model that read the training "
+              "text, then the split as it is scored (discount and weights chosen on the valid split).")
+@click.option("--ensemble", "ensemble", multiple=True, type=click.Path(file_okay=False), metavar="RUN",
+              help="Average the network's distributions with those of this run (same recipe data and "
+              "vocabulary, e.g. another seed of --seeds); repeatable; combines with --cache, --mix, "
+              "--dynamic.")
 @click.option("--overwrite", is_flag=True, help="--out: replace the PNG / JSON even when seqkit did not "
               "write them (never a run's own files, the recipe or the data).")
 @with_common_options
 def evaluate(run_dir, split, as_json, confusion_matrix, out, dynamic=False, dynamic_lr=None,
-             dynamic_rule=None, dynamic_decay=None, dynamic_chunk=None, overwrite=False):
+             dynamic_rule=None, dynamic_decay=None, dynamic_chunk=None, cache=False, mix=False,
+             ensemble=(), overwrite=False):
     """Evaluate a trained run on a held-out split (LM: cross-entropy, perplexity; acceptor:
     accuracy, macro-F1; tagger: token accuracy, per-tag P/R/F1, entity F1 for BIO/BIOES)."""
     from seqkit.runs.run import Run
@@ -76,8 +100,9 @@ def evaluate(run_dir, split, as_json, confusion_matrix, out, dynamic=False, dyna
         outputs = picture_outputs(out, overwrite=overwrite, protect=protected_by_runs([run_dir]))
     report = run.evaluate(split, confusion_matrix=confusion_matrix or bool(out), dynamic=dynamic,
                           dynamic_lr=dynamic_lr, dynamic_rule=dynamic_rule, dynamic_decay=dynamic_decay,
-                          dynamic_chunk=dynamic_chunk)  # {"split", **res, "baselines"}
-    res = {k: v for k, v in report.items() if k not in ("split", "baselines")}
+                          dynamic_chunk=dynamic_chunk, cache=cache, mix=mix,
+                          ensemble=list(ensemble))  # {"split", **res, "baselines"}
+    res = {k: v for k, v in report.items() if k not in ("split", "baselines", "compressors")}
     baselines, prep = report["baselines"], run.prepared
     if out:
         jpath = confusion_picture(res, out, f"{os.path.basename(os.path.normpath(run_dir))}: {split}",
@@ -86,14 +111,18 @@ def evaluate(run_dir, split, as_json, confusion_matrix, out, dynamic=False, dyna
     if as_json:
         click.echo(strict_json(report, indent=2))
         return
-    for label, figures in (res.items() if "dynamic" in res else [(None, res)]):
+    for label, figures in (res.items() if "static" in res else [(None, res)]):
         figs = prep.head.format_metrics(figures)
         tag = f" {label}" if label else ""
         click.echo(f"{split}{tag} ({len(prep.splits[split])} examples): {figs[0]}")
         for line in figs[1:]:
             click.echo(line)
-        if label == "dynamic":
+        if "rule" in figures:
             click.echo(f"  update rule: {figures['rule']}")
+        if "settings" in figures:
+            click.echo(f"  chosen on valid: {format_settings(figures['settings'])}")
+    for name, bits in (report.get("compressors") or {}).items():
+        click.echo(f"compressor {name}: " + (f"{bits:.4f} bits/token" if isinstance(bits, float) else bits))
     for name, per_split in baselines.items():
         if isinstance(per_split, dict) and split in per_split:
             click.echo("\n".join(format_baseline(name, {split: per_split[split]})))

@@ -19,6 +19,10 @@ import bz2
 import collections
 import lzma
 import math
+import os
+import shutil
+import subprocess
+import tempfile
 import zlib
 from typing import Iterable, Sequence
 
@@ -99,6 +103,66 @@ def _zlib(data: bytes) -> bytes:
 
 #: The standard library's compressors at their strongest settings, by the name a report shows.
 COMPRESSORS = {"xz -9e": _xz, "bzip2 -9": _bzip2, "zlib -9": _zlib}
+
+
+def _with_binary(argv, suffix: str):
+    """``bytes -> bytes`` through an archiver on the path: ``argv`` with ``{out}`` / ``{inp}`` filled
+    with an archive and an input file in a fresh temporary folder; the archive's bytes come back."""
+    def compress(data: bytes) -> bytes:
+        with tempfile.TemporaryDirectory() as d:
+            inp, out = os.path.join(d, "text.txt"), os.path.join(d, "text" + suffix)
+            with open(inp, "wb") as f:
+                f.write(data)
+            subprocess.run([a.format(out=out, inp=inp) for a in argv], check=True, cwd=d,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            with open(out, "rb") as f:
+                return f.read()
+    return compress
+
+
+def external_compressors() -> dict:
+    """The context-mixing and PPM compressors found on the path, by the name a report shows.
+
+    ``zpaq -m5`` (``zpaq``) and ``PPMd order 8`` (``7z``, ``7za`` or ``7zz``, ``-m0=PPMd:o=8``).
+
+    Returns:
+        ``{name: bytes -> bytes}`` for a binary found, ``{name: str}`` (why it is absent) otherwise.
+    """
+    out: dict = {}
+    zpaq = shutil.which("zpaq")
+    out["zpaq -m5"] = _with_binary([zpaq, "a", "{out}", "text.txt", "-m5"], ".zpaq") if zpaq \
+        else "absent: no zpaq binary on PATH (Debian package zpaq)"
+    seven = next((b for b in ("7zz", "7z", "7za") if shutil.which(b)), None)
+    out["PPMd order 8"] = _with_binary([shutil.which(seven), "a", "-t7z", "-m0=PPMd:o=8:mem=256m",
+                                        "{out}", "text.txt"], ".7z") if seven \
+        else "absent: no 7z / 7za / 7zz binary on PATH (Debian package 7zip)"
+    return out
+
+
+def compressor_bits(train_text: str, held_out_text: str, tokens: int) -> dict:
+    """Marginal bits per token of every compressor: the standard library's (:data:`COMPRESSORS`)
+    and those on the path (:func:`external_compressors`).
+
+    Args:
+        train_text: the text read first.
+        held_out_text: the text scored.
+        tokens: the tokens a model is scored on for it (the divisor).
+
+    Returns:
+        ``{name: bits per token (float, 4 decimals) or the reason it is absent (str)}``.
+    """
+    out: dict = {}
+    for name, compress in {**COMPRESSORS, **external_compressors()}.items():
+        if isinstance(compress, str):
+            out[name] = compress
+            continue
+        try:
+            bits = marginal_compressed_bits(train_text, held_out_text, compress)
+        except (OSError, subprocess.CalledProcessError) as exc:
+            out[name] = f"failed: {exc}"
+            continue
+        out[name] = round(bits / max(tokens, 1), 4)
+    return out
 
 
 def marginal_compressed_bits(train_text: str, held_out_text: str, compress) -> int:

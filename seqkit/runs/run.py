@@ -178,7 +178,8 @@ class Run:
 
     def evaluate(self, split: str = "test", *, confusion_matrix: bool = False, dynamic: bool = False,
                  dynamic_lr: float | None = None, dynamic_rule: str | None = None,
-                 dynamic_decay: float | None = None, dynamic_chunk: int | None = None) -> dict:
+                 dynamic_decay: float | None = None, dynamic_chunk: int | None = None,
+                 cache: bool = False, mix: bool = False, ensemble=()) -> dict:
         """Exact metrics on a held-out split, the dict ``seqkit evaluate --json`` prints.
 
         Args:
@@ -197,6 +198,20 @@ class Run:
                 the training split, stored in ``RUN/dynamic_stats.npz`` and reused by later calls
                 while the weights, training data, chunk and ``dynamic_stat_chunks`` are unchanged
                 (:mod:`seqkit.heads.language_model.dynamic_stats_cache`).
+            cache: language model, data.layout stream: also score the network mixed with a
+                continuous cache of its hidden states (Grave et al. 2017).
+            mix: also score the network mixed with an online n-gram and a longest-match model
+                over the training text and the split read so far.
+            ensemble: other run directories of the same recipe data and vocabulary: the network's
+                distribution is the mean of this run's and theirs.
+                With any of ``cache``, ``mix``, ``ensemble``, the settings and mixture weights are
+                chosen on the valid split, the split is then scored once, and the figures come as
+                ``{"static": {...}, "static+cache": {..., "settings": {...}}, ...}`` (with
+                ``dynamic`` also ``"dynamic"``, ``"dynamic+cache"``, ...;
+                :mod:`seqkit.heads.language_model.adaptive_eval`), and ``"compressors"`` gives the
+                marginal bits per token of the standard library's compressors and of zpaq / PPMd
+                (or why each is absent) on the split after the training text. Nothing is written
+                to the runs.
 
         Returns:
             ``{"split": split, <the head's figures>, "baselines": {...}}``; e.g. a language model's
@@ -220,9 +235,18 @@ class Run:
                 raise SeqkitError(f"{self.path}: --dynamic needs a language model trained with "
                                   f"data.layout: stream.")
             ev = resolve(self.recipe.evaluation, **given)
+        ensemble = [ensemble] if isinstance(ensemble, (str, os.PathLike)) else list(ensemble or ())
+        adaptive = cache or mix or bool(ensemble)
+        if adaptive and not hasattr(HEADS.get(self.recipe.head.type), "evaluate_adaptive"):
+            raise SeqkitError(f"{self.path}: --cache / --mix / --ensemble need a language model "
+                              f"trained with data.layout: stream.")
         prep, model = self._load(with_data=True)
         if not prep.splits.get(split):
             raise SeqkitError(f"{self.path}: the recipe's {split} split is empty (data.split.{split} is 0).")
+        if adaptive and not getattr(prep.head, "stream", False):
+            raise SeqkitError(f"{self.path}: --cache / --mix / --ensemble need a language model "
+                              f"trained with data.layout: stream.")
+        members = [(model, self.path)] + [self._ensemble_member(p, prep) for p in ensemble]
         opts = prep.head.options
         before = getattr(opts, "confusion_matrix", None)
         if confusion_matrix and hasattr(opts, "confusion_matrix"):
@@ -232,7 +256,7 @@ class Run:
         finally:
             if before is not None:
                 opts.confusion_matrix = before
-        if ev is not None:
+        if ev is not None and not adaptive:  # with adaptive modes, their pass gives the dynamic figures
             if not getattr(prep.head, "stream", False):
                 raise SeqkitError(f"{self.path}: --dynamic needs a language model trained with "
                                   f"data.layout: stream.")
@@ -241,10 +265,37 @@ class Run:
             dyn.update({"rule": ev.dynamic_rule, "learning_rate": ev.dynamic_lr,
                         "decay": ev.dynamic_decay, "chunk": ev.dynamic_chunk})
             res = {"static": res, "dynamic": dyn}
+        if adaptive:
+            modes = prep.head.evaluate_adaptive(
+                members, prep.splits[split], valid_records=prep.splits.get("valid"),
+                train_records=prep.splits.get("train"), split=split, cache=cache, mix=mix, dynamic=ev)
+            compressors = modes.pop("compressors", None)
+            res = {"static": res, **{k: v for k, v in modes.items() if k != "static"}}
+            if ev is not None:
+                for label in ("dynamic", "dynamic+ensemble"):
+                    if label in res:
+                        res[label].update({"rule": ev.dynamic_rule, "learning_rate": ev.dynamic_lr,
+                                           "decay": ev.dynamic_decay, "chunk": ev.dynamic_chunk})
         saved = read_json(os.path.join(self.path, METRICS), default={})  # not JSON: a RunDirError names it
         baselines = saved.get("baselines") if isinstance(saved, dict) else None
         baselines = baselines if isinstance(baselines, dict) else {}  # wrong types: shown without them
-        return {"split": split, **res, "baselines": baselines}
+        report = {"split": split, **res, "baselines": baselines}
+        if adaptive and compressors:
+            report["compressors"] = compressors
+        return report
+
+    def _ensemble_member(self, path, prep) -> tuple:
+        """``(model, run dir)`` of another run for ``ensemble``, checked against this run's data."""
+        if os.path.abspath(path) == os.path.abspath(self.path):
+            raise SeqkitError(f"--ensemble {path}: that is the evaluated run itself; name the other "
+                              f"runs (e.g. the RUN-seed<S> directories of --seeds).")
+        other_prep, other_model = Run(path)._load()
+        mine, theirs = prep.recipe.data.model_dump(), other_prep.recipe.data.model_dump()
+        if mine != theirs or list(other_prep.head.vocab.tokens) != list(prep.head.vocab.tokens):
+            raise SeqkitError(f"--ensemble {path}: its recipe's data section or vocabulary differs "
+                              f"from {self.path}'s, so their distributions cannot be averaged token "
+                              f"by token; ensemble runs of the same recipe (e.g. seqkit train --seeds).")
+        return other_model, path
 
     # ------------------------------------------------------------ generate (language model)
 

@@ -378,18 +378,43 @@ class LanguageModelHead(Head):
         from seqkit.heads.language_model.dynamic_eval import dynamic_score
 
         ev = options or self.recipe.evaluation
-        lr = lr if lr is not None else ev.dynamic_lr
-        chunk = chunk or ev.dynamic_chunk
+        ev = ev.model_copy(update={k: v for k, v in (("dynamic_lr", lr), ("dynamic_chunk", chunk or None))
+                                   if v is not None})
+        data = self.stream_data(records, columns=1, bptt=ev.dynamic_chunk)
+        return dynamic_score(model, data, **self.dynamic_update_options(model, ev, train_records, run_dir))
+
+    def dynamic_update_options(self, model, ev, train_records=None, run_dir=None) -> dict:
+        """The keyword arguments of :class:`~seqkit.heads.language_model.dynamic_eval.DynamicUpdate`
+        (``lr``, ``rule``, ``decay``, ``epsilon``, ``stats``) for the options ``ev`` (an
+        :class:`~seqkit.recipe.EvaluationConfig`); the ``rms`` rule's statistics are taken on
+        ``train_records`` (:meth:`evaluate_dynamic`).
+
+        Raises:
+            ValueError: the ``rms`` rule without ``train_records``.
+        """
         stats = None
         if ev.dynamic_rule == "rms":
             if train_records is None:
                 raise ValueError("dynamic evaluation: the rms rule needs the training split "
                                  "(its gradient statistics).")
-            train = self.stream_data(train_records, columns=self.recipe.training.batch_size, bptt=chunk)
+            train = self.stream_data(train_records, columns=self.recipe.training.batch_size,
+                                     bptt=ev.dynamic_chunk)
             stats = cached_gradient_stats(model, train, ev.dynamic_stat_chunks, run_dir)
-        data = self.stream_data(records, columns=1, bptt=chunk)
-        return dynamic_score(model, data, lr=lr, rule=ev.dynamic_rule, decay=ev.dynamic_decay,
-                             epsilon=ev.dynamic_epsilon, stats=stats)
+        return {"lr": ev.dynamic_lr, "rule": ev.dynamic_rule, "decay": ev.dynamic_decay,
+                "epsilon": ev.dynamic_epsilon, "stats": stats}
+
+    def evaluate_adaptive(self, members, records, *, valid_records, train_records, split: str,
+                          cache: bool = False, mix: bool = False, dynamic=None) -> dict:
+        """The network with a continuous cache, an online n-gram / match mixture and ensembles
+        (:func:`seqkit.heads.language_model.adaptive_eval.evaluate_adaptive`: the arguments,
+        the returned ``{mode label: figures}`` and the errors)."""
+        from seqkit.heads.language_model.adaptive_eval import evaluate_adaptive
+
+        if not self.stream:
+            raise SeqkitError("--cache / --mix / --ensemble need a language model trained with "
+                              "data.layout: stream.")
+        return evaluate_adaptive(self, members, records, valid_records, train_records, split=split,
+                                 cache=cache, mix=mix, dynamic=dynamic)
 
     def metrics(self):
         from seqkit.training.losses import MaskedAccuracy, MaskedCrossEntropy, MaskedPerplexity

@@ -82,8 +82,23 @@ class StreamRunner:
 
     def forward_embedded(self, x, states, training: bool = False, truncate: bool = True):
         """:meth:`forward` from the embedded tokens ``x [B, T, E]`` float32 (no padding mask)."""
+        _, logits, new = self.forward_hidden(x, states, training, truncate, embedded=True)
+        return logits, new
+
+    def forward_hidden(self, tokens, states, training: bool = False, truncate: bool = True, *,
+                       embedded: bool = False):
+        """:meth:`forward` that also returns the top layer's outputs (what the logits layer reads).
+
+        Args:
+            tokens: int32 ``[B, T]`` (or, with ``embedded``, the embedded float32 ``[B, T, E]``).
+
+        Returns:
+            ``(hidden [B, T, H] float32, logits [B, T, V] float32, new states)``; ``hidden`` is taken
+            before the output dropout (the same values with ``training=False``).
+        """
         import tensorflow as tf
 
+        x = tokens if embedded else self.embedding(tokens)
         if truncate:
             states = [tf.stop_gradient(s) for s in states]
         new, k = [], 0
@@ -102,9 +117,10 @@ class StreamRunner:
                     layer.return_state = False
             x = out[0]
             new.extend(out[1:])
+        hidden = x
         if self.output_dropout is not None:
             x = self.output_dropout(x, training=training)
-        return self.logits(x), new
+        return hidden, self.logits(x), new
 
 
 def _chunk_sums(logits, targets):
