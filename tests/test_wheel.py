@@ -53,6 +53,11 @@ def test_wheel_installs_and_runs_shipped_recipes_by_name(tmp_path):
     shipped = sorted(p.stem for p in (ROOT / "seqkit" / "recipes").glob("*.yaml"))
     assert names == shipped and "lm-pydoc-chars" in names
     assert all(r["path"].startswith(str(venv)) for r in json.loads(listed.stdout))
+    listed_words = _run([str(py), "-c", "from seqkit.data.cmudict import TEST_LISTS; import os; "
+                         "p = TEST_LISTS['cmudict-0.7b']; print(p, os.path.getsize(p), "
+                         "os.path.isfile(os.path.join(os.path.dirname(p), 'README.md')))"], cwd=work, env=env)
+    path, size, note = listed_words.stdout.split()
+    assert path.startswith(str(venv)) and int(size) == 321_219 and note == "True"  # shipped with its licence
 
     ok = _run([str(exe), "validate", "lm-pydoc-chars"], cwd=work, env=env)
     assert "lm-pydoc-chars: OK" in ok.stdout + ok.stderr
