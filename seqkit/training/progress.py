@@ -25,7 +25,7 @@ from seqkit import log
 from seqkit.progress import Progress, _clock
 
 
-def epoch_steps(prep, train_ds) -> int | None:
+def epoch_steps(prep, train_ds, count) -> int | None:
     """Optimizer steps in one training epoch, or ``None`` where they cannot be counted cheaply.
 
     ``training.steps_per_epoch`` when set; a stream's chunk count (``len``, no pass over the
@@ -36,19 +36,20 @@ def epoch_steps(prep, train_ds) -> int | None:
     Args:
         prep: the :class:`~seqkit.training.train.Prepared` of the run.
         train_ds: the training dataset ``fit`` gets (a ``tf.data.Dataset`` or a stream).
+        count: counts a fresh copy's batches, ``count(prep) -> int | None``
+            (:func:`seqkit.training.train.steps_per_epoch_of`; passed in, so this module does not
+            import the training loop that imports it).
 
     Returns:
         The step count (int >= 1) or ``None``.
     """
-    from seqkit.training.train import steps_per_epoch_of
-
     steps = prep.recipe.training.steps_per_epoch
     if hasattr(train_ds, "epoch_chunks"):  # a stream: its length is the chunk count
         n = len(train_ds)
         return min(n, steps) if steps else (n or None)
     if steps:
         return steps
-    n = steps_per_epoch_of(prep)
+    n = count(prep)
     return n if n else None
 
 

@@ -632,7 +632,7 @@ def _progress_callbacks(prep: Prepared, train_ds, t, monitor: str, streamed: boo
     ``done``: the epochs already trained (a resumed run)."""
     from seqkit.training.progress import epoch_steps, steps_progbar_class, training_progress_class
 
-    steps = steps or epoch_steps(prep, train_ds)
+    steps = steps or epoch_steps(prep, train_ds, steps_per_epoch_of)
     what = f"batch {t.batch_size}"
     if t.early_stopping is not None and t.early_stopping.patience > 0:
         what += (f"; early stopping may end it sooner (patience {t.early_stopping.patience} on "
