@@ -101,8 +101,8 @@ def seqkit_stderr():
 
 @pytest.fixture(scope="session")
 def shared_dir(tmp_path_factory):
-    """A folder all xdist workers of this session see (their common base temp); without xdist,
-    this session's own base temp. Never a folder of an earlier session."""
+    """A folder all xdist workers of this pytest run see (their common base temp); without xdist,
+    the run's own base temp. Never a folder of an earlier run."""
     base = tmp_path_factory.getbasetemp()
     d = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared"
     d.mkdir(exist_ok=True)
@@ -110,7 +110,7 @@ def shared_dir(tmp_path_factory):
 
 
 def built_once(shared, name: str, build) -> str:
-    """``shared/name``, made by ``build(path)`` by the first caller of this session (an exclusive
+    """``shared/name``, made by ``build(path)`` by the first caller in this pytest run (an exclusive
     ``flock`` on ``shared/name.lock``: the others wait, then reuse it); a build that raised is
     made again by the next caller."""
     import fcntl

@@ -48,7 +48,7 @@ def test_cap_isa_only_avx2(monkeypatch):
     import os
 
     fake = {}
-    monkeypatch.setattr(os, "environ", fake)  # the cap must not leak into this session's TensorFlow
+    monkeypatch.setattr(os, "environ", fake)  # the cap must not leak into this test process's TensorFlow
     with pytest.raises(ValueError):
         cap_isa("sse4")
     assert fake == {}
