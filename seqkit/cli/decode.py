@@ -73,11 +73,18 @@ def generate(run_dir, prompt, max_length, temperature, top_k, top_p, greedy, bea
               "(N <= beam width) [default: 1].")
 @click.option("--length-penalty", type=float, help="seq2seq runs: GNMT length penalty alpha "
               "[default: recipe decoding.length_penalty].")
+@click.option("--plot", type=click.Path(dir_okay=False), help="Also draw the answers into this PNG, for "
+              "a run whose head draws them (a forecasting run: the input's last rows, the forecast and "
+              "its quantile bands). Checked before the run loads.")
+@click.option("--overwrite", is_flag=True, help="--plot: replace the PNG even when seqkit did not write it "
+              "(never a run's own files, the recipe, the data or the input).")
 @with_common_options
 def predict(run_dir, input_path, input_format, out_format, probabilities, beam_width, n_best,
-            length_penalty):
+            length_penalty, plot=None, overwrite=False):
     """Label sequences (acceptor), tag tokens (tagger) or transduce lines (seq2seq, e.g. words to
-    pronunciations: `input<TAB>rank<TAB>score<TAB>output` per hypothesis) with a trained run."""
+    pronunciations: `input<TAB>rank<TAB>score<TAB>output` per hypothesis) with a trained run; a
+    plugin head answers its own way (a forecasting run: the next steps of each series in a table
+    like its training file)."""
 
     if beam_width is not None or n_best is not None:  # fail before loading the run
         from seqkit.inference.decoding import check_beam_args
@@ -91,7 +98,7 @@ def predict(run_dir, input_path, input_format, out_format, probabilities, beam_w
     if input_format == "auto" and input_path.endswith(".ts"):
         input_format = "ts"
     results = run.predict(text, input_format=input_format, beam_width=beam_width, n_best=n_best,
-                          length_penalty=length_penalty, name=name)
+                          length_penalty=length_penalty, name=name, plot=plot, overwrite=overwrite)
     head = run.prepared.head
     if head.answers == "transduce":
         for res in results:
@@ -99,6 +106,8 @@ def predict(run_dir, input_path, input_format, out_format, probabilities, beam_w
         return
     for res in results:
         click.echo(head.format_prediction(res, out_format, probabilities))
+    if plot:
+        click.echo(f"wrote {plot}", err=True)
 
 
 @click.command()

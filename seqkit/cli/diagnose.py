@@ -6,14 +6,12 @@ them, so ``seqkit --help`` does not load them."""
 
 from __future__ import annotations
 
-import json
 import os
 
 import click
 
 from seqkit.cli.common import with_common_options
-from seqkit.errors import RunDirError, SeqkitError
-from seqkit.runs.rundir import HISTORY
+from seqkit.errors import SeqkitError
 
 
 def diagnose_runs(runs: list, out_dir: str, *, max_lag: int, examples: int, positions: int,
@@ -72,35 +70,19 @@ def summary_lines(results: list) -> list[str]:
     return lines
 
 
-def plot_runs(runs: list, out: str, overwrite: bool = False) -> str:
-    """Draw the training curves of ``runs`` (their ``history.json``) into ``out``; returns the JSON path.
+def plot_runs(runs: list, out: str, overwrite: bool = False) -> list[str]:
+    """Draw the training curves of ``runs`` (their ``history.json``) into ``out`` and the pictures
+    their heads draw (:func:`seqkit.diagnostics.run_plots.plot_runs`); returns the paths written.
 
-    ``out`` and the JSON beside it are checked first (:mod:`seqkit.outputs`): never a run's own
-    file; a file seqkit did not write only with ``overwrite``.
+    Every path is checked first (:mod:`seqkit.outputs`): never a run's own file; a file seqkit did
+    not write only with ``overwrite``.
 
     Raises:
         RunDirError: a run without ``history.json``. SeqkitError: see :func:`seqkit.diagnostics.plots.draw_curves`.
     """
-    from seqkit.diagnostics.plots import draw_curves
-    from seqkit.outputs import picture_outputs
+    from seqkit.diagnostics.run_plots import plot_runs as draw
 
-    outputs = picture_outputs(out, overwrite=overwrite)
-    histories = {}
-    for r in runs:
-        p = os.path.join(r, HISTORY)
-        try:
-            with open(p, encoding="utf-8") as f:
-                h = json.load(f)
-        except FileNotFoundError:
-            raise RunDirError(f"{p}: no such file. `seqkit plot` reads the history.json a run "
-                              f"writes after each epoch; point at a run directory made by "
-                              f"`seqkit train`.") from None
-        except (OSError, ValueError) as exc:
-            raise RunDirError(f"{p}: cannot read it as JSON ({exc}); the run directory is damaged.") from exc
-        if not isinstance(h, list):
-            raise RunDirError(f"{p}: expected a list of per-epoch rows; the file is not a seqkit history.")
-        histories[r] = [row for row in h if isinstance(row, dict)]
-    return draw_curves(histories, out, outputs)
+    return draw(runs, out, overwrite=overwrite)
 
 
 def confusion_picture(figures: dict, out: str, title: str, outputs=None) -> str:
@@ -146,13 +128,18 @@ def diagnose(runs, out_dir, max_lag, examples, positions, split, overwrite):
 
 @click.command()
 @click.argument("runs", nargs=-1, required=True, type=click.Path(file_okay=False))
-@click.option("--out", required=True, type=click.Path(dir_okay=False), help="PNG to write (+ a .json beside it).")
-@click.option("--overwrite", is_flag=True, help="Replace the PNG / JSON even when seqkit did not write "
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="PNG to write (+ a .json beside "
+              "it); a run whose head draws pictures of its own (e.g. a forecasting run's backtest) also "
+              "gets OUT-NAME.png (several runs: OUT-RUN-NAME.png), each with its .json.")
+@click.option("--overwrite", is_flag=True, help="Replace the PNGs / JSONs even when seqkit did not write "
               "them (never a run's own files).")
 @with_common_options
 def plot(runs, out, overwrite):
     """Draw training curves (train/valid loss and metrics per epoch, learning rate if logged)
-    from the runs' history.json, several runs overlaid."""
+    from the runs' history.json, several runs overlaid, and the pictures a run's head draws for
+    it: a forecasting run's backtest (the test period with the forecasts of its origins and their
+    quantile bands)."""
 
-    jpath = plot_runs(list(runs), out, overwrite=overwrite)
-    click.echo(f"wrote {out} and {jpath}")
+    written = plot_runs(list(runs), out, overwrite=overwrite)
+    for png, jpath in zip(written[::2], written[1::2]):
+        click.echo(f"wrote {png} and {jpath}")

@@ -29,6 +29,10 @@ and everything after training, so every command works for a head from a plugin
 * :meth:`Head.stream_export` is what ``seqkit stream`` runs on a lone exported ``.tflite``
   whose metadata names the head;
 * :attr:`Head.diagnostics` says which of ``seqkit diagnose``'s readings apply;
+* :meth:`Head.read_frame` / :meth:`Head.results_frame` let ``Run.predict`` take and give a
+  ``pandas.DataFrame``; :meth:`Head.draw_prediction` is ``seqkit predict --plot``;
+  :attr:`Head.run_figures` / :meth:`Head.draw_run_figure` add pictures to ``seqkit plot``
+  (:meth:`Head.offers` says whether a head has such an optional hook);
 * :attr:`Head.table_columns` / :meth:`Head.table_record` let the ``table`` source
   feed the head, and :meth:`Head.check_recipe` refuses recipe keys the head cannot
   apply.
@@ -322,6 +326,77 @@ class Head(abc.ABC):
             return json_line({k: v for k, v in result.items() if probabilities or k not in hidden})
         vals = [v for k, v in result.items() if k != "where" and (probabilities or k not in hidden)]
         return "\t".join(" ".join(map(str, v)) if isinstance(v, list) else str(v) for v in vals)
+
+    # ---------------------------------------------------------------- tables and pictures
+    def read_frame(self, frame, name: str = "<DataFrame>") -> list:
+        """Prediction input given as a ``pandas.DataFrame`` (``Run.predict(frame)``), read into
+        records without targets, as :meth:`read_inputs` reads a file of the same table.
+
+        Args:
+            frame: a ``pandas.DataFrame`` with the columns of the training data; name: how
+                messages name it (rows as ``NAME:N``, ``N`` the row's position, ``frame.iloc[N]``).
+
+        Returns:
+            ``list[Record]``, as :meth:`read_inputs`.
+
+        Raises:
+            seqkit.errors.SeqkitError: the head reads no DataFrame (the default), or a malformed one.
+        """
+        raise SeqkitError(f"{name}: head '{self.recipe.head.type}' reads no DataFrame; give its "
+                          f"input as a string (one sequence per line) or a list of strings.")
+
+    def results_frame(self, results: list):
+        """:meth:`predict`'s results as a ``pandas.DataFrame`` (what ``Run.predict(frame)``
+        returns), holding the same numbers.
+
+        Raises:
+            seqkit.errors.SeqkitError: the head gives no DataFrame (the default).
+        """
+        raise SeqkitError(f"head '{self.recipe.head.type}' gives no DataFrame of its predictions.")
+
+    def draw_prediction(self, results: list, records: list, path: str, outputs) -> None:
+        """Draw :meth:`predict`'s ``results`` for ``records`` (the input :meth:`read_inputs` or
+        :meth:`read_frame` read) into the PNG ``path`` (``seqkit predict --plot``,
+        ``Run.predict(plot=)``).
+
+        Args:
+            results: :meth:`predict`'s dicts; records: the records answered, in the same order;
+            path: the PNG; outputs: its :class:`seqkit.outputs.FileOutputs`, checked before the
+                prediction: write with ``outputs.write({path: writer})`` (staged, then renamed;
+                mark the PNG with :func:`seqkit.outputs.png_metadata`).
+
+        Raises:
+            seqkit.errors.SeqkitError: the head draws no prediction plot (the default), or
+                matplotlib is missing.
+        """
+        raise SeqkitError(f"head '{self.recipe.head.type}' draws no prediction plot; drop --plot "
+                          f"(the predictions are printed as they are).")
+
+    #: names of the pictures ``seqkit plot`` / ``Run.plot`` draw for a run of this head beside its
+    #: training curves (:meth:`draw_run_figure`), e.g. ``("backtest",)``; empty: none.
+    run_figures: ClassVar[tuple[str, ...]] = ()
+
+    def draw_run_figure(self, name: str, prep, model, path: str, outputs) -> None:
+        """Draw the run's picture ``name`` (one of :attr:`run_figures`) into the PNG ``path`` and
+        the numbers drawn into the JSON beside it (:func:`seqkit.diagnostics.plots.json_path`).
+
+        Args:
+            name: the picture; prep: the loaded run's :class:`seqkit.training.train.Prepared`,
+                its splits read; model: its best ``keras.Model``; path: the PNG; outputs: the
+                :class:`seqkit.outputs.FileOutputs` of the PNG and its JSON, checked before any
+                picture was drawn (write both with ``outputs.write``).
+
+        Raises:
+            seqkit.errors.SeqkitError: an unknown name (the default: the head draws none), an
+                empty split, matplotlib missing.
+        """
+        raise SeqkitError(f"head '{self.recipe.head.type}' draws no picture '{name}'.")
+
+    @classmethod
+    def offers(cls, hook: str) -> bool:
+        """Whether the head overrides the optional hook ``hook`` (e.g. ``"draw_prediction"``,
+        ``"read_frame"``), so callers can refuse before a run loads."""
+        return getattr(cls, hook) is not getattr(Head, hook)
 
     # ---------------------------------------------------------------- export
     def stepper(self, model):

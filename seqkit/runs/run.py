@@ -58,6 +58,13 @@ def _texts(inputs, what: str) -> str:
                       f"of strings (one sequence each); got {type(inputs).__name__}.")
 
 
+def _is_frame(obj) -> bool:
+    """True for a ``pandas.DataFrame`` (pandas is not imported when the caller did not)."""
+    import sys
+
+    pd = sys.modules.get("pandas")
+    return pd is not None and isinstance(obj, pd.DataFrame)
+
 
 #: The most new tokens one ``generate`` call may ask for (the in-graph loop's buffers grow with it).
 MAX_NEW_TOKENS = 1_000_000
@@ -370,28 +377,54 @@ class Run:
 
     def predict(self, inputs, *, input_format: str = "auto", beam_width: int | None = None,
                 n_best: int | None = None, length_penalty: float | None = None,
-                name: str = "<input>") -> list:
-        """Label (acceptor), tag (tagger) or transduce (seq2seq) sequences, as ``seqkit predict``.
+                name: str = "<input>", plot=None, overwrite: bool = False):
+        """Label (acceptor), tag (tagger) or transduce (seq2seq) sequences, as ``seqkit predict``;
+        a plugin head answers in its own way (e.g. forecasts).
 
         Args:
             inputs: one string (the whole input, as a file holds it: one sequence per line, or
                 CoNLL / ``.ts`` text) or a list of strings (one sequence each; empty ones skipped).
-                Text is tokenized as in training.
+                Text is tokenized as in training. A ``pandas.DataFrame`` (the columns of the
+                training table) for a head that reads tables (``Head.read_frame``); the result is
+                then a ``pandas.DataFrame`` too (``Head.results_frame``).
             input_format: ``"auto"`` (``ts`` for a frames run, else ``text``), ``"text"``,
                 ``"conll"`` or ``"ts"``.
             beam_width / n_best / length_penalty: seq2seq runs only (see :meth:`transduce`).
             name: how messages name the input (``<input>:LINE``).
+            plot: also draw the answers into this PNG (``seqkit predict --plot``), for a head that
+                draws them (``Head.draw_prediction``). The path is checked before the run loads
+                (:mod:`seqkit.outputs`): never a run's own file or the input; a file seqkit did
+                not write only with ``overwrite``; written staged, then renamed.
+            overwrite: ``plot`` may replace a file seqkit did not write.
 
         Returns:
             One dict per sequence. Acceptor: ``{"where", "label", "probability",
             "probabilities": {label: p}}``. Tagger: ``{"where", "tokens": [T], "tags": [T],
             "probability": [T], "probabilities": [T x {tag: p}]}`` (+ ``"untagged_steps"`` when
-            ``head.too_long: truncate`` cut it). seq2seq: as :meth:`transduce`.
+            ``head.too_long: truncate`` cut it). seq2seq: as :meth:`transduce`. A plugin head:
+            its ``Head.predict`` dicts (a DataFrame input: its ``Head.results_frame``).
 
         Raises:
             SeqkitError: a language-model run (use :meth:`generate`); beam options for a head
-                other than seq2seq; empty or malformed input, or input of the wrong kind.
+                other than seq2seq; empty or malformed input, or input of the wrong kind; a
+                DataFrame or ``plot`` for a head that reads or draws none; a ``plot`` path seqkit
+                may not write (OutputPathError); matplotlib missing.
         """
+        table = _is_frame(inputs)
+        if table:
+            self._refuse_unless("read_frame", "a pandas DataFrame input", "reads tables",
+                                "Give the input as a string (one sequence per line) or a list of strings.")
+        outputs = None
+        if plot is not None:  # checked before the run loads: nothing is lost to a bad path
+            outputs = self._plot_outputs(os.fspath(plot), overwrite, name)
+        if table:
+            prep, model = self._load()
+            self._need(prep, "predict")
+            records = prep.head.read_frame(inputs, "<DataFrame>" if name == "<input>" else name)
+            results = prep.head.predict(model, records)
+            if outputs is not None:
+                prep.head.draw_prediction(results, records, os.fspath(plot), outputs)
+            return prep.head.results_frame(results)
         text = _texts(inputs, "predict")
         prep, model = self._load()
         if prep.head.answers == "transduce":
@@ -404,7 +437,55 @@ class Run:
         self._need(prep, "predict")
         if input_format not in ("auto", "text", "conll", "ts"):
             raise SeqkitError(f"input_format {input_format!r}: expected auto, text, conll or ts.")
-        return prep.head.predict(model, prep.head.read_inputs(text, name, input_format))
+        records = prep.head.read_inputs(text, name, input_format)
+        results = prep.head.predict(model, records)
+        if outputs is not None:
+            prep.head.draw_prediction(results, records, os.fspath(plot), outputs)
+        return results
+
+    def _refuse_unless(self, hook: str, what: str, does: str, fix: str) -> None:
+        """Refuse, before the run loads, a request that needs the optional head hook ``hook``
+        (``Head.offers``) when this run's head lacks it, naming the registered heads that have it."""
+        own = self.recipe.head.type
+        if HEADS.get(own).offers(hook):
+            return
+        titles = [getattr(HEADS.get(n), "title", None) or n for n in HEADS.names() if HEADS.get(n).offers(hook)]
+        which = ", ".join(titles) if titles else "none is registered here"
+        raise SeqkitError(f"{self.path}: {what} needs a run whose head {does} ({which}); this run's "
+                          f"head is '{own}'. {fix}")
+
+    def _plot_outputs(self, plot: str, overwrite: bool, name: str):
+        """The checked :class:`seqkit.outputs.FileOutputs` of ``predict(plot=)``'s PNG (before the
+        run loads): the head draws predictions, matplotlib is there, the path is seqkit's to write."""
+        from seqkit.diagnostics.plots import pyplot
+        from seqkit.outputs import picture_outputs, protected_by_runs
+
+        self._refuse_unless("draw_prediction", "--plot", "draws its predictions",
+                            "Drop --plot; the predictions are printed (returned) as they are.")
+        pyplot()  # matplotlib missing: said before the prediction
+        return picture_outputs(plot, overwrite=overwrite, with_json=False, option="--plot",
+                               protect=protected_by_runs([self.path]) + [("the prediction input", name)])
+
+    # ------------------------------------------------------------ pictures
+
+    def plot(self, out, *, overwrite: bool = False) -> list:
+        """Draw the run's training curves into the PNG ``out`` (+ a JSON beside it), and each
+        picture its head draws for a run (``Head.run_figures``, e.g. a forecasting run's
+        backtest) into ``OUT-NAME.png`` (+ ``.json``) beside it, as ``seqkit plot RUN --out OUT``.
+
+        Every path is checked before anything is drawn (:mod:`seqkit.outputs`: never a run's own
+        file; a file seqkit did not write only with ``overwrite``); each is staged, then renamed.
+
+        Returns:
+            The paths written, ``[out, its JSON, OUT-NAME.png, its JSON, ...]``.
+
+        Raises:
+            RunDirError: no ``history.json``. OutputPathError: a path seqkit may not write.
+            SeqkitError: matplotlib missing; a picture the head cannot draw (e.g. an empty split).
+        """
+        from seqkit.diagnostics.run_plots import plot_runs
+
+        return plot_runs([self.path], os.fspath(out), overwrite=overwrite, opened={self.path: self})
 
     def transduce(self, sources, *, beam_width: int | None = None, n_best: int = 1,
                   length_penalty: float | None = None, name: str = "<input>") -> list:

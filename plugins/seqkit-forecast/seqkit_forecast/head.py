@@ -533,3 +533,32 @@ class ForecastHead(Head):
                 z = np.asarray(rt.step(x[i:i + 1].astype(np.float32)))[0].reshape(H, Q)[:, p]
                 vals = z * std[0] + mean[0]
                 yield f"{s.id}\t{_iso(s.times[i])}\t" + " ".join(f"{v:.5f}" for v in vals) + "\n"
+
+    # ---------------------------------------------------------------- tables and pictures
+    run_figures = ("backtest",)
+
+    def read_frame(self, frame, name="<DataFrame>"):
+        """A ``pandas.DataFrame`` like the training table (:func:`seqkit_forecast.frames.read_frame`)."""
+        from seqkit_forecast.frames import read_frame
+
+        return read_frame(self, frame, name)
+
+    def results_frame(self, results):
+        """One row per series and step (:func:`seqkit_forecast.frames.results_frame`)."""
+        from seqkit_forecast.frames import results_frame
+
+        return results_frame(results)
+
+    def draw_prediction(self, results, records, path, outputs):
+        """History, forecast and quantile bands (:func:`seqkit_forecast.plot.draw_prediction`)."""
+        from seqkit_forecast.plot import draw_prediction
+
+        draw_prediction(self, results, records, path, outputs)
+
+    def draw_run_figure(self, name, prep, model, path, outputs):
+        """``backtest``: the test windows' forecasts (:func:`seqkit_forecast.plot.draw_backtest`)."""
+        from seqkit_forecast.plot import draw_backtest
+
+        if name != "backtest":
+            return super().draw_run_figure(name, prep, model, path, outputs)
+        draw_backtest(self, model, prep.splits.get("test") or [], path, outputs, f"{prep.recipe.name}: ")

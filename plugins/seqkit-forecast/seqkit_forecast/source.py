@@ -177,8 +177,23 @@ def _numbers(frame, col, name, lines, missing):
     return pd.to_numeric(raw, errors="coerce").to_numpy(np.float64)
 
 
+def frame_as_table(frame, time_column: str):
+    """A ``pandas.DataFrame`` given in memory as the all-text table :func:`_read_table` reads from a
+    file: every cell as its text (a float's shortest round-trip form, a time stamp's ISO form), a
+    missing cell (NaN, None, NaT, ``pd.NA``) empty. A time column held as the index is taken as a
+    column."""
+    import pandas as pd
+
+    if not isinstance(frame, pd.DataFrame):
+        raise DataError(f"expected a pandas DataFrame, got {type(frame).__name__}.")
+    if time_column not in frame.columns and frame.index.name == time_column:
+        frame = frame.reset_index()
+    cells = frame.astype(object)
+    return cells.where(frame.notna(), "").astype(str).reset_index(drop=True)
+
+
 def read_series(options: TimeSeriesOptions, path: str, name: str | None = None, *, text: str | None = None,
-                missing: str | None = None) -> list[Series]:
+                missing: str | None = None, frame=None) -> list[Series]:
     """Read and check a table into series (see the module docstring for what is refused).
 
     Args:
@@ -186,6 +201,8 @@ def read_series(options: TimeSeriesOptions, path: str, name: str | None = None, 
         path: the file (used for its format when ``text`` is given); name: how messages name it.
         text: the table's text instead of reading ``path`` (prediction input, streams).
         missing: override ``options.missing``.
+        frame: a ``pandas.DataFrame`` instead of a file (:func:`frame_as_table`); messages name a
+            row ``NAME:N``, ``N`` its position (``frame.iloc[N]``).
 
     Returns:
         The series in order of first appearance, each sorted as in the file.
@@ -197,7 +214,8 @@ def read_series(options: TimeSeriesOptions, path: str, name: str | None = None, 
 
     name = name or os.path.basename(path)
     missing = missing or options.missing
-    frame = _read_table(path, name, text)
+    given = frame is not None
+    frame = frame_as_table(frame, options.time_column) if given else _read_table(path, name, text)
     cols = [options.time_column, options.target, *options.covariates] + (
         [options.id_column] if options.id_column else [])
     absent = [c for c in cols if c not in frame.columns]
@@ -207,7 +225,8 @@ def read_series(options: TimeSeriesOptions, path: str, name: str | None = None, 
                         f"data.target, data.covariates and data.id_column.")
     if len(frame) == 0:
         raise DataError(f"{name}: no rows below the header.")
-    lines = np.arange(len(frame)) + 2  # the header is line 1 (a CSV without blank lines)
+    # a file's header is line 1 (a CSV without blank lines); a DataFrame's rows by position
+    lines = np.arange(len(frame)) + (0 if given else 2)
     times = pd.to_datetime(frame[options.time_column].astype(str).str.strip(), errors="coerce",
                            format="mixed", utc=False) \
         if frame[options.time_column].dtype == object or str(frame[options.time_column].dtype).startswith("str") \
