@@ -6,8 +6,8 @@ draws pictures, ``curves-NAME.png`` + ``curves-NAME.json`` per picture (several 
 ``curves-RUN-NAME.png``, ``RUN`` the run folder's name). Every path is checked before anything is
 drawn (:mod:`seqkit.outputs`).
 
-The seqkit modules that load a run are imported inside the functions that use them, so a run
-whose head draws no picture is plotted without TensorFlow.
+Looking a run's head up imports the installed head plugins, and with them TensorFlow (its start-up
+lines hidden); the seqkit modules that load a run are imported inside the functions that use them.
 """
 
 from __future__ import annotations
@@ -28,16 +28,18 @@ def head_figures(run: str) -> tuple:
     """The names of the pictures the head of ``run`` draws (``Head.run_figures``); ``()`` for a
     folder without ``recipe.yaml``. A head that is not available here (a plugin not installed)
     draws none: a logged warning says so, and the training curves are still drawn."""
+    from seqkit._quiet import import_tensorflow_quietly
     from seqkit.recipe import load_recipe
     from seqkit.registry import HEADS
 
     path = os.path.join(run, RECIPE)
     if not os.path.isfile(path):
         return ()
+    import_tensorflow_quietly()  # the heads (plugins included) import Keras: its start-up lines are not ours
     try:
         return tuple(HEADS.get(load_recipe(path, load_plugins=False).head.type).run_figures)
     except SeqkitError as exc:
-        log.warning(f"{run}: its head's pictures are not drawn ({exc}); the training curves are.")
+        log.warn(f"{run}: its head's pictures are not drawn ({exc}); the training curves are.")
         return ()
 
 
