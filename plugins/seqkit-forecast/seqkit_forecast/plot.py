@@ -63,6 +63,19 @@ def _grid(plt, n: int):
     return fig, [axes[k // ncol][k % ncol] for k in range(n)]
 
 
+def _dates(ax) -> None:
+    """Slanted x tick labels on every panel (each panel has its own time range: never hidden)."""
+    ax.tick_params(axis="x", labelrotation=25)
+
+
+def _when(iso: str) -> str:
+    """``2024-01-15T23:00:00 -> 2024-01-15 23:00``; a midnight time stamp -> the date alone."""
+    import pandas as pd
+
+    t = pd.Timestamp(iso)
+    return t.strftime("%Y-%m-%d") if t == t.normalize() else t.strftime("%Y-%m-%d %H:%M")
+
+
 def band_pairs(quantiles: list) -> list[tuple[int, int]]:
     """``[(lower index, upper index)]`` of the symmetric quantile bands, outermost first:
     ``[0.1, 0.5, 0.9] -> [(0, 2)]``; ``[0.05, 0.25, 0.5, 0.75, 0.95] -> [(0, 4), (1, 3)]``."""
@@ -115,14 +128,14 @@ def draw_prediction(head, results: list, records: list, path: str, outputs) -> N
             _bands(ax, xf, res["quantiles"], head.quantiles, colors[0])
         ax.plot(xf, res["forecast"], color=colors[0], linewidth=1.6, label="forecast")
         ax.axvline(xh[-1], color="0.6", linestyle=":", linewidth=1)
-        ax.set_title(f"{res['series']}: {len(res['forecast'])} steps after {res['origin']}", fontsize=9)
+        ax.set_title(f"{res['series']}: {len(res['forecast'])} steps after {_when(res['origin'])}", fontsize=9)
         ax.set_ylabel(head.data.target, fontsize=8)
         ax.tick_params(labelsize=7)
+        _dates(ax)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7, loc="upper left")
     if len(results) > len(shown):
         fig.suptitle(f"the first {len(shown)} of {len(results)} series", fontsize=9)
-    fig.autofmt_xdate()
     fig.tight_layout()
     _save(fig, plt, outputs, path)
 
@@ -228,12 +241,12 @@ def draw_backtest(head, model, records: list, path: str, outputs, title: str = "
                      fontsize=9)
         ax.set_ylabel(head.data.target, fontsize=8)
         ax.tick_params(labelsize=7)
+        _dates(ax)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7, loc="upper left")
     more = (f"; the first {len(data['series'])} of {data['series_total']} series"
             if data["series_total"] > len(data["series"]) else "")
     fig.suptitle(f"{title}backtest: forecasts of {data['horizon']} steps from test-period origins{more}",
                  fontsize=10)
-    fig.autofmt_xdate()
     fig.tight_layout()
     _save(fig, plt, outputs, path, data)

@@ -117,6 +117,48 @@ def test_predict_plot_draws_a_png_from_the_cli_and_from_python(seasonal_run, tmp
     assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]  # staged, then renamed
 
 
+def test_each_panel_shows_its_own_series_dates(seasonal_run, tmp_path, monkeypatch):
+    """Three series on a 2 x 2 grid, each over its own time range: every panel's x axis spans its
+    series' history and forecast, and every panel (the upper row too) has its date labels."""
+    import copy
+
+    import matplotlib.dates as mdates
+    import pandas as pd
+
+    import seqkit
+    from seqkit.outputs import picture_outputs
+    from seqkit_forecast import plot as P
+
+    d, run = seasonal_run
+    table = pd.read_csv(d / "s.csv")
+    a = table[table.id == "a"].tail(24)  # ends 2024-01-15 23:00
+    b = table[table.id == "b"].iloc[76:100]  # ends 2024-01-05 03:00
+    loaded = seqkit.load(run)
+    head = loaded.prepared.head
+    records = head.read_frame(pd.concat([a, b]))
+    results = head.predict(loaded.model, records)
+    c_rec, c_res = copy.copy(records[1]), dict(results[1], series="c")  # b, ten days later
+    c_rec.times = records[1].times + np.timedelta64(240, "h")
+    c_res["times"] = [(pd.Timestamp(t) + pd.Timedelta(hours=240)).isoformat() for t in results[1]["times"]]
+    drawn = []
+    save = P._save
+    monkeypatch.setattr(P, "_save", lambda fig, *args, **kw: (drawn.append(fig), save(fig, *args, **kw)))
+    out = str(tmp_path / "three.png")
+    P.draw_prediction(head, results + [c_res], records + [c_rec], out, picture_outputs(out, with_json=False))
+    assert png_size(out) == (1650, 726)  # 2 x 2 panels of 7.5 x 3.3 inches at 110 dpi
+    (fig,) = drawn
+    axes = [ax for ax in fig.axes if ax.lines]
+    b_first = pd.Timestamp(b.time.iloc[0])
+    spans = [(pd.Timestamp(a.time.iloc[0]), pd.Timestamp("2024-01-16 05:00")),  # history .. last step
+             (b_first, pd.Timestamp("2024-01-05 09:00")),
+             (b_first + pd.Timedelta(hours=240), pd.Timestamp("2024-01-15 09:00"))]
+    assert len(axes) == 3
+    for ax, (first, last) in zip(axes, spans):
+        lo, hi = (pd.Timestamp(t).tz_localize(None) for t in mdates.num2date(ax.get_xlim()))
+        assert lo <= first and last <= hi and hi - lo < pd.Timedelta(hours=40)  # its own range
+        assert [t.get_text() for t in ax.get_xticklabels() if t.get_visible() and t.get_text()]  # labelled
+
+
 def test_plot_path_seqkit_did_not_write_is_kept_unless_overwrite(seasonal_run, tmp_path):
     d, run = seasonal_run
     _, path = recent(d, tmp_path)
