@@ -180,6 +180,24 @@ def test_plot_path_seqkit_did_not_write_is_kept_unless_overwrite(seasonal_run, t
     assert not os.path.exists(os.path.join(run, "p.png"))
 
 
+def test_plot_without_matplotlib_is_said_before_predicting(seasonal_run, tmp_path, monkeypatch):
+    import sys
+
+    import seqkit
+
+    d, run = seasonal_run
+    _, path = recent(d, tmp_path)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` raises ImportError
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
+    loaded = seqkit.load(run)
+    with pytest.raises(SeqkitError) as err:
+        loaded.predict(path.read_text(), plot=tmp_path / "p.png")
+    assert 'pip install "seqkit[plot]"' in str(err.value) and not (tmp_path / "p.png").exists()
+    assert loaded._model is None  # refused before the run loaded
+    res = CliRunner().invoke(main, ["plot", run, "--out", str(tmp_path / "c.png")])
+    assert res.exit_code == 2 and "seqkit[plot]" in res.output and not (tmp_path / "c.png").exists()
+
+
 @pytest.fixture(scope="module")
 def classifier_run(tmp_path_factory):
     """A tiny sequence classifier (one epoch on 16 two-frame .ts cases): only its head matters."""
