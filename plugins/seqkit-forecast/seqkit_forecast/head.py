@@ -1,22 +1,28 @@
 """The ``forecast`` head: an encoder RNN reads ``context`` past steps and answers the next ``horizon``
 steps at once (a direct multi-horizon forecast), as points or as quantiles.
 
-Model: ``frames [B, T, D] float32`` (the window's target, covariates and calendar features, scaled
-per series) -> the recipe's recurrent stack (any cell, :func:`seqkit.layers.stack.apply_stack`) ->
-the final step's output -> ``logits [B, H * Q] float32`` (the layer :class:`QuantileOutput`; row
-``h * Q + q`` is step ``h + 1``'s level ``q``, in the target's scaled units). ``Q = 1`` for a point
-forecast (loss ``mae`` or ``mse``); with ``head.quantiles`` (e.g. ``[0.1, 0.5, 0.9]``) the loss is
-the pinball loss averaged over the levels, and the levels never cross: level 0 is a free value and
-each next level adds a softplus (> 0) to the one below.
+Model: ``frames [B, C, D] float32`` (the window's ``C = context`` steps of target, covariates and
+calendar features, scaled per series) -> the target column as ``head.inputs`` says (level,
+differences, or relative to the last observation: :class:`seqkit_forecast.window.TargetInputs`) ->
+the recipe's recurrent stack (any cell, :func:`seqkit.layers.stack.apply_stack`) -> the final
+step's output -> ``[B, H * Q]`` (the layer :class:`QuantileOutput`; row ``h * Q + q`` is step
+``h + 1``'s level ``q``) -> plus the ``head.anchor`` reference forecast (none, naive, seasonal
+naive: :class:`seqkit_forecast.window.Anchor`) -> ``logits [B, H * Q] float32``, in the target's
+scaled units. ``Q = 1`` for a point forecast (loss ``mae`` or ``mse``); with ``head.quantiles``
+(e.g. ``[0.1, 0.5, 0.9]``) the loss is the pinball loss averaged over the levels, and the levels
+never cross: level 0 is a free value and each next level adds a softplus (> 0) to the one below.
 
-Scaling: each series' input columns are standardised with the mean and standard deviation of its
-*training period* (:meth:`ForecastHead.fit`, from the training windows alone); forecasts are
-scaled back with the target's. The scaling travels in the run (``forecast_assets.json``) and in an
-export's metadata (``forecast.scaling``), so the lone ``.tflite`` is enough to stream.
+Scaling: each series' target is transformed (``head.transform``: none or log), then every input
+column less the mean of the series' *training period* and over a scale (``head.scale``: the
+standard deviation, or the in-sample seasonal naive MAE for the target) -- statistics read from
+the training windows alone (:meth:`ForecastHead.fit`); forecasts are scaled back and transformed
+back. The scaling travels in the run (``forecast_assets.json``) and in an export's metadata
+(``forecast.scaling``, ``forecast.transform``), so the lone ``.tflite`` is enough to stream.
 
-Export: the step model takes one scaled observation ``frame [B, D] float32`` and the states, and
-returns the forecasts of the next ``horizon`` steps as if the series ended there; streaming the
-``context`` steps of a window from zero states answers what the Keras model answers for the window.
+Export: the step model (:class:`seqkit_forecast.window.WindowStepper`) takes one scaled observation
+``frame [B, D] float32`` and its state, the last ``context`` frames, and returns the forecasts of
+the next ``horizon`` steps as if the series ended there: from the ``context``-th observation on,
+exactly what the Keras model answers for the window that ends at that observation.
 """
 
 from __future__ import annotations
@@ -47,6 +53,19 @@ class ForecastOptions(BaseModel):
             The point forecast of a quantile model is its 0.5 level (else the middle one).
         season: the seasonal period ``m`` in steps (MASE's scale, seasonal naive, ETS); 1: none.
         ets: also fit the ETS baseline (statsmodels; slower on long seasons).
+        transform: ``none``, or ``log`` (the model sees and forecasts the logarithm of the target,
+            for series whose seasonal swing grows with their level; every target value must be > 0).
+        scale: what each series' (transformed) target is divided by once its training-period mean
+            is taken off: ``std`` (its standard deviation) or ``seasonal_mae`` (its in-sample
+            seasonal naive mean absolute error, MASE's denominator: an MAE loss is then a MASE loss,
+            and each series weighs in by how hard it is to forecast, not by its units).
+        inputs: how the target column reaches the encoder (:class:`seqkit_forecast.window.TargetInputs`):
+            ``level``, ``difference`` or ``relative`` (to the window's last observation).
+        anchor: the reference forecast the network's output is added to
+            (:class:`seqkit_forecast.window.Anchor`): ``none``, ``last`` or ``seasonal``.
+        future_calendar: the calendar features (``data.calendar``) of the ``horizon`` steps
+            ahead, known in advance, also feed the output layer
+            (:class:`seqkit_forecast.window.FutureCalendar`).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -54,6 +73,11 @@ class ForecastOptions(BaseModel):
     quantiles: list[float] = []
     season: int = Field(1, ge=1)
     ets: bool = True
+    transform: Literal["none", "log"] = "none"
+    scale: Literal["std", "seasonal_mae"] = "std"
+    inputs: Literal["level", "difference", "relative"] = "level"
+    anchor: Literal["none", "last", "seasonal"] = "none"
+    future_calendar: bool = False
 
     @model_validator(mode="after")
     def _levels(self):
@@ -133,59 +157,6 @@ class ForecastLoss(keras.losses.Loss):
         return ops.mean(ops.abs(d) if self.kind == "mae" else d * d, axis=1)
 
 
-class ForecastStepper:
-    """One step of a forecast model (shares its weights): ``(frame [B, D] float32 (scaled),
-    states) -> (logits [B, H * Q] float32, states)``; states ``rnn_{layer}_{state}`` ``[B, size]``.
-
-    Args:
-        model: the head's training model; cell_state_names: the cell plugin's state names.
-    """
-
-    def __init__(self, model, cell_state_names, width: int):
-        from seqkit.layers.stack import recurrent_layers
-
-        self.cells = [layer.cell for layer in recurrent_layers(model)]
-        self.logits = model.get_layer("logits")
-        self.cell_state_names, self.width = tuple(cell_state_names), int(width)
-
-    def input_spec(self):
-        import tensorflow as tf
-
-        return tf.TensorSpec([None, self.width], tf.float32, name="frame")
-
-    @staticmethod
-    def _sizes(cell) -> list[int]:
-        s = cell.state_size
-        return list(s) if isinstance(s, (list, tuple)) else [s]
-
-    def state_names(self) -> list[str]:
-        out = []
-        for i, cell in enumerate(self.cells):
-            n = len(self._sizes(cell))
-            own = self.cell_state_names if len(self.cell_state_names) == n else tuple(f"s{j}" for j in range(n))
-            out += [f"rnn_{i}_{nm}" for nm in own]
-        return out
-
-    def state_sizes(self) -> list[int]:
-        return [s for cell in self.cells for s in self._sizes(cell)]
-
-    def initial_state(self, batch_size) -> list:
-        import tensorflow as tf
-
-        return [tf.zeros([batch_size, n], tf.float32) for n in self.state_sizes()]
-
-    def step(self, x, states):
-        import tensorflow as tf
-
-        y, out, k = tf.cast(x, tf.float32), [], 0
-        for cell in self.cells:
-            n = len(self._sizes(cell))
-            y, new = cell(y, list(states[k:k + n]), training=False)
-            out.extend(list(new) if isinstance(new, (list, tuple)) else [new])
-            k += n
-        return self.logits(y), out
-
-
 def _iso(t) -> str:
     import pandas as pd
 
@@ -211,14 +182,37 @@ class Scaler:
             pandas frequency of the time steps.
     """
 
-    def __init__(self, stats=None, mase_scale=None, fitted_until=None, frequency=None):
+    def __init__(self, stats=None, mase_scale=None, fitted_until=None, frequency=None, transform="none"):
         self.stats, self.mase_scale = stats or {}, mase_scale or {}
-        self.fitted_until, self.frequency = fitted_until or {}, frequency
+        self.fitted_until, self.frequency, self.transform = fitted_until or {}, frequency, transform
+
+    def forward(self, y, where: str = "data"):
+        """The transformed target (``log`` or unchanged), float64 like ``y``.
+
+        Raises:
+            seqkit.errors.DataError: ``log`` of a value <= 0 (names ``where``).
+        """
+        y = np.asarray(y, np.float64)
+        if self.transform != "log":
+            return y
+        if (y <= 0).any():
+            bad = float(y[y <= 0].flat[0])
+            raise DataError(f"{where}: head.transform: log needs every target value > 0; this window "
+                            f"holds {bad:g}. Drop the transform (head.transform: none) or shift the "
+                            f"series to positive values.")
+        return np.log(y)
+
+    def inverse(self, y):
+        """The forecasts back in the series' units (``exp`` under ``log``)."""
+        return np.exp(y) if self.transform == "log" else y
 
     @classmethod
-    def fit(cls, records: list, data: TimeSeriesOptions, season: int) -> "Scaler":
+    def fit(cls, records: list, data: TimeSeriesOptions, season: int, transform: str = "none",
+            scale: str = "std") -> "Scaler":
         """Statistics of each series' training period, read from the training windows alone
-        (every value a window holds, each time stamp once)."""
+        (every value a window holds, each time stamp once): the mean of each input column and,
+        for the target, the standard deviation (``scale: std``) or the in-sample seasonal naive
+        MAE (``seasonal_mae``) of the transformed values; MASE's scale in the series' units."""
         import pandas as pd
 
         C, K = data.context, 1 + len(data.covariates)
@@ -230,15 +224,19 @@ class Scaler:
             for j, t in enumerate(r.times[C:]):
                 if t not in by:
                     by[t] = np.concatenate([[r.target[j]], np.full(K - 1, np.nan)])
-        out = cls()
+        out = cls(transform=transform)
         for sid, by in rows.items():
             times = sorted(by)
             v = np.stack([by[t] for t in times]).astype(np.float64)
+            raw = v[:, 0].copy()
+            v[:, 0] = out.forward(raw, f"series '{sid}' (training period)")
             mean, std = np.nanmean(v, axis=0), np.nanstd(v, axis=0)
+            if scale == "seasonal_mae":
+                std[0] = M.seasonal_scale(v[:, 0], season)
             std = np.where(std > 0, std, 1.0)
             n_cal = 2 * len(data.calendar)
             out.stats[sid] = {"mean": [*map(float, mean), *[0.0] * n_cal], "std": [*map(float, std), *[1.0] * n_cal]}
-            out.mase_scale[sid] = M.seasonal_scale(v[:, 0], season)
+            out.mase_scale[sid] = M.seasonal_scale(raw, season)
             out.fitted_until[sid] = _iso(times[-1])
             if out.frequency is None and len(times) > 2:
                 out.frequency = pd.infer_freq(pd.DatetimeIndex(times))
@@ -246,11 +244,30 @@ class Scaler:
 
     def to_dict(self) -> dict:
         return {"scaling": self.stats, "mase_scale": self.mase_scale, "fitted_until": self.fitted_until,
-                "frequency": self.frequency}
+                "frequency": self.frequency, "transform": self.transform}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Scaler":
-        return cls(d["scaling"], d.get("mase_scale"), d.get("fitted_until"), d.get("frequency"))
+        return cls(d["scaling"], d.get("mase_scale"), d.get("fitted_until"), d.get("frequency"),
+                   d.get("transform", "none"))
+
+    def frames(self, frames, sid: str, where: str) -> np.ndarray:
+        """Raw input columns ``[T, D]`` -> the model's input ``[T, D]`` float32: the target
+        transformed, then every column less its mean and over its scale."""
+        m, s = self.of(sid, where)
+        x = np.array(frames, np.float64)
+        x[:, 0] = self.forward(x[:, 0], where)
+        return ((x - m) / s).astype(np.float32)
+
+    def target(self, y, sid: str, where: str) -> np.ndarray:
+        """Raw future values ``[H]`` -> scaled units ``[H]`` float32."""
+        m, s = self.of(sid, where)
+        return ((self.forward(y, where) - m[0]) / s[0]).astype(np.float32)
+
+    def unscale(self, z, sid: str, where: str) -> np.ndarray:
+        """Scaled forecasts (any shape) -> the series' units (float64)."""
+        m, s = self.of(sid, where)
+        return self.inverse(np.asarray(z, np.float64) * float(s[0]) + float(m[0]))
 
     def of(self, sid: str, where: str):
         """``(mean [D], std [D])`` float32 of series ``sid``.
@@ -299,7 +316,8 @@ class ForecastHead(Head):
     def fit(self, train):
         if not train:
             raise DataError("data: no training windows (the training periods are too short).")
-        self.scaler = Scaler.fit(train, self.data, self.options.season)
+        o = self.options
+        self.scaler = Scaler.fit(train, self.data, o.season, o.transform, o.scale)
 
     def save_assets(self, run_dir):
         path = os.path.join(run_dir, ASSETS)
@@ -322,13 +340,10 @@ class ForecastHead(Head):
 
     def arrays(self, records):
         """``(x [N, T, D] float32 scaled, y [N, H] float32 scaled or None)``."""
-        x = np.stack([(np.asarray(r.frames, np.float32) - m) / s for r in records
-                      for m, s in [self.scaler.of(r.label, r.where)]]).astype(np.float32)
+        x = np.stack([self.scaler.frames(r.frames, r.label, r.where) for r in records])
         if any(r.target is None for r in records):
             return x, None
-        y = np.stack([(np.asarray(r.target, np.float32) - self.scaler.of(r.label, r.where)[0][0])
-                      / self.scaler.of(r.label, r.where)[1][0] for r in records]).astype(np.float32)
-        return x, y
+        return x, np.stack([self.scaler.target(r.target, r.label, r.where) for r in records])
 
     def dataset(self, records, *, training, first_epoch=0):
         import tensorflow as tf
@@ -349,12 +364,30 @@ class ForecastHead(Head):
         from seqkit.layers.pooling import SequencePooling
         from seqkit.layers.stack import apply_stack, make_plugin
 
-        cfg = self.recipe.model
-        inp = keras.Input((None, self.data.width), name="frames")
-        x = apply_stack(inp, make_plugin(cfg, self.recipe.cell_options), cfg, causal=True)
+        from seqkit_forecast.window import Anchor, TargetInputs
+
+        cfg, o, d = self.recipe.model, self.options, self.data
+        inp = keras.Input((d.context, d.width), name="frames")
+        x = TargetInputs(o.inputs, name="target_inputs")(inp)
+        x = apply_stack(x, make_plugin(cfg, self.recipe.cell_options), cfg, causal=True)
         x = SequencePooling("final", False, name="pooling")(x)
-        out = QuantileOutput(self.data.horizon, self.levels, name="logits")(x)
+        if o.future_calendar:
+            x = keras.layers.Concatenate(name="with_future_calendar")([x, self._future_calendar()(inp)])
+        out = QuantileOutput(d.horizon, self.levels, name="logits")(x)
+        out = Anchor(o.anchor, d.horizon, self.levels, o.season, name="anchor")(inp, out)
         return keras.Model(inp, out, name="forecast")
+
+    def _future_calendar(self):
+        from seqkit_forecast.window import FutureCalendar, calendar_advance
+
+        d = self.data
+        adv = calendar_advance(self.scaler.frequency, d.calendar)
+        if not d.calendar or adv is None:
+            raise SeqkitError(f"head.future_calendar: true needs data.calendar features and a regular "
+                              f"time step (this data: calendar {list(d.calendar)}, step "
+                              f"{self.scaler.frequency or 'unknown'}). Add e.g. data.calendar: [month], "
+                              f"or set head.future_calendar: false.")
+        return FutureCalendar(1 + len(d.covariates), adv, d.horizon, name="future_calendar")
 
     def loss(self):
         return ForecastLoss(self.options.loss, self.quantiles)
@@ -368,9 +401,7 @@ class ForecastHead(Head):
         x, _ = self.arrays(records)
         z = np.concatenate([np.asarray(model(x[i:i + 512], training=False)) for i in range(0, len(x), 512)])
         z = z.reshape(len(x), self.data.horizon, self.levels)
-        m = np.stack([self.scaler.of(r.label, r.where)[0][0] for r in records])
-        s = np.stack([self.scaler.of(r.label, r.where)[1][0] for r in records])
-        return z * s[:, None, None] + m[:, None, None]
+        return np.stack([self.scaler.unscale(zi, r.label, r.where) for zi, r in zip(z, records)])
 
     def _scales(self, records):
         return np.asarray([self.scaler.mase_scale.get(r.label, 1.0) for r in records])
@@ -465,11 +496,11 @@ class ForecastHead(Head):
 
     # ---------------------------------------------------------------- export
     def stepper(self, model):
-        from seqkit.registry import CELLS
+        from seqkit_forecast.window import WindowStepper
 
         if self.recipe.model.bidirectional:
             raise SeqkitError("a forecast run's encoder reads forward only (model.bidirectional is refused).")
-        return ForecastStepper(model, CELLS.get(self.recipe.model.cell).state_names, self.data.width)
+        return WindowStepper(model, self.data.context, self.data.width)
 
     def export(self, prep, model, out, options, calibration):
         """seqkit's step export (:func:`seqkit.export.writer.write_step_export`), gated by the
@@ -511,8 +542,10 @@ class ForecastHead(Head):
     @classmethod
     def stream_export(cls, export, metadata, request):
         """One observation a row in, the next ``horizon`` forecasts out: for each row of the input
-        table (columns as in training), ``series<TAB>time<TAB>`` and the ``horizon`` point forecasts,
-        space-separated, in the series' units. Each series starts from zero states."""
+        table (columns as in training), from a series' ``context``-th row on, ``series<TAB>time<TAB>``
+        and the ``horizon`` point forecasts, space-separated, in the series' units (the first
+        ``context - 1`` rows of a series fill the step model's window and print nothing). Each
+        series starts from zero states."""
         from seqkit.runtime.streaming import StreamingModel
 
         fc = metadata.get("forecast")
@@ -526,12 +559,13 @@ class ForecastHead(Head):
         rt = StreamingModel(export)
         name, text = request.read()
         for s in read_series(opts, name if name.endswith(".tsv") else "input.csv", name, text=text):
-            mean, std = scaler.of(str(s.id), s.where(0))
-            x = (s.features(opts.calendar) - mean) / std
+            x = scaler.frames(s.features(opts.calendar), str(s.id), s.where(0))
             rt.reset(1)
             for i in range(len(s)):
-                z = np.asarray(rt.step(x[i:i + 1].astype(np.float32)))[0].reshape(H, Q)[:, p]
-                vals = z * std[0] + mean[0]
+                z = np.asarray(rt.step(x[i:i + 1]))[0].reshape(H, Q)[:, p]
+                if i + 1 < opts.context:
+                    continue
+                vals = scaler.unscale(z, str(s.id), s.where(i))
                 yield f"{s.id}\t{_iso(s.times[i])}\t" + " ".join(f"{v:.5f}" for v in vals) + "\n"
 
     # ---------------------------------------------------------------- tables and pictures

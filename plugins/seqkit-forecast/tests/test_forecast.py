@@ -251,12 +251,20 @@ def test_predict_export_and_stream_give_the_same_forecasts(seasonal_run, tmp_pat
     meta = json.loads(res.stdout[res.stdout.index("{"):])
     assert set(meta["forecast"]["scaling"]) == {"a", "b"} and meta["forecast"]["horizon"] == 6
 
-    res = r.invoke(main, ["stream", str(tflite), "--input", str(tmp_path / "recent.csv")])
+    # 29 rows: the first 23 fill the step model's window, then one line per observation, each
+    # the forecast of the window that ends there
+    table[table.id == "a"].tail(29).to_csv(tmp_path / "recent29.csv", index=False)
+    table[table.id == "a"].tail(29).head(24).to_csv(tmp_path / "first.csv", index=False)
+    res = r.invoke(main, ["predict", run, "--input", str(tmp_path / "first.csv"), "--format", "jsonl"])
+    first = json.loads(res.stdout)
+    res = r.invoke(main, ["stream", str(tflite), "--input", str(tmp_path / "recent29.csv")])
     assert res.exit_code == 0, res.output
     lines = res.stdout.splitlines()
-    assert len(lines) == 24  # one line of forecasts per observation
-    last = [float(v) for v in lines[-1].split("\t")[2].split()]
-    np.testing.assert_allclose(last, pred["forecast"], atol=2e-3)  # the whole-window forecast
+    assert len(lines) == 29 - 24 + 1
+    assert lines[0].split("\t")[1] == first["origin"] and lines[-1].split("\t")[1] == pred["origin"]
+    for line, want in [(lines[0], first), (lines[-1], pred)]:
+        got = [float(v) for v in line.split("\t")[2].split()]
+        np.testing.assert_allclose(got, want["forecast"], atol=2e-3)  # the whole-window forecast
 
     res = r.invoke(main, ["export", run, "--out", str(tmp_path / "int8"), "--quantize", "int8"])
     assert res.exit_code == 0, res.output

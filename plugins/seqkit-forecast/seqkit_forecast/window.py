@@ -1,0 +1,229 @@
+"""What the forecast head's encoder reads and what its output is added to, and its step model.
+
+* :class:`TargetInputs` (``head.inputs``): how the window's target column reaches the encoder --
+  its scaled level, its first differences, or its level relative to the window's last observation
+  (the last two leave the encoder nothing that depends on where the series' level has wandered,
+  e.g. a trend carrying the test period beyond the training period's range).
+* :class:`Anchor` (``head.anchor``): the reference forecast the network's output is added to --
+  none, the last observation (naive) or the observation one season before each future step
+  (seasonal naive); the network then learns a correction of that forecast.
+* :class:`FutureCalendar` (``head.future_calendar``): the calendar features of the ``horizon``
+  steps after the window, known in advance, computed inside the model from the last observation's
+  (so the step model needs no second input).
+* :class:`WindowStepper`: the export's step model. Its state is the last ``context`` observations,
+  so each step reruns the whole model on the window that ends at the new observation: a stream of
+  observations gives, from the ``context``-th on, exactly the forecasts the Keras model gives for
+  the same windows (no drift from carrying a recurrent state past the window it was trained on).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import keras
+
+INPUTS = ("level", "difference", "relative")
+ANCHORS = ("none", "last", "seasonal")
+
+
+@keras.saving.register_keras_serializable(package="seqkit_forecast")
+class TargetInputs(keras.layers.Layer):
+    """``frames [B, T, D] float32 -> [B, T, D] float32`` with column 0 (the scaled target ``y``)
+    replaced: ``level``: ``y_t`` (unchanged); ``difference``: ``y_t - y_{t-1}`` (0 at ``t = 0``);
+    ``relative``: ``y_t - y_{T-1}`` (0 at the last step). The other columns pass through.
+
+    Args:
+        mode: one of :data:`INPUTS`.
+    """
+
+    def __init__(self, mode: str = "level", **kwargs):
+        super().__init__(**kwargs)
+        if mode not in INPUTS:
+            raise ValueError(f"TargetInputs mode {mode!r}: one of {', '.join(INPUTS)}")
+        self.mode = mode
+
+    def get_config(self):
+        return {**super().get_config(), "mode": self.mode}
+
+    def call(self, frames):
+        from keras import ops
+
+        if self.mode == "level":
+            return frames
+        y = frames[:, :, :1]
+        if self.mode == "difference":
+            y = ops.concatenate([ops.zeros_like(y[:, :1]), y[:, 1:] - y[:, :-1]], axis=1)
+        else:
+            y = y - y[:, -1:]
+        return ops.concatenate([y, frames[:, :, 1:]], axis=-1)
+
+
+def anchor_forecast(y: np.ndarray, kind: str, horizon: int, season: int) -> np.ndarray:
+    """The reference forecast ``[N, H]`` of windows whose target columns are ``y [N, T]``
+    (numpy; the same as :class:`Anchor`): ``none``: zeros; ``last``: ``y_{T-1}`` at every step
+    (naive); ``seasonal``: step ``h = 1..H`` is ``y_{T - m + ((h - 1) mod m)}`` (seasonal naive,
+    Hyndman & Athanasopoulos, *Forecasting: Principles and Practice*, 3rd ed., section 5.2)."""
+    y = np.asarray(y)
+    if kind == "none":
+        return np.zeros((len(y), horizon), y.dtype)
+    if kind == "last":
+        return np.repeat(y[:, -1:], horizon, axis=1)
+    T = y.shape[1]
+    return y[:, [T - season + (h % season) for h in range(horizon)]]
+
+
+@keras.saving.register_keras_serializable(package="seqkit_forecast")
+class Anchor(keras.layers.Layer):
+    """``(frames [B, T, D], logits [B, H * Q]) -> logits + reference`` (``float32``), the
+    reference forecast of the window's target column (column 0 of ``frames``, scaled units; see
+    :func:`anchor_forecast`) added to each of the ``Q`` levels of each step (row ``h * Q + q``).
+
+    Args:
+        kind: one of :data:`ANCHORS`; horizon: ``H``; levels: ``Q``; season: ``m`` (``seasonal``;
+            the window must hold at least ``m`` steps).
+    """
+
+    def __init__(self, kind: str = "none", horizon: int = 1, levels: int = 1, season: int = 1, **kwargs):
+        super().__init__(**kwargs)
+        if kind not in ANCHORS:
+            raise ValueError(f"Anchor kind {kind!r}: one of {', '.join(ANCHORS)}")
+        self.kind, self.horizon, self.levels, self.season = kind, int(horizon), int(levels), int(season)
+
+    def get_config(self):
+        return {**super().get_config(), "kind": self.kind, "horizon": self.horizon, "levels": self.levels,
+                "season": self.season}
+
+    def call(self, frames, logits):
+        from keras import ops
+
+        if self.kind == "none":
+            return logits
+        y = frames[:, :, 0]
+        H, m = self.horizon, self.season
+        if self.kind == "last":
+            ref = ops.repeat(y[:, -1:], H, axis=1)
+        else:
+            T = frames.shape[1]
+            if T is None:  # a dynamic window: the last m steps, tiled over the horizon
+                last = y[:, -m:]
+                ref = ops.tile(last, (1, -(-H // m)))[:, :H]
+            else:
+                ref = ops.stack([y[:, T - m + (h % m)] for h in range(H)], axis=1)
+        ref = ops.repeat(ref[:, :, None], self.levels, axis=2)
+        return logits + ops.reshape(ref, (-1, H * self.levels))
+
+
+def calendar_advance(frequency: str | None, calendar) -> list[float] | None:
+    """The phase (in cycles) each calendar feature advances per time step at ``frequency`` (a
+    pandas frequency string, e.g. ``30min``, ``D``, ``MS``), one per name of ``calendar`` (see
+    :func:`seqkit_forecast.source.calendar_features`): exact for ``hour`` and ``day_of_week`` at a
+    fixed step and for ``month`` / ``day_of_year`` at monthly, quarterly or yearly steps; at other
+    steps ``month`` advances by the step over the mean month (30.436875 days) and ``day_of_year``
+    over 365.25 days, smooth stand-ins for features that jump. None: no usable frequency."""
+    import pandas as pd
+
+    if not frequency:
+        return None
+    try:
+        off = pd.tseries.frequencies.to_offset(frequency)
+    except ValueError:
+        return None
+    name = type(off).__name__
+    months = {"MonthBegin": 1, "MonthEnd": 1, "QuarterBegin": 3, "QuarterEnd": 3, "YearBegin": 12,
+              "YearEnd": 12}.get(name)
+    if months is not None:
+        months *= off.n
+        days = months * 30.436875
+    else:
+        try:
+            days = pd.Timedelta(off).total_seconds() / 86400.0
+        except (ValueError, TypeError):
+            if name != "Week":
+                return None
+            days = 7.0 * off.n
+    out = []
+    for c in calendar:
+        if c == "hour":
+            out.append(0.0 if months else days % 1.0)
+        elif c == "day_of_week":
+            out.append((days / 7.0) % 1.0)
+        elif c == "day_of_year":
+            out.append(months / 12.0 if months else days / 365.25)
+        else:
+            out.append(months / 12.0 if months else days / 30.436875 / 12.0)
+    return out
+
+
+@keras.saving.register_keras_serializable(package="seqkit_forecast")
+class FutureCalendar(keras.layers.Layer):
+    """``frames [B, T, D] float32 -> [B, H * 2K] float32``: for steps ``k = 1..H`` after the window
+    and each of the ``K`` calendar pairs ``(sin a, cos a)`` of the last frame (columns ``first``,
+    ``first + 1``, ...), ``(sin(a + 2 pi k w), cos(a + 2 pi k w))`` with ``w`` the feature's
+    advance per step (:func:`calendar_advance`): the angle-sum rotation of the known pair.
+
+    Args:
+        first: the column of the first calendar sine; advances: ``[K]`` cycles per step; horizon: ``H``.
+    """
+
+    def __init__(self, first: int, advances, horizon: int, **kwargs):
+        super().__init__(**kwargs)
+        self.first, self.advances, self.horizon = int(first), [float(a) for a in advances], int(horizon)
+
+    def get_config(self):
+        return {**super().get_config(), "first": self.first, "advances": self.advances, "horizon": self.horizon}
+
+    def call(self, frames):
+        from keras import ops
+
+        K, H = len(self.advances), self.horizon
+        last = frames[:, -1, self.first:self.first + 2 * K]
+        s, c = last[:, 0::2][:, None, :], last[:, 1::2][:, None, :]  # [B, 1, K]
+        ang = 2 * np.pi * np.arange(1, H + 1)[:, None] * np.asarray(self.advances)[None, :]  # [H, K]
+        ck = ops.convert_to_tensor(np.cos(ang).astype(np.float32))[None]
+        sk = ops.convert_to_tensor(np.sin(ang).astype(np.float32))[None]
+        out = ops.stack([s * ck + c * sk, c * ck - s * sk], axis=-1)  # [B, H, K, 2]
+        return ops.reshape(out, (-1, H * 2 * K))
+
+
+class WindowStepper:
+    """The forecast export's step model (shares the model's weights): ``(frame [B, D] float32
+    (scaled), states) -> (logits [B, H * Q] float32, states)``. Its one state, ``window``
+    ``[B, C * D]`` float32, holds the last ``C = context`` frames, oldest first (zeros before the
+    first observation); each step shifts the new frame in and runs the whole model on the window
+    (every recurrent layer unrolled over its ``C`` static steps, :func:`seqkit.export.unrolled.unrolled`).
+
+    Args:
+        model: the head's training model; context: ``C``; width: ``D``.
+    """
+
+    cells: list = []  # no cell steps on its own: nothing for the int8 cell-state scaling to scale
+
+    def __init__(self, model, context: int, width: int):
+        self.model, self.context, self.width = model, int(context), int(width)
+
+    def input_spec(self):
+        import tensorflow as tf
+
+        return tf.TensorSpec([None, self.width], tf.float32, name="frame")
+
+    def state_names(self) -> list[str]:
+        return ["window"]
+
+    def state_sizes(self) -> list[int]:
+        return [self.context * self.width]
+
+    def initial_state(self, batch_size) -> list:
+        import tensorflow as tf
+
+        return [tf.zeros([batch_size, self.context * self.width], tf.float32)]
+
+    def step(self, x, states):
+        import tensorflow as tf
+
+        from seqkit.export.unrolled import unrolled
+
+        D = self.width
+        window = tf.concat([states[0][:, D:], tf.cast(x, tf.float32)], axis=1)
+        with unrolled(self.model):
+            logits = self.model(tf.reshape(window, [-1, self.context, D]), training=False)
+        return logits, [window]

@@ -1,0 +1,115 @@
+"""The forecast head's window layers worked by hand: the target inputs (level, differences,
+relative), the anchors (naive, seasonal naive, checked against the baselines module), the log
+transform and the seasonal-MAE scale, and the window step model streaming what the model answers."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+from seqkit.errors import DataError  # noqa: E402
+from seqkit_forecast import baselines as B  # noqa: E402
+from seqkit_forecast import metrics as M  # noqa: E402
+from seqkit_forecast.head import Scaler  # noqa: E402
+from seqkit_forecast.window import Anchor, TargetInputs, WindowStepper, anchor_forecast  # noqa: E402
+
+# one window [B=1, T=5, D=2]: target 1, 3, 6, 10, 15 and a covariate
+FRAMES = np.asarray([[[1, 0.5], [3, 0.4], [6, 0.3], [10, 0.2], [15, 0.1]]], np.float32)
+
+
+def test_target_inputs_by_hand():
+    lvl = np.asarray(TargetInputs("level")(FRAMES))
+    np.testing.assert_array_equal(lvl, FRAMES)
+    dif = np.asarray(TargetInputs("difference")(FRAMES))
+    np.testing.assert_array_equal(dif[0, :, 0], [0, 2, 3, 4, 5])  # y_t - y_{t-1}, 0 first
+    rel = np.asarray(TargetInputs("relative")(FRAMES))
+    np.testing.assert_array_equal(rel[0, :, 0], [-14, -12, -9, -5, 0])  # y_t - y_{T-1}
+    for x in (dif, rel):
+        np.testing.assert_array_equal(x[..., 1], FRAMES[..., 1])  # covariates pass through
+    with pytest.raises(ValueError, match="level, difference, relative"):
+        TargetInputs("ratio")
+
+
+def test_anchors_by_hand_and_equal_to_the_baselines():
+    y = FRAMES[..., 0]
+    np.testing.assert_array_equal(anchor_forecast(y, "last", 3, 2), [[15, 15, 15]])
+    # m = 2: steps 1..5 take y_{T-2}, y_{T-1}, then again: 10, 15, 10, 15, 10
+    np.testing.assert_array_equal(anchor_forecast(y, "seasonal", 5, 2), [[10, 15, 10, 15, 10]])
+    for H, m in [(5, 2), (3, 3), (7, 4)]:
+        np.testing.assert_allclose(anchor_forecast(y, "seasonal", H, m)[0], B.seasonal_naive(y[0], H, m))
+        np.testing.assert_allclose(anchor_forecast(y, "last", H, m)[0], B.naive(y[0], H))
+    # the layer adds the reference to each of Q = 2 levels of each step (row h * Q + q)
+    logits = np.arange(10, dtype=np.float32).reshape(1, 10) / 10
+    got = np.asarray(Anchor("seasonal", horizon=5, levels=2, season=2)(FRAMES, logits))
+    want = logits + np.repeat(anchor_forecast(y, "seasonal", 5, 2), 2, axis=1)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    np.testing.assert_array_equal(np.asarray(Anchor("none", 5, 2, 2)(FRAMES, logits)), logits)
+
+
+def test_log_transform_and_seasonal_mae_scale():
+    class Window:  # what Scaler.fit reads of a training record
+        def __init__(self, values, start):
+            self.label = "s"
+            self.frames = np.asarray(values[:4], np.float32)[:, None]
+            self.target = list(values[4:])
+            self.times = np.arange(start, start + len(values))
+
+    from types import SimpleNamespace
+
+    data = SimpleNamespace(context=4, covariates=[], calendar=[])
+    series = [1.0, 2.0, 4.0, 8.0, 2.0, 4.0, 8.0, 16.0]  # log2 steps; season 4
+    sc = Scaler.fit([Window(series[:6], 0), Window(series[2:], 2)], data, season=4, transform="log",
+                    scale="seasonal_mae")
+    logs = np.log(series)
+    assert sc.stats["s"]["mean"][0] == pytest.approx(logs.mean())
+    # the target's scale: the in-sample seasonal naive MAE of the logs, |log 2 - log 1| ... = log 2
+    assert sc.stats["s"]["std"][0] == pytest.approx(M.seasonal_scale(logs, 4)) == pytest.approx(np.log(2))
+    assert sc.mase_scale["s"] == pytest.approx(M.seasonal_scale(series, 4))  # MASE stays in units
+    z = sc.target([4.0, 8.0], "s", "here")
+    np.testing.assert_allclose(z, (np.log([4.0, 8.0]) - logs.mean()) / np.log(2), atol=1e-6)  # 0 and 1
+    np.testing.assert_allclose(sc.unscale(z, "s", "here"), [4.0, 8.0], rtol=1e-6)  # round trip
+    with pytest.raises(DataError, match=r"series 's'.*> 0.*head.transform: none"):
+        Scaler.fit([Window([1.0, 0.0, 2.0, 3.0, 4.0], 0)], data, season=4, transform="log")
+
+
+def test_window_stepper_streams_what_the_model_answers():
+    import keras
+
+    C, D, H = 5, 2, 3
+    inp = keras.Input((C, D))
+    x = TargetInputs("difference")(inp)
+    x = keras.layers.LSTM(4, name="lstm")(x)
+    out = Anchor("seasonal", H, 1, 2)(inp, keras.layers.Dense(H)(x))
+    model = keras.Model(inp, out)
+    st = WindowStepper(model, C, D)
+    assert st.state_names() == ["window"] and st.state_sizes() == [C * D]
+    rng = np.random.default_rng(0)
+    series = rng.normal(size=(2, 9, D)).astype(np.float32)
+    states = st.initial_state(2)
+    for t in range(series.shape[1]):
+        logits, states = st.step(series[:, t], states)
+        if t + 1 >= C:  # a full window ends at t: the step answers the model on it
+            want = np.asarray(model(series[:, t + 1 - C:t + 1]))
+            np.testing.assert_allclose(np.asarray(logits), want, atol=1e-5)
+
+
+def test_future_calendar_is_the_calendar_of_the_steps_ahead():
+    import pandas as pd
+
+    from seqkit_forecast.source import calendar_features
+    from seqkit_forecast.window import FutureCalendar, calendar_advance
+
+    for freq, cal in [("30min", ["hour", "day_of_week"]), ("MS", ["month"]), ("h", ["hour"])]:
+        times = pd.date_range("2024-03-01", periods=10 + 6, freq=freq)
+        feats = calendar_features(times, cal)  # [16, 2K]: the true features, window and beyond
+        frames = np.concatenate([np.ones((10, 1), np.float32), feats[:10]], axis=1)[None]
+        got = np.asarray(FutureCalendar(1, calendar_advance(freq, cal), 6)(frames)).reshape(6, -1)
+        np.testing.assert_allclose(got, feats[10:], atol=1e-5, err_msg=freq)
+    assert calendar_advance("30min", ["hour", "day_of_week"]) == [pytest.approx(1 / 48), pytest.approx(1 / 336)]
+    assert calendar_advance("MS", ["month", "hour"]) == [pytest.approx(1 / 12), 0.0]
+    assert calendar_advance(None, ["month"]) is None
