@@ -548,21 +548,32 @@ class ForecastHead(Head):
         series starts from zero states."""
         from seqkit.runtime.streaming import StreamingModel
 
-        fc = metadata.get("forecast")
-        if not isinstance(fc, dict):
-            raise SeqkitError(f"{export}: its metadata has no 'forecast' entry; export the run again.")
-        opts = TimeSeriesOptions(path="-", time_column=fc["time_column"], id_column=fc["id_column"],
-                                 target=fc["target"], covariates=fc["covariates"], calendar=fc["calendar"],
-                                 context=fc["context"], horizon=fc["horizon"])
-        scaler = Scaler.from_dict(fc)
-        H, Q, p = fc["horizon"], max(1, len(fc["quantiles"])), fc["point_level"]
+        from seqkit_forecast.metadata import read_forecast_metadata
+
+        fc = read_forecast_metadata(metadata, export)  # untrusted: checked before use
+        opts = TimeSeriesOptions(path="-", time_column=fc.time_column, id_column=fc.id_column,
+                                 target=fc.target, covariates=list(fc.covariates), calendar=list(fc.calendar),
+                                 context=fc.context, horizon=fc.horizon)
+        scaler = Scaler({k: {"mean": v.mean, "std": v.std} for k, v in fc.scaling.items()},
+                        frequency=fc.frequency, transform=fc.transform)
+        H, Q, p = fc.horizon, max(1, len(fc.quantiles)), fc.point_level
+        shape = (metadata.get("input") or {}).get("shape") or []
+        if shape and shape[-1] != opts.width:
+            raise SeqkitError(f"{export}: the model reads frames of {shape[-1]} columns; its 'forecast' "
+                              f"metadata describes {opts.width} (target, covariates, calendar pairs). The "
+                              f"metadata was edited or copied from another export; export the run again.")
         rt = StreamingModel(export)
         name, text = request.read()
         for s in read_series(opts, name if name.endswith(".tsv") else "input.csv", name, text=text):
             x = scaler.frames(s.features(opts.calendar), str(s.id), s.where(0))
             rt.reset(1)
             for i in range(len(s)):
-                z = np.asarray(rt.step(x[i:i + 1]))[0].reshape(H, Q)[:, p]
+                out = np.asarray(rt.step(x[i:i + 1]))[0]
+                if out.size != H * Q:
+                    raise SeqkitError(f"{export}: the model returns {out.size} forecast columns; its "
+                                      f"metadata says horizon {H} x {Q} level(s). The metadata was edited "
+                                      f"or copied from another export; export the run again.")
+                z = out.reshape(H, Q)[:, p]
                 if i + 1 < opts.context:
                     continue
                 vals = scaler.unscale(z, str(s.id), s.where(i))

@@ -113,3 +113,27 @@ def test_future_calendar_is_the_calendar_of_the_steps_ahead():
     assert calendar_advance("30min", ["hour", "day_of_week"]) == [pytest.approx(1 / 48), pytest.approx(1 / 336)]
     assert calendar_advance("MS", ["month", "hour"]) == [pytest.approx(1 / 12), 0.0]
     assert calendar_advance(None, ["month"]) is None
+
+
+def test_an_exports_forecast_metadata_is_checked_before_use():
+    from seqkit.errors import SeqkitError
+    from seqkit_forecast.metadata import read_forecast_metadata
+
+    good = {"context": 4, "horizon": 2, "quantiles": [0.1, 0.5, 0.9], "point_level": 1, "time_column": "t",
+            "id_column": None, "target": "y", "covariates": [], "calendar": ["month"],
+            "scaling": {"a": {"mean": [1.0, 0.0, 0.0], "std": [2.0, 1.0, 1.0]}}, "frequency": "MS",
+            "transform": "log"}
+    fc = read_forecast_metadata({"forecast": good}, "m.tflite")
+    assert fc.horizon == 2 and fc.scaling["a"].std == [2.0, 1.0, 1.0] and fc.transform == "log"
+    bad = [({}, "no 'forecast' entry"),
+           ({**good, "horizon": "2"}, "forecast.horizon"),  # a string, not a JSON integer
+           ({**good, "context": True}, "forecast.context"),
+           ({**good, "point_level": 3}, "point_level 3 with 3 level"),
+           ({**good, "scaling": {"a": {"mean": [1.0, 0, 0], "std": [0.0, 1.0, 1.0]}}}, "scale must be > 0"),
+           ({**good, "scaling": {"a": {"mean": [1.0], "std": [1.0]}}}, "1 scaled columns"),
+           ({**good, "calendar": ["weekday"]}, "forecast.calendar.0"),
+           ({**good, "transform": "exp"}, "forecast.transform")]
+    for meta, says in bad:
+        with pytest.raises(SeqkitError) as e:
+            read_forecast_metadata({"forecast": meta} if meta else {}, "m.tflite")
+        assert "m.tflite" in str(e.value) and says in str(e.value), (says, str(e.value))
