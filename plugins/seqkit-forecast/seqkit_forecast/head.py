@@ -39,6 +39,7 @@ from seqkit.heads.base import Head
 from seqkit.registry import register_head
 
 from seqkit_forecast import metrics as M
+from seqkit_forecast import window as _window  # noqa: F401  registers the window layers: a saved run loads
 from seqkit_forecast.source import TimeSeriesOptions, calendar_features, read_series
 
 ASSETS = "forecast_assets.json"

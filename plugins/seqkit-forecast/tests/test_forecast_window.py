@@ -137,3 +137,19 @@ def test_an_exports_forecast_metadata_is_checked_before_use():
         with pytest.raises(SeqkitError) as e:
             read_forecast_metadata({"forecast": meta} if meta else {}, "m.tflite")
         assert "m.tflite" in str(e.value) and says in str(e.value), (says, str(e.value))
+
+
+def test_the_head_module_alone_registers_every_layer_a_saved_model_names():
+    # a saved forecast run is loaded in a fresh process that imports the head through its entry
+    # point only; every custom object the model names must be registered by then
+    import subprocess
+    import sys
+
+    names = ["QuantileOutput", "ForecastLoss", "TargetInputs", "Anchor", "FutureCalendar"]
+    code = ("import keras, seqkit_forecast.head\n"
+            f"missing = [n for n in {names!r} if keras.saving.get_registered_object('seqkit_forecast>' + n) is None]\n"
+            "print(missing)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]"
