@@ -75,6 +75,46 @@ class StreamRequest:
         name, text = read_input(self.input_path or "-")
         return self.name or name, text
 
+    def lines(self) -> Iterator[str]:
+        """The input's lines, without line breaks, as they arrive: standard input is read a line
+        at a time (a head can answer each line before the next is written); ``text`` or a file is
+        read whole, then split.
+
+        Raises:
+            SeqkitError: a line over :data:`MAX_LINE` bytes or not UTF-8 (named by number), an
+                unreadable file.
+        """
+        return _lines_of(self)
+
+
+#: the longest line :meth:`StreamRequest.lines` reads from standard input (bytes)
+MAX_LINE = 1 << 20
+
+
+def _lines_of(request: "StreamRequest") -> Iterator[str]:
+    if request.text is not None or (request.input_path or "-") != "-":
+        yield from request.read()[1].splitlines()
+        return
+    import sys
+
+    stream = sys.stdin.buffer if hasattr(sys.stdin, "buffer") else sys.stdin
+    number = 0
+    while True:
+        raw = stream.readline(MAX_LINE + 1)
+        if not raw:  # b"" or "": the end of the input
+            return
+        number += 1
+        if len(raw) > MAX_LINE:
+            raise SeqkitError(f"<stdin>:{number}: a line longer than {MAX_LINE} bytes; a stream reads "
+                              f"one record a line.")
+        if isinstance(raw, bytes):
+            try:
+                raw = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise SeqkitError(f"<stdin>:{number}: not UTF-8 (byte {exc.start}: {exc.reason}); "
+                                  f"convert the input first, e.g. `iconv -f GBK -t UTF-8`.") from exc
+        yield raw.rstrip("\r\n")
+
 
 def stream_export(export: str, request: StreamRequest) -> Iterator[str]:
     """Run an exported ``.tflite`` (an export directory, or the file alone) on ``request``; yield

@@ -542,43 +542,12 @@ class ForecastHead(Head):
 
     @classmethod
     def stream_export(cls, export, metadata, request):
-        """One observation a row in, the next ``horizon`` forecasts out: for each row of the input
-        table (columns as in training), from a series' ``context``-th row on, ``series<TAB>time<TAB>``
-        and the ``horizon`` point forecasts, space-separated, in the series' units (the first
-        ``context - 1`` rows of a series fill the step model's window and print nothing). Each
-        series starts from zero states."""
-        from seqkit.runtime.streaming import StreamingModel
+        """Observations in, a line at a time; from a series' ``context``-th row on,
+        ``series<TAB>time<TAB>`` and the ``horizon`` point forecasts out, before the next row is
+        read (:func:`seqkit_forecast.stream.forecast_stream`)."""
+        from seqkit_forecast.stream import forecast_stream
 
-        from seqkit_forecast.metadata import read_forecast_metadata
-
-        fc = read_forecast_metadata(metadata, export)  # untrusted: checked before use
-        opts = TimeSeriesOptions(path="-", time_column=fc.time_column, id_column=fc.id_column,
-                                 target=fc.target, covariates=list(fc.covariates), calendar=list(fc.calendar),
-                                 context=fc.context, horizon=fc.horizon)
-        scaler = Scaler({k: {"mean": v.mean, "std": v.std} for k, v in fc.scaling.items()},
-                        frequency=fc.frequency, transform=fc.transform)
-        H, Q, p = fc.horizon, max(1, len(fc.quantiles)), fc.point_level
-        shape = (metadata.get("input") or {}).get("shape") or []
-        if shape and shape[-1] != opts.width:
-            raise SeqkitError(f"{export}: the model reads frames of {shape[-1]} columns; its 'forecast' "
-                              f"metadata describes {opts.width} (target, covariates, calendar pairs). The "
-                              f"metadata was edited or copied from another export; export the run again.")
-        rt = StreamingModel(export)
-        name, text = request.read()
-        for s in read_series(opts, name if name.endswith(".tsv") else "input.csv", name, text=text):
-            x = scaler.frames(s.features(opts.calendar), str(s.id), s.where(0))
-            rt.reset(1)
-            for i in range(len(s)):
-                out = np.asarray(rt.step(x[i:i + 1]))[0]
-                if out.size != H * Q:
-                    raise SeqkitError(f"{export}: the model returns {out.size} forecast columns; its "
-                                      f"metadata says horizon {H} x {Q} level(s). The metadata was edited "
-                                      f"or copied from another export; export the run again.")
-                z = out.reshape(H, Q)[:, p]
-                if i + 1 < opts.context:
-                    continue
-                vals = scaler.unscale(z, str(s.id), s.where(i))
-                yield f"{s.id}\t{_iso(s.times[i])}\t" + " ".join(f"{v:.5f}" for v in vals) + "\n"
+        return forecast_stream(export, metadata, request)
 
     # ---------------------------------------------------------------- tables and pictures
     run_figures = ("backtest",)

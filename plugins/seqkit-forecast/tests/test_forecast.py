@@ -266,6 +266,31 @@ def test_predict_export_and_stream_give_the_same_forecasts(seasonal_run, tmp_pat
         got = [float(v) for v in line.split("\t")[2].split()]
         np.testing.assert_allclose(got, want["forecast"], atol=2e-3)  # the whole-window forecast
 
+    # stdin: each forecast is printed before the next row is read; interleaved series keep
+    # their own state; a row that skips a step is refused with its line
+    from seqkit.runtime.request import StreamRequest, stream_export
+
+    a = (tmp_path / "recent29.csv").read_text().splitlines()
+    b = table[table.id == "b"].tail(29).to_csv(index=False).splitlines()
+    fed = []
+
+    class Fed(StreamRequest):
+        def lines(self):
+            for line in self.text.splitlines():
+                fed.append(line)
+                yield line
+
+    it = stream_export(str(tflite), Fed(text="\n".join(a)))
+    assert next(it) == lines[0] + "\n" and len(fed) == 1 + 24  # the header and 24 rows, no more
+    mixed = [a[0]] + [row for pair in zip(a[1:], b[1:]) for row in pair]
+    out = "".join(stream_export(str(tflite), StreamRequest(text="\n".join(mixed)))).splitlines()
+    assert [x for x in out if x.startswith("a\t")] == lines and len(out) == 2 * len(lines)
+    gap = "\n".join(a[:10] + a[11:])
+    res = r.invoke(main, ["stream", str(tflite), "--input", "-"], input=gap)
+    assert res.exit_code != 0 and "<stdin>:11" in res.output and "missing time step" in res.output
+    res = r.invoke(main, ["stream", str(tflite), "--input", "-"], input="\n".join(a[:3] + [a[3].rsplit(",", 1)[0] + ","]))
+    assert res.exit_code != 0 and "<stdin>:4" in res.output and "not a finite number" in res.output
+
     res = r.invoke(main, ["export", run, "--out", str(tmp_path / "int8"), "--quantize", "int8"])
     assert res.exit_code == 0, res.output
     task = json.loads((tmp_path / "int8" / "parity.json").read_text())["tflite"]["task"]
