@@ -465,6 +465,10 @@ def write_step_export(prep, model, out: str, options: ExportOptions, calib: list
             data = embedded_metadata.embed(data, meta, subword_files(prep, meta))  # the file describes itself
             report["tflite"].update({"ops": op_names(data), "bytes": len(data)})
             _check(report["tflite"], f"TFLite {meta['artefact']} ({quantize})", tolerance, min_agreement)
+            why = prep.head.export_gate(report["tflite"].get("task"), quantize)
+            if why:
+                raise SeqkitError(f"parity check failed for the TFLite {meta['artefact']} ({quantize}) "
+                                  f"model: {why}; nothing was written.")
             if crf is not None:
                 _check_tags(report["tflite"], f"TFLite {meta['artefact']} ({quantize})", ref_tags,
                             tflite_tags, min_agreement)

@@ -463,6 +463,12 @@ class Head(abc.ABC):
         ``[N]``), or None (the default: the parity report then has no task figure)."""
         return None
 
+    def export_gate(self, task: dict | None, quantize: str) -> str | None:
+        """Why an export whose held-out task figure is ``task`` (``{"metric", "keras", "export",
+        "scored"}`` from :meth:`task_metric`, or None) must not be written at ``quantize``, or None
+        to write it. Default: None (the arg-max agreement gate, ``--min-agreement``, decides)."""
+        return None
+
     def task_metric(self, logits, targets, valid) -> dict:
         """The task's own figure of exported ``logits`` against :meth:`parity_targets`
         (``{"<metric>": float, "scored": int}``). Default: arg-max accuracy, targets = class + 1."""

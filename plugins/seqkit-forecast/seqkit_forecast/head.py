@@ -535,6 +535,19 @@ class ForecastHead(Head):
             return None
         return self.arrays(records)[1]
 
+    #: the most a quantized export's held-out scaled MAE may exceed the Keras model's (fraction)
+    EXPORT_MAE_MARGIN = 0.10
+
+    def export_gate(self, task, quantize):
+        """Refuse an export whose held-out scaled MAE is more than :attr:`EXPORT_MAE_MARGIN` above
+        the Keras model's (the arg-max agreement of forecast columns means nothing here)."""
+        if not task or task["export"] <= task["keras"] * (1 + self.EXPORT_MAE_MARGIN):
+            return None
+        return (f"its held-out scaled MAE is {task['export']:.4g} against {task['keras']:.4g} for Keras "
+                f"float32, more than {self.EXPORT_MAE_MARGIN:.0%} worse. Export --quantize dynamic-range "
+                f"or none (integer ranges are too coarse for these values, e.g. with head.anchor "
+                f"adding the series' level to the output)")
+
     def task_metric(self, logits, targets, valid):
         """Mean absolute error of the point forecast in scaled units (``{"mae_scaled", "scored"}``)."""
         z = np.asarray(logits).reshape(len(logits), self.data.horizon, self.levels)[..., self.point_level]

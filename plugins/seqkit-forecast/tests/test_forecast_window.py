@@ -153,3 +153,14 @@ def test_the_head_module_alone_registers_every_layer_a_saved_model_names():
                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_an_export_more_than_ten_percent_worse_than_keras_is_refused():
+    from seqkit_forecast.head import ForecastHead
+
+    gate = ForecastHead.export_gate
+    head = ForecastHead.__new__(ForecastHead)  # the gate reads only the class's margin
+    assert gate(head, {"metric": "mae_scaled", "keras": 0.5, "export": 0.549, "scored": 9}, "int8") is None
+    why = gate(head, {"metric": "mae_scaled", "keras": 0.6715, "export": 1.902, "scored": 9}, "int8")
+    assert "1.902" in why and "0.6715" in why and "10%" in why and "dynamic-range" in why
+    assert gate(head, None, "int8") is None  # no targets: nothing to gate on
