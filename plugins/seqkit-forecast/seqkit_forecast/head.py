@@ -64,6 +64,8 @@ class ForecastOptions(BaseModel):
             ``level``, ``difference`` or ``relative`` (to the window's last observation).
         anchor: the reference forecast the network's output is added to
             (:class:`seqkit_forecast.window.Anchor`): ``none``, ``last`` or ``seasonal``.
+        balance: weigh each series the same in the training loss, whatever its number of
+            training windows (each window's weight: windows / (series x that series' windows)).
         future_calendar: the calendar features (``data.calendar``) of the ``horizon`` steps
             ahead, known in advance, also feed the output layer
             (:class:`seqkit_forecast.window.FutureCalendar`).
@@ -79,6 +81,7 @@ class ForecastOptions(BaseModel):
     inputs: Literal["level", "difference", "relative"] = "level"
     anchor: Literal["none", "last", "seasonal"] = "none"
     future_calendar: bool = False
+    balance: bool = False
 
     @model_validator(mode="after")
     def _levels(self):
@@ -156,6 +159,15 @@ class ForecastLoss(keras.losses.Loss):
             return ops.mean(ops.maximum(q * d, (q - 1.0) * d), axis=(1, 2))
         d = y_true - y_pred
         return ops.mean(ops.abs(d) if self.kind == "mae" else d * d, axis=1)
+
+
+def series_weights(labels: list) -> np.ndarray:
+    """``[N]`` float32: window ``i`` of series ``s`` weighs ``N / (S * n_s)`` (``S`` series, ``n_s``
+    windows of ``s``), so every series adds the same total weight ``N / S`` and the weights average 1."""
+    from collections import Counter
+
+    n = Counter(labels)
+    return np.asarray([len(labels) / (len(n) * n[s]) for s in labels], np.float32)
 
 
 def _iso(t) -> str:
@@ -356,9 +368,14 @@ class ForecastHead(Head):
             y = np.zeros((len(x), self.data.horizon), np.float32)
         xt, yt = tf.constant(x), tf.constant(y)
         t = self.recipe.training
+        if training and self.options.balance:
+            wt = tf.constant(series_weights([r.label for r in records]))
+            pick = lambda i: (tf.gather(xt, i), tf.gather(yt, i), tf.gather(wt, i))  # noqa: E731
+        else:
+            pick = lambda i: (tf.gather(xt, i), tf.gather(yt, i))  # noqa: E731
         return epoch_batches(np.full(len(x), x.shape[1]), t.batch_size, shuffle=training, seed=self.recipe.seed,
                              first_epoch=first_epoch, steps_per_epoch=t.steps_per_epoch if training else None,
-                             batches=lambda ds: ds.map(lambda i: (tf.gather(xt, i), tf.gather(yt, i))))
+                             batches=lambda ds: ds.map(pick))
 
     # ---------------------------------------------------------------- model
     def build_model(self):

@@ -164,3 +164,12 @@ def test_an_export_more_than_ten_percent_worse_than_keras_is_refused():
     why = gate(head, {"metric": "mae_scaled", "keras": 0.6715, "export": 1.902, "scored": 9}, "int8")
     assert "1.902" in why and "0.6715" in why and "10%" in why and "dynamic-range" in why
     assert gate(head, None, "int8") is None  # no targets: nothing to gate on
+
+
+def test_balanced_series_weights_by_hand():
+    from seqkit_forecast.head import series_weights
+
+    # 4 windows of a, 1 of b: N = 5, S = 2 -> a: 5 / 8 each (total 2.5), b: 5 / 2 (total 2.5)
+    w = series_weights(["a", "a", "b", "a", "a"])
+    np.testing.assert_allclose(w, [0.625, 0.625, 2.5, 0.625, 0.625])
+    assert w.mean() == pytest.approx(1.0)
