@@ -1,8 +1,9 @@
 """The forecast suite's external contenders, each trained and run in a process of its own:
 ``python -m bench.forecast_external LIB RECIPE --seed S --out FILE.npz``.
 
-``LIB`` is ``darts`` (darts' ``BlockRNNModel`` with an LSTM) or ``gluonts`` (GluonTS's PyTorch
-``DeepAREstimator``). Both need PyTorch (``pip install -e "plugins/seqkit-forecast[bench]"``); a
+``LIB`` is ``darts`` (darts' ``BlockRNNModel`` with an LSTM), ``gluonts`` (GluonTS's PyTorch
+``DeepAREstimator`` reading the recipe's context) or ``gluonts-lags`` (the same with GluonTS's
+default lags, which reach further back). Both need PyTorch (``pip install -e "plugins/seqkit-forecast[bench]"``); a
 process of their own keeps PyTorch's and TensorFlow's thread pools apart (together in one process
 they slow each other several times over) and keeps TensorFlow out of their timing.
 
@@ -140,12 +141,16 @@ def run_darts(p: ForecastProblem, seed: int, steps: int, tmp: str) -> dict:
                        "steps": epochs * -(-samples // p.batch_size), "seed": seed}}
 
 
-def run_gluonts(p: ForecastProblem, seed: int, steps: int, tmp: str) -> dict:
+def run_gluonts(p: ForecastProblem, seed: int, steps: int, tmp: str, default_lags: bool = False) -> dict:
     """GluonTS ``DeepAREstimator`` (PyTorch): an autoregressive LSTM with a Student-t output,
     ``lags_seq=[1]`` and ``context_length=C`` (so it reads exactly the last ``C`` observations
     before an origin), its own per-window mean scaling and its frequency's time features; trained
     for ``steps`` batches (``num_batches_per_epoch`` = seqkit's batches per epoch, the recipe's
-    epochs); point forecast = the median of 100 sample paths."""
+    epochs); point forecast = the median of 100 sample paths.
+
+    ``default_lags``: GluonTS's lags for the frequency instead (``get_lags_for_frequency``: up to
+    1009 steps at ``30min``, 37 at monthly), so it reads ``C + max lag - 1`` observations before
+    an origin: more history than the other contenders get."""
     import lightning.pytorch as pl
     from gluonts.torch import DeepAREstimator
 
@@ -155,7 +160,7 @@ def run_gluonts(p: ForecastProblem, seed: int, steps: int, tmp: str) -> dict:
     epochs = max(1, round(steps / per_epoch))
     est = DeepAREstimator(freq=freq, prediction_length=p.horizon, context_length=p.context,
                           num_layers=p.layers, hidden_size=p.units, lr=p.learning_rate, dropout_rate=0.0,
-                          lags_seq=[1], batch_size=p.batch_size, num_batches_per_epoch=per_epoch,
+                          lags_seq=None if default_lags else [1], batch_size=p.batch_size, num_batches_per_epoch=per_epoch,
                           trainer_kwargs={**_trainer(tmp), "max_epochs": epochs})
     train, test = gluonts_entries(p, freq)
     t0 = time.perf_counter()
@@ -171,14 +176,16 @@ def run_gluonts(p: ForecastProblem, seed: int, steps: int, tmp: str) -> dict:
     return {"point": point, "quantiles": quant, "levels": np.asarray(q, float), "train_seconds": train_seconds,
             "predict_seconds": predict_seconds,
             "config": {"model": "DeepAREstimator (gluonts.torch)", "hidden_size": p.units, "num_layers": p.layers,
-                       "context_length": p.context, "prediction_length": p.horizon, "lags_seq": [1],
+                       "context_length": p.context, "prediction_length": p.horizon,
+                       "lags_seq": "GluonTS's default for the frequency" if default_lags else [1],
                        "past_length": est.create_lightning_module().model._past_length,
                        "batch_size": p.batch_size, "num_batches_per_epoch": per_epoch, "max_epochs": epochs,
                        "lr": p.learning_rate, "dropout_rate": 0.0, "freq": freq, "num_samples": 100,
                        "point": "median of the samples", "steps": epochs * per_epoch, "seed": seed}}
 
 
-RUNNERS = {"darts": run_darts, "gluonts": run_gluonts}
+RUNNERS = {"darts": run_darts, "gluonts": run_gluonts,
+           "gluonts-lags": lambda p, seed, steps, tmp: run_gluonts(p, seed, steps, tmp, default_lags=True)}
 
 
 def main(argv=None) -> int:
@@ -214,7 +221,7 @@ def _version(lib: str) -> str | None:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        return version(lib)
+        return version(lib.split("-")[0])
     except PackageNotFoundError:
         return None
 

@@ -17,9 +17,11 @@ Contenders (one row per recipe and contender):
 
 * ``seqkit forecast``: the recipe trained through :func:`seqkit.train` (seed ``recipe.seed + i``
   for ``i < N``, ``--set seed=S``); its test figures are ``run.metrics["test"]`` and its training
-  time ``run.metrics["train_seconds"]`` (the fit loop). seqkit keeps its best epoch by
-  validation loss (the recipe's recurrent stack: an LSTM of 64 on electricity, a GRU of 32 on
-  monthly).
+  time ``run.metrics["train_seconds"]`` (the fit loop, with its per-epoch validation and
+  checkpoint). seqkit keeps its best epoch by validation loss and stops early by its default
+  ``training.early_stopping`` (patience 3), so the recipe's epochs are a maximum (the report names
+  the epochs run); the recipe's recurrent stack: an LSTM of 64 on electricity, a GRU of 32 on
+  monthly.
 * ``darts BlockRNNModel LSTM`` (``bench.forecast_external``, a process of its own): ``C`` steps in,
   ``H`` out at once, ``hidden_dim`` = the recipe's units, its layers, no dropout; the recipe's
   calendar features (the plugin's own sine/cosine pairs) as past covariates; each series
@@ -36,6 +38,10 @@ Contenders (one row per recipe and contender):
   epoch and ``max_epochs`` = the recipe's epochs (the same optimizer steps), the recipe's learning
   rate and batch size; it keeps its best epoch by training loss (GluonTS's default). Point
   forecast: the median of 100 sample paths; quantiles: those of the samples.
+* ``GluonTS DeepAR, default lags``: the same with GluonTS's own lags for the frequency
+  (``lags_seq=None``), what a GluonTS user gets by default: it reads ``C + max lag - 1``
+  observations before an origin (96 + 1008 half-hours, 36 + 36 months), more history than the
+  other contenders; same windows, same targets.
 * ``seasonal naive`` and ``ETS``: the plugin's baselines (:mod:`seqkit_forecast.baselines`) on
   the same windows; ETS (statsmodels' Holt-Winters, additive damped trend and season) is fitted
   once per series on its training period, and its "training time" is that fit. These two do not
@@ -72,15 +78,18 @@ import numpy as np
 
 from bench.forecast_windows import RECIPES, load_problem, use_plugin_source
 
-EXTERNAL = {"darts BlockRNNModel LSTM": "darts", "GluonTS DeepAR": "gluonts"}
+EXTERNAL = {"darts BlockRNNModel LSTM": "darts", "GluonTS DeepAR": "gluonts",
+            "GluonTS DeepAR, default lags": "gluonts-lags"}
 INSTALL = 'pip install -e "plugins/seqkit-forecast[bench]"   # darts[torch], gluonts[torch], torch'
-ORDER = ("seqkit forecast", "darts BlockRNNModel LSTM", "GluonTS DeepAR", "seasonal naive", "ETS")
+ORDER = ("seqkit forecast", "darts BlockRNNModel LSTM", "GluonTS DeepAR", "GluonTS DeepAR, default lags",
+         "seasonal naive", "ETS")
 FIGURES = ("mase", "smape", "pinball", "coverage", "train_seconds")
 
 
 def missing_libraries(lib: str) -> list[str]:
     """The modules ``lib`` (``darts`` / ``gluonts``) needs that this interpreter cannot import."""
-    need = {"darts": ("torch", "darts", "pytorch_lightning"), "gluonts": ("torch", "gluonts", "lightning")}[lib]
+    need = {"darts": ("torch", "darts", "pytorch_lightning"), "gluonts": ("torch", "gluonts", "lightning"),
+            "gluonts-lags": ("torch", "gluonts", "lightning")}[lib]
     return [m for m in need if importlib.util.find_spec(m) is None]
 
 
@@ -126,6 +135,7 @@ def seqkit_row(recipe: str, seeds: list[int], quick: bool, tmp: str, problem) ->
         for k in ("mase", "smape", "pinball", "coverage"):
             per[k].append(test.get(k))
         per["train_seconds"].append(m["train_seconds"])
+        per.setdefault("epochs", []).append(m.get("epochs"))
         with open(os.path.join(run_dir, "forecast_assets.json"), encoding="utf-8") as f:
             scale = json.load(f)["mase_scale"]
         ours = {sid: s.scale for sid, s in problem.series.items()}
@@ -231,7 +241,9 @@ def run(args):
             print(f"-- {problem.name}: {time.perf_counter() - t_all:.0f} s", flush=True)
             ref = statistics.fmean(results["seqkit forecast"]["mase"]) if "seqkit forecast" in results else None
             desc = (f"{problem.name}: {len(problem.windows)} test windows, {len(problem.series)} series, "
-                    f"C {problem.context}, H {problem.horizon}, m {problem.season}")
+                    f"C {problem.context}, H {problem.horizon}, m {problem.season}"
+                    + (f"; quantiles {problem.quantiles} (nominal coverage "
+                       f"{problem.quantiles[-1] - problem.quantiles[0]:g})" if len(problem.quantiles) > 1 else ""))
             lines.append(f"\n{desc}\n\n| contender | test MASE | sMAPE % | pinball | coverage | train s |\n"
                          f"|---|---|---|---|---|---|")
             for row in [r for r in ORDER if r in results]:
@@ -242,10 +254,12 @@ def run(args):
                              "median": statistics.median(mase), "min": min(mase), "max": max(mase),
                              "samples": [round(v, 4) for v in mase],
                              "ratio": statistics.fmean(mase) / ref if ref else None,
-                             "notes": f"sMAPE {show(st['smape'], '.2f')}, train {show(st['train_seconds'], '.1f')} s",
+                             "notes": f"sMAPE {show(st['smape'], '.2f')}, train {show(st['train_seconds'], '.1f')} s"
+                                      + (f", epochs {per['epochs']}" if per.get("epochs") else ""),
                              "recipe": problem.name, "seeds": seeds if row not in ("seasonal naive", "ETS") else None,
                              **st})
-                lines.append(f"| {row} | {show(st['mase'])} | {show(st['smape'], '.2f')} | "
+                label = row + (f" (epochs {', '.join(map(str, per['epochs']))})" if per.get("epochs") else "")
+                lines.append(f"| {label} | {show(st['mase'])} | {show(st['smape'], '.2f')} | "
                              f"{show(st['pinball'], '.1f')} | {show(st['coverage'], '.3f')} | "
                              f"{show(st['train_seconds'], '.1f')} |")
     finally:
