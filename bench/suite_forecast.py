@@ -236,8 +236,7 @@ def run(args):
             print(f"-- {problem.name}: seasonal naive, ETS", flush=True)
             for row, fig in baseline_rows(problem).items():
                 if not only or row in only:
-                    results[row] = {k: [fig.get(k)] * len(seeds) if k != "train_seconds" else [fig[k]]
-                                    for k in FIGURES}
+                    results[row] = {k: [fig.get(k)] for k in FIGURES}  # one value: no seed
             print(f"-- {problem.name}: {time.perf_counter() - t_all:.0f} s", flush=True)
             ref = statistics.fmean(results["seqkit forecast"]["mase"]) if "seqkit forecast" in results else None
             desc = (f"{problem.name}: {len(problem.windows)} test windows, {len(problem.series)} series, "
