@@ -17,6 +17,10 @@ Suites (each in ``bench/suite_NAME.py``, each a ``run(args) -> (rows, extra)``):
   (plot to PNG with the ``plot`` extra).
 * ``loops``  -- the fused LSTM's graph loops against its XLA-compiled loops on
   ``lm-pydoc-chars``'s variable-length batches (the ``SEQKIT_RNN_XLA=auto`` policy's reason).
+* ``forecast`` -- test MASE, sMAPE and training time of the forecast plugin's model beside
+  darts' BlockRNNModel (LSTM), GluonTS's DeepAR, seasonal naive and ETS on the same test windows
+  of ``forecast-electricity`` and ``forecast-monthly`` (darts / GluonTS with the plugin's ``bench``
+  extra; ``--seeds N``: mean ± sd).
 * ``corpus`` -- peak RSS of stream-LM training on a 10 MB and a 1 GB text read
   lazily (``text_corpus``), and the counting pass's time.
 
@@ -31,13 +35,13 @@ import importlib
 import os
 import sys
 
-SUITES = ("train", "parts", "stream", "state", "decode", "data", "scale", "corpus", "loops")
+SUITES = ("train", "parts", "stream", "state", "decode", "data", "scale", "corpus", "loops", "forecast")
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m bench",
-        description="seqkit benchmarks (measurements, not tests): train, parts, stream, state, decode, data, scale, corpus, loops. "
+        description="seqkit benchmarks (measurements, not tests): train, parts, stream, state, decode, data, scale, corpus, loops, forecast. "
                     "Run from the repository root; reports go to bench/results/SUITE.json and .md.")
     ap.add_argument("--suite", action="append", choices=SUITES + ("all",), required=True,
                     help="suite to run (repeatable; 'all' = every suite)")
@@ -45,10 +49,15 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="fewer steps and sizes (a smoke run)")
     ap.add_argument("--out", default=os.path.join("bench", "results"), help="report directory [bench/results]")
     ap.add_argument("--threads", type=int, default=None,
-                    help="intra-op threads for TF and PyTorch [default: the libraries' own]")
+                    help="intra-op threads for TF and PyTorch [default: the libraries' own; forecast suite: 1]")
     ap.add_argument("--only", action="append", default=None, metavar="CONTENDER",
-                    help="train suite: measure only this contender (repeatable), e.g. --only seqkit "
-                         "--only 'seqkit bf16'")
+                    help="train and forecast suites: measure only this contender (repeatable), e.g. --only seqkit "
+                         "--only 'seqkit bf16', --only 'GluonTS DeepAR'")
+    ap.add_argument("--seeds", type=int, default=1,
+                    help="forecast suite: train each model with N seeds (recipe seed + 0..N-1): mean ± sd [1]")
+    ap.add_argument("--recipe", action="append", default=None, metavar="NAME",
+                    help="forecast suite: forecast-electricity or forecast-monthly (or a recipe file; "
+                         "repeatable) [both]")
     ap.add_argument("--isa", choices=("avx2",), default=None,
                     help="cap oneDNN/MKL and XLA (TensorFlow) and ATen (PyTorch) kernels to AVX2 on an AVX-512 "
                          "machine: an approximation of an AVX2 CPU (its kernels, not its cores); "

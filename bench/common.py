@@ -106,7 +106,11 @@ def markdown_table(rows: list[dict]) -> str:
 
 
 def write_report(suite: str, rows: list[dict], extra: dict | None = None, out_dir: str = OUT_DIR) -> tuple[str, str]:
-    """Write ``OUT_DIR/{suite}.json`` and ``{suite}.md``; return both paths."""
+    """Write ``OUT_DIR/{suite}.json`` and ``{suite}.md``; return both paths.
+
+    String values of ``extra`` follow the rows' table in the ``.md`` as ``key: value`` lines, except
+    ``extra["markdown"]``: a suite's own Markdown (e.g. a table of several figures a contender),
+    written as it is after the rows' table."""
     os.makedirs(out_dir, exist_ok=True)
     env = environment()
     doc = {"suite": suite, "environment": env, "rows": rows, **(extra or {})}
@@ -116,7 +120,9 @@ def write_report(suite: str, rows: list[dict], extra: dict | None = None, out_di
     env_line = ", ".join(f"{k} {v}" for k, v in env.items() if v is not None)
     with open(md, "w", encoding="utf-8") as f:
         f.write(f"## bench suite `{suite}`\n\n{env_line}\n\n{markdown_table(rows)}\n")
+        if isinstance((extra or {}).get("markdown"), str):
+            f.write(f"\n{extra['markdown']}")
         for k, v in (extra or {}).items():
-            if isinstance(v, str):
+            if isinstance(v, str) and k != "markdown":
                 f.write(f"\n{k}: {v}\n")
     return js, md
