@@ -10,3 +10,8 @@ Both register through the entry-point groups ``seqkit.data`` and ``seqkit.heads`
 """
 
 __version__ = "0.1.0"
+
+# seqkit first: its import may load the installed plugins' entry points (this package's head and
+# source among them); importing it before any of this package's modules keeps that from meeting a
+# half-imported module of ours (e.g. `import keras; import seqkit_forecast.source`)
+import seqkit  # noqa: E402,F401

@@ -146,7 +146,10 @@ def test_the_head_module_alone_registers_every_layer_a_saved_model_names():
     import sys
 
     names = ["QuantileOutput", "ForecastLoss", "TargetInputs", "Anchor", "FutureCalendar"]
-    code = ("import keras, seqkit_forecast.head\n"
+    # (importing the plugin's source first, with Keras loaded, must not meet a half-imported module)
+    code = ("import keras, seqkit_forecast.source, seqkit_forecast.head\n"
+            "from seqkit.registry import HEADS\n"
+            "assert HEADS.get('forecast').__name__ == 'ForecastHead'\n"
             f"missing = [n for n in {names!r} if keras.saving.get_registered_object('seqkit_forecast>' + n) is None]\n"
             "print(missing)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
