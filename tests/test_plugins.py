@@ -225,22 +225,18 @@ def test_conflicting_and_broken_installed_plugins(tmp_path):
     _fake_dist(site, "broken-pkg", "0.3", "broken_mod", "raise RuntimeError('boom: needs libxyz')\n")
     _fake_dist(site, "greedy-pkg", "0.1", "greedy_mod", CELL.format(name="lstm", cls="MyLSTM"))
 
-    res = run_python(["-m", "seqkit.cli", "list", "cells"], extra_path=[str(site)])
-    assert res.returncode == 0, res.stderr[-3000:]
-    out = res.stdout
-    assert re.search(r"dup_cell\s+CONFLICT: claimed by conflict-a 1\.0 and conflict-b 2\.0", out)
-    assert re.search(r"BROKEN broken_mod = broken_mod \(broken-pkg 0\.3\): RuntimeError: boom: needs libxyz", out)
-    assert re.search(r"BROKEN lstm = greedy_mod \(greedy-pkg 0\.1\)", out) or "claims the built-in cell name 'lstm'" in out
-    for name, origin in (("alpha_cell", "conflict-a 1.0"), ("beta_cell", "conflict-b 2.0"),
-                         ("lstm", "seqkit (built in)"), ("gru", "seqkit (built in)")):
-        assert re.search(rf"{name}\s+{re.escape(origin)}", out), out
-
+    # one fresh process (a TensorFlow import each): `seqkit list cells` through the CLI's own entry,
+    # then the registry and a recipe that names the contested cell
     script = textwrap.dedent("""
         import json
+        from click.testing import CliRunner
+        from seqkit.cli import main
+        listed = CliRunner().invoke(main, ["list", "cells"])
         from seqkit.recipe import recipe_from_dict
         from seqkit.registry import CELLS
         from tests.conftest import make_recipe
-        out = {"lstm": CELLS.get("lstm").__module__, "alpha": CELLS.get("alpha_cell").__name__}
+        out = {"list_exit": listed.exit_code, "list": listed.stdout,
+               "lstm": CELLS.get("lstm").__module__, "alpha": CELLS.get("alpha_cell").__name__}
         try:
             recipe_from_dict(make_recipe(model={"cell": "dup_cell"}))
         except Exception as exc:
@@ -250,6 +246,15 @@ def test_conflicting_and_broken_installed_plugins(tmp_path):
     res = run_python(["-c", script], extra_path=[str(site)])
     assert res.returncode == 0, res.stderr[-3000:]
     got = json.loads(res.stdout.strip().splitlines()[-1])
+    assert got["list_exit"] == 0, got["list"]
+    out = got["list"]
+    assert re.search(r"dup_cell\s+CONFLICT: claimed by conflict-a 1\.0 and conflict-b 2\.0", out)
+    assert re.search(r"BROKEN broken_mod = broken_mod \(broken-pkg 0\.3\): RuntimeError: boom: needs libxyz", out)
+    assert re.search(r"BROKEN lstm = greedy_mod \(greedy-pkg 0\.1\)", out) or "claims the built-in cell name 'lstm'" in out
+    for name, origin in (("alpha_cell", "conflict-a 1.0"), ("beta_cell", "conflict-b 2.0"),
+                         ("lstm", "seqkit (built in)"), ("gru", "seqkit (built in)")):
+        assert re.search(rf"{name}\s+{re.escape(origin)}", out), out
+
     assert got["lstm"] == "seqkit.cells.lstm" and got["alpha"] == "Alpha"
     assert "model.cell: cell 'dup_cell' is claimed by 2 installed plugins: conflict-a 1.0 (conflict_a.A) " \
            "and conflict-b 2.0 (conflict_b.B)" in got["error"]
