@@ -75,31 +75,50 @@ def test_plugin_flag_run_records_the_plugin_file(guide_run):
                          "package": None, "version": None, "file": str(plugin)}]
 
 
-def test_reload_in_a_fresh_process_predicts_identically(guide_run, tmp_path):
-    from seqkit.training.train import load_run
+X = np.array([[2, 10, 11, 12, 5, 0, 0], [2, 7, 8, 0, 0, 0, 0]], np.int32)
 
+
+@pytest.fixture(scope="module")
+def fresh_process(guide_run, tmp_path_factory):
+    """One fresh process (each imports TensorFlow): ``seqkit evaluate RUN`` without the plugin
+    first (through the CLI's click entry), then ``load_plugin`` and ``load_run``, whose logits on
+    ``X`` it saves. Returns ``(process result, {"exit": ..., "stderr": ...} of the evaluate, folder)``."""
     _, plugin, run = guide_run
-    prep, model = load_run(str(run))
-    x = np.array([[2, 10, 11, 12, 5, 0, 0], [2, 7, 8, 0, 0, 0, 0]], np.int32)
-    np.save(tmp_path / "x.npy", x)
+    d = tmp_path_factory.mktemp("fresh")
+    np.save(d / "x.npy", X)
     script = textwrap.dedent("""
-        import sys, numpy as np
+        import json, sys, numpy as np
+        from click.testing import CliRunner
+        from seqkit.cli import main
+        res = CliRunner().invoke(main, ["evaluate", sys.argv[1]])
+        json.dump({"exit": res.exit_code, "stderr": res.stderr}, open(sys.argv[3] + "/evaluate.json", "w"))
         from seqkit.registry import load_plugin
         load_plugin(sys.argv[2])
         from seqkit.training.train import load_run
         prep, model = load_run(sys.argv[1])
         np.save(sys.argv[3] + "/y.npy", np.asarray(model(np.load(sys.argv[3] + "/x.npy"), training=False)))
     """)
-    res = run_python(["-c", script, str(run), str(plugin), str(tmp_path)])
-    assert res.returncode == 0, res.stderr[-3000:]
-    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), np.asarray(model(x, training=False)))
+    res = run_python(["-c", script, str(run), str(plugin), str(d)])
+    evaluate = json.load(open(d / "evaluate.json")) if (d / "evaluate.json").exists() else {}
+    return res, evaluate, d
 
 
-def test_reload_without_the_plugin_names_it_and_how_to_pass_it(guide_run):
+def test_reload_in_a_fresh_process_predicts_identically(guide_run, fresh_process):
+    from seqkit.training.train import load_run
+
     _, plugin, run = guide_run
-    res = run_python(["-m", "seqkit.cli", "evaluate", str(run)])
-    assert res.returncode == 2, res.stderr[-3000:]
-    msg = res.stderr
+    prep, model = load_run(str(run))
+    res, _, d = fresh_process
+    assert res.returncode == 0, res.stderr[-3000:]
+    np.testing.assert_array_equal(np.load(d / "y.npy"), np.asarray(model(X, training=False)))
+
+
+def test_reload_without_the_plugin_names_it_and_how_to_pass_it(guide_run, fresh_process):
+    """In the fresh process of the test above, before the plugin is loaded."""
+    _, plugin, run = guide_run
+    res, evaluate, _ = fresh_process
+    assert evaluate.get("exit") == 2, (evaluate, res.stderr[-3000:])
+    msg = evaluate["stderr"]
     assert "trained with the cell 'indrnn'" in msg and f"--plugin {plugin}" in msg
     assert "Traceback" not in msg
 
