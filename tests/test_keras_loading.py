@@ -202,7 +202,9 @@ try:
     keras.saving.load_model(json.load(open(sys.argv[1]))[0]["path"])
     print(json.dumps({"without_seqkit": "loaded"}))
 except Exception as exc:
-    print(json.dumps({"without_seqkit": f"{type(exc).__name__}: {exc}"}))
+    # the failed load imported no seqkit module, so what follows is `import keras`, then seqkit
+    print(json.dumps({"without_seqkit": f"{type(exc).__name__}: {exc}",
+                      "seqkit_modules": sorted(m for m in sys.modules if m.split(".")[0] == "seqkit")}))
 """ + LOAD_ALL.format(imports="import seqkit")
 
 
@@ -243,6 +245,7 @@ def test_without_import_seqkit_keras_cannot_load_them(keras_then_seqkit):
     res, first = keras_then_seqkit
     said = first.get("without_seqkit", "")
     assert said != "loaded" and "seqkit>" in said, (first, res.stderr[-2000:])
+    assert first["seqkit_modules"] == [], first
 
 
 def test_import_seqkit_imports_neither_keras_nor_tensorflow():
