@@ -172,9 +172,17 @@ TOUR_DATA = {  # README's tour names the user's files; these stand in for them
     "texts/d.txt": "text is hello this world\n" * 10,
 }
 
-# beam-search decoding graphs take ~40 s to trace on 2 cores: this page runs with -m slow (README's
-# tour runs the same seq2seq commands in the default suite)
-SLOW_PAGES = {"docs/tutorials/seq2seq.md"}
+# These pages run with -m slow (suite time); the default suite still runs what they show:
+# - seq2seq.md: beam-search decoding graphs take ~40 s to trace on 2 cores; README's tour runs the
+#   same seq2seq commands.
+# - getting-started.md, tutorials/acceptor.md, tutorials/tagger.md, tutorials/language-model.md: the
+#   same init / validate / train / evaluate / predict / generate sequence as README's tour (run
+#   below, on the same kind of data); their extra options are checked by their own tests:
+#   `seqkit recipes` (test_starter.py), `evaluate --confusion-matrix` (test_diagnose.py),
+#   `predict --probabilities` (test_predict_cli.py, test_api.py), `generate --num --seed` and
+#   `generate --beam-width` (test_api.py::test_api_results_equal_the_cli, test_generate.py).
+SLOW_PAGES = {"docs/tutorials/seq2seq.md", "docs/getting-started.md", "docs/tutorials/acceptor.md",
+              "docs/tutorials/tagger.md", "docs/tutorials/language-model.md"}
 RUNNABLE = [pytest.param(p, id=rel(p), marks=[pytest.mark.slow] if rel(p) in SLOW_PAGES else [])
             for p in PAGES
             if any(b["marker"] is None and b["lang"] in ("sh", "", "python") and rel(p) not in RUN_ELSEWHERE

@@ -148,21 +148,82 @@ def _run(code, *args):
 RUNS = {"lm_lstm", "lm_peephole_lstm", "tagger", "acceptor", "acceptor_tokens", "seq2seq"}
 
 
-def test_every_keras_file_loads_compiled_or_not_after_import_seqkit_then_keras(cases):
-    path, manifest = cases
-    res = _run(LOAD_ALL.format(imports="import seqkit\nimport keras"), path, "all", "10")
+def _old_module_paths_copy(c: dict, dst: Path) -> dict:
+    """A copy of case ``c``'s .keras file at ``dst`` whose config names the modules seqkit's Keras
+    classes lived in before the regrouping (checked here): the case, pointing at the copy."""
+    import zipfile
+
+    with zipfile.ZipFile(c["path"]) as src, zipfile.ZipFile(dst, "w") as out:
+        for item in src.infolist():
+            data = src.read(item.filename)
+            if item.filename == "config.json":
+                text = data.decode("utf-8")
+                for new, was in OLD_MODULES.items():
+                    text = text.replace(f'"module": "{new}"', f'"module": "{was}"')
+                assert '"module": "seqkit.losses"' in text and '"module": "seqkit.optimizers"' in text
+                assert "seqkit.training" not in text
+                data = text.encode("utf-8")
+            out.writestr(item, data)
+    return {**c, "case": "old-paths/" + c["case"], "path": str(dst)}
+
+
+@pytest.fixture(scope="module")
+def after_seqkit_then_keras(cases, tmp_path_factory):
+    """One fresh process (``import seqkit`` then ``import keras``) loads every case compiled and
+    not, and the seq2seq model.keras rewritten to the old module paths (see
+    :func:`test_keras_files_that_name_the_old_module_paths_still_load`): ``(result, manifest)``.
+    One process for both: each fresh process costs a TensorFlow import."""
+    _, manifest = cases
+    d = tmp_path_factory.mktemp("old_paths")
+    old = [_old_module_paths_copy(c, d / c["case"].replace("/", "-"))
+           for c in manifest if c["case"] == "seq2seq/model.keras"]  # losses, metrics, optimizer, seq2seq layers
+    assert len(old) == 1
+    path = d / "cases.json"
+    path.write_text(json.dumps(manifest + old), encoding="utf-8")
+    return _run(LOAD_ALL.format(imports="import seqkit\nimport keras"), path, "all", "10"), manifest
+
+
+def test_every_keras_file_loads_compiled_or_not_after_import_seqkit_then_keras(after_seqkit_then_keras):
+    res, manifest = after_seqkit_then_keras
     assert res.returncode == 0, res.stderr[-4000:]
     done = json.loads(res.stdout.strip().splitlines()[-1])
+    done = [c for c in done if not c.startswith("old-paths/")]
     assert done == [c["case"] for c in manifest]
     assert {c.split("/")[0] for c in done} == RUNS and {c.split("/")[1] for c in done} == {
         "model.keras", "last.keras"}
 
 
-def test_every_run_loads_after_import_keras_then_seqkit(cases):
-    """Keras already imported: ``import seqkit`` registers at once (compiled, to keep it short)."""
+# Keras alone first (the load must fail: the registration is what makes it work, which guards
+# against a test that passes vacuously), then `import seqkit` in the same process.
+LOAD_AFTER_KERAS = """
+import json, sys
+import keras
+try:
+    keras.saving.load_model(json.load(open(sys.argv[1]))[0]["path"])
+    print(json.dumps({"without_seqkit": "loaded"}))
+except Exception as exc:
+    # the failed load imported no seqkit module, so what follows is `import keras`, then seqkit
+    print(json.dumps({"without_seqkit": f"{type(exc).__name__}: {exc}",
+                      "seqkit_modules": sorted(m for m in sys.modules if m.split(".")[0] == "seqkit")}))
+""" + LOAD_ALL.format(imports="import seqkit")
+
+
+@pytest.fixture(scope="module")
+def keras_then_seqkit(cases):
+    """One fresh process: Keras alone fails to load lm_lstm/model.keras, then ``import seqkit``
+    registers at once and every run's model.keras loads (compiled, to keep it short).
+    Returns ``(result, {"without_seqkit": what the first load said})``."""
     path, manifest = cases
-    res = _run(LOAD_ALL.format(imports="import keras\nimport seqkit"), path,
-               ",".join(f"{r}/model.keras" for r in sorted(RUNS)), "1")
+    assert manifest[0]["case"].startswith("lm_lstm/")  # the first case: a seqkit>FusedLSTM inside
+    res = _run(LOAD_AFTER_KERAS, path, ",".join(f"{r}/model.keras" for r in sorted(RUNS)), "1")
+    lines = res.stdout.strip().splitlines()
+    first = json.loads(lines[0]) if lines and lines[0].startswith("{") else {}
+    return res, first
+
+
+def test_every_run_loads_after_import_keras_then_seqkit(keras_then_seqkit):
+    """Keras already imported: ``import seqkit`` registers at once (compiled, to keep it short)."""
+    res, _ = keras_then_seqkit
     assert res.returncode == 0, res.stderr[-4000:]
     assert set(json.loads(res.stdout.strip().splitlines()[-1])) == {f"{r}/model.keras" for r in RUNS}
 
@@ -177,12 +238,14 @@ def test_a_seqkit_module_that_first_imports_keras_does_not_break_registration(ca
     assert "Warning" not in res.stderr, res.stderr[-4000:]
 
 
-def test_without_import_seqkit_keras_cannot_load_them(cases):
-    """The registration is what makes it work (guards against a test that passes vacuously)."""
-    _, manifest = cases
-    code = "import sys, keras\nkeras.saving.load_model(sys.argv[1])"
-    res = _run(code, next(c["path"] for c in manifest if c["case"].startswith("lm_lstm")))
-    assert res.returncode != 0 and "seqkit>" in res.stderr, res.stderr[-2000:]
+def test_without_import_seqkit_keras_cannot_load_them(keras_then_seqkit):
+    """The registration is what makes it work (guards against a test that passes vacuously):
+    in the process of :func:`test_every_run_loads_after_import_keras_then_seqkit`, before
+    ``import seqkit``."""
+    res, first = keras_then_seqkit
+    said = first.get("without_seqkit", "")
+    assert said != "loaded" and "seqkit>" in said, (first, res.stderr[-2000:])
+    assert first["seqkit_modules"] == [], first
 
 
 def test_import_seqkit_imports_neither_keras_nor_tensorflow():
@@ -208,36 +271,16 @@ OLD_MODULES = {"seqkit.training.losses": "seqkit.losses", "seqkit.training.optim
                "seqkit.training.schedules": "seqkit.schedules"}
 
 
-def test_keras_files_that_name_the_old_module_paths_still_load(cases, tmp_path):
+def test_keras_files_that_name_the_old_module_paths_still_load(after_seqkit_then_keras):
     """A .keras written before the layout change names e.g. ``"module": "seqkit.losses"``; Keras
     finds the classes by their registered names (``seqkit>Adam``), so such a file loads and
-    predicts as before. The files here are rewritten to the old paths (checked below)."""
-    import zipfile
-
-    _, manifest = cases
-    old = []
-    for c in manifest:
-        if c["case"] != "seq2seq/model.keras":  # losses, metrics, optimizer and seq2seq layers
-            continue
-        dst = tmp_path / c["case"].replace("/", "-")
-        with zipfile.ZipFile(c["path"]) as src, zipfile.ZipFile(dst, "w") as out:
-            for item in src.infolist():
-                data = src.read(item.filename)
-                if item.filename == "config.json":
-                    text = data.decode("utf-8")
-                    for new, was in OLD_MODULES.items():
-                        text = text.replace(f'"module": "{new}"', f'"module": "{was}"')
-                    assert '"module": "seqkit.losses"' in text and '"module": "seqkit.optimizers"' in text
-                    assert "seqkit.training" not in text
-                    data = text.encode("utf-8")
-                out.writestr(item, data)
-        old.append({**c, "path": str(dst)})
-    assert len(old) == 1
-    path = tmp_path / "old.json"
-    path.write_text(json.dumps(old), encoding="utf-8")
-    res = _run(LOAD_ALL.format(imports="import seqkit\nimport keras"), path, "all", "1")
+    predicts as before, compiled or not. The file is the seq2seq run's model.keras rewritten to
+    the old paths (checked in :func:`_old_module_paths_copy`), loaded in the process of
+    :func:`test_every_keras_file_loads_compiled_or_not_after_import_seqkit_then_keras`."""
+    res, _ = after_seqkit_then_keras
     assert res.returncode == 0, res.stderr[-4000:]
-    assert json.loads(res.stdout.strip().splitlines()[-1]) == ["seq2seq/model.keras"]
+    done = json.loads(res.stdout.strip().splitlines()[-1])
+    assert [c for c in done if c.startswith("old-paths/")] == ["old-paths/seq2seq/model.keras"]
 
 
 @pytest.fixture(scope="module")

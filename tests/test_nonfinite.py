@@ -141,14 +141,15 @@ def test_nan_run_keeps_epoch_1_and_is_marked_failed(nan_in_epoch_2):
 def test_nan_checkpoint_weights_are_finite_and_resume_names_the_same_step(nan_in_epoch_2, tmp_path):
     import numpy as np
 
+    import h5py
+
     d, plugin, run, _ = nan_in_epoch_2
-    script = ("import sys, numpy as np; from seqkit.registry import load_plugin; load_plugin(sys.argv[2]);"
-              "from seqkit.training.train import load_model; m = load_model(sys.argv[1]);"
-              "print(all(np.isfinite(w.numpy()).all() for w in m.weights))")
-    env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    out = subprocess.run([sys.executable, "-c", script, str(run / "last.keras"), str(plugin)], env=env,
-                         capture_output=True, text=True, timeout=300)
-    assert out.stdout.strip().endswith("True"), out.stdout + out.stderr
+    # every weight array stored in the checkpoint, read from its weights file (no process of its
+    # own to load the plugin cell: the values are what a load would give the model)
+    with zipfile.ZipFile(run / "last.keras") as z, z.open("model.weights.h5") as f, h5py.File(f, "r") as h5:
+        arrays = []
+        h5.visititems(lambda name, obj: arrays.append(obj[()]) if isinstance(obj, h5py.Dataset) else None)
+    assert len(arrays) >= 4 and all(np.isfinite(a).all() for a in arrays)
     # resuming the failed run meets the same NaN at the same step (the counter is in the checkpoint)
     res = cli(["train", "--resume", str(run), "--quiet", "--plugin", str(plugin)], d)
     assert res.returncode == 2 and "at epoch 2, step 2" in res.stderr, res.stderr
@@ -156,6 +157,9 @@ def test_nan_checkpoint_weights_are_finite_and_resume_names_the_same_step(nan_in
     assert np.isfinite(strict_load((run / "state.json").read_text())["best"])
 
 
+@pytest.mark.slow  # -m slow (suite time): a first-epoch stop that keeps nothing is checked in the default run
+# by test_huge_finite_learning_rate_stops_in_the_first_epoch (same message), the CLI's exit 2 and
+# the NaN plugin cell by test_nan_in_epoch_2_stops_with_an_error_naming_epoch_and_step
 def test_nan_in_the_first_epoch_keeps_no_run(tmp_path):
     plugin = tmp_path / "nan_cells.py"
     plugin.write_text(NAN_PLUGIN, encoding="utf-8")
@@ -177,8 +181,9 @@ def test_huge_finite_learning_rate_stops_in_the_first_epoch(tmp_path, keras):
                                      training={"epochs": 2, "learning_rate": 1e38, "clipnorm": None,
                                                "optimizer": "sgd"}))
     run = tmp_path / "run"
-    with pytest.raises(NonFiniteError, match=r"loss became (inf|nan) at epoch 1, step \d+ .*set training.clipnorm"):
+    with pytest.raises(NonFiniteError, match=r"loss became (inf|nan) at epoch 1, step \d+ .*set training.clipnorm") as info:
         train(r, str(run), verbose=0)
+    assert "No epoch had finished, so nothing is kept" in str(info.value)
     assert not run.exists()
 
 

@@ -75,31 +75,50 @@ def test_plugin_flag_run_records_the_plugin_file(guide_run):
                          "package": None, "version": None, "file": str(plugin)}]
 
 
-def test_reload_in_a_fresh_process_predicts_identically(guide_run, tmp_path):
-    from seqkit.training.train import load_run
+X = np.array([[2, 10, 11, 12, 5, 0, 0], [2, 7, 8, 0, 0, 0, 0]], np.int32)
 
+
+@pytest.fixture(scope="module")
+def fresh_process(guide_run, tmp_path_factory):
+    """One fresh process (each imports TensorFlow): ``seqkit evaluate RUN`` without the plugin
+    first (through the CLI's click entry), then ``load_plugin`` and ``load_run``, whose logits on
+    ``X`` it saves. Returns ``(process result, {"exit": ..., "stderr": ...} of the evaluate, folder)``."""
     _, plugin, run = guide_run
-    prep, model = load_run(str(run))
-    x = np.array([[2, 10, 11, 12, 5, 0, 0], [2, 7, 8, 0, 0, 0, 0]], np.int32)
-    np.save(tmp_path / "x.npy", x)
+    d = tmp_path_factory.mktemp("fresh")
+    np.save(d / "x.npy", X)
     script = textwrap.dedent("""
-        import sys, numpy as np
+        import json, sys, numpy as np
+        from click.testing import CliRunner
+        from seqkit.cli import main
+        res = CliRunner().invoke(main, ["evaluate", sys.argv[1]])
+        json.dump({"exit": res.exit_code, "stderr": res.stderr}, open(sys.argv[3] + "/evaluate.json", "w"))
         from seqkit.registry import load_plugin
         load_plugin(sys.argv[2])
         from seqkit.training.train import load_run
         prep, model = load_run(sys.argv[1])
         np.save(sys.argv[3] + "/y.npy", np.asarray(model(np.load(sys.argv[3] + "/x.npy"), training=False)))
     """)
-    res = run_python(["-c", script, str(run), str(plugin), str(tmp_path)])
-    assert res.returncode == 0, res.stderr[-3000:]
-    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), np.asarray(model(x, training=False)))
+    res = run_python(["-c", script, str(run), str(plugin), str(d)])
+    evaluate = json.load(open(d / "evaluate.json")) if (d / "evaluate.json").exists() else {}
+    return res, evaluate, d
 
 
-def test_reload_without_the_plugin_names_it_and_how_to_pass_it(guide_run):
+def test_reload_in_a_fresh_process_predicts_identically(guide_run, fresh_process):
+    from seqkit.training.train import load_run
+
     _, plugin, run = guide_run
-    res = run_python(["-m", "seqkit.cli", "evaluate", str(run)])
-    assert res.returncode == 2, res.stderr[-3000:]
-    msg = res.stderr
+    prep, model = load_run(str(run))
+    res, _, d = fresh_process
+    assert res.returncode == 0, res.stderr[-3000:]
+    np.testing.assert_array_equal(np.load(d / "y.npy"), np.asarray(model(X, training=False)))
+
+
+def test_reload_without_the_plugin_names_it_and_how_to_pass_it(guide_run, fresh_process):
+    """In the fresh process of the test above, before the plugin is loaded."""
+    _, plugin, run = guide_run
+    res, evaluate, _ = fresh_process
+    assert evaluate.get("exit") == 2, (evaluate, res.stderr[-3000:])
+    msg = evaluate["stderr"]
     assert "trained with the cell 'indrnn'" in msg and f"--plugin {plugin}" in msg
     assert "Traceback" not in msg
 
@@ -225,22 +244,18 @@ def test_conflicting_and_broken_installed_plugins(tmp_path):
     _fake_dist(site, "broken-pkg", "0.3", "broken_mod", "raise RuntimeError('boom: needs libxyz')\n")
     _fake_dist(site, "greedy-pkg", "0.1", "greedy_mod", CELL.format(name="lstm", cls="MyLSTM"))
 
-    res = run_python(["-m", "seqkit.cli", "list", "cells"], extra_path=[str(site)])
-    assert res.returncode == 0, res.stderr[-3000:]
-    out = res.stdout
-    assert re.search(r"dup_cell\s+CONFLICT: claimed by conflict-a 1\.0 and conflict-b 2\.0", out)
-    assert re.search(r"BROKEN broken_mod = broken_mod \(broken-pkg 0\.3\): RuntimeError: boom: needs libxyz", out)
-    assert re.search(r"BROKEN lstm = greedy_mod \(greedy-pkg 0\.1\)", out) or "claims the built-in cell name 'lstm'" in out
-    for name, origin in (("alpha_cell", "conflict-a 1.0"), ("beta_cell", "conflict-b 2.0"),
-                         ("lstm", "seqkit (built in)"), ("gru", "seqkit (built in)")):
-        assert re.search(rf"{name}\s+{re.escape(origin)}", out), out
-
+    # one fresh process (a TensorFlow import each): `seqkit list cells` through the CLI's own entry,
+    # then the registry and a recipe that names the contested cell
     script = textwrap.dedent("""
         import json
+        from click.testing import CliRunner
+        from seqkit.cli import main
+        listed = CliRunner().invoke(main, ["list", "cells"])
         from seqkit.recipe import recipe_from_dict
         from seqkit.registry import CELLS
         from tests.conftest import make_recipe
-        out = {"lstm": CELLS.get("lstm").__module__, "alpha": CELLS.get("alpha_cell").__name__}
+        out = {"list_exit": listed.exit_code, "list": listed.stdout,
+               "lstm": CELLS.get("lstm").__module__, "alpha": CELLS.get("alpha_cell").__name__}
         try:
             recipe_from_dict(make_recipe(model={"cell": "dup_cell"}))
         except Exception as exc:
@@ -250,6 +265,15 @@ def test_conflicting_and_broken_installed_plugins(tmp_path):
     res = run_python(["-c", script], extra_path=[str(site)])
     assert res.returncode == 0, res.stderr[-3000:]
     got = json.loads(res.stdout.strip().splitlines()[-1])
+    assert got["list_exit"] == 0, got["list"]
+    out = got["list"]
+    assert re.search(r"dup_cell\s+CONFLICT: claimed by conflict-a 1\.0 and conflict-b 2\.0", out)
+    assert re.search(r"BROKEN broken_mod = broken_mod \(broken-pkg 0\.3\): RuntimeError: boom: needs libxyz", out)
+    assert re.search(r"BROKEN lstm = greedy_mod \(greedy-pkg 0\.1\)", out) or "claims the built-in cell name 'lstm'" in out
+    for name, origin in (("alpha_cell", "conflict-a 1.0"), ("beta_cell", "conflict-b 2.0"),
+                         ("lstm", "seqkit (built in)"), ("gru", "seqkit (built in)")):
+        assert re.search(rf"{name}\s+{re.escape(origin)}", out), out
+
     assert got["lstm"] == "seqkit.cells.lstm" and got["alpha"] == "Alpha"
     assert "model.cell: cell 'dup_cell' is claimed by 2 installed plugins: conflict-a 1.0 (conflict_a.A) " \
            "and conflict-b 2.0 (conflict_b.B)" in got["error"]

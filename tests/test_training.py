@@ -85,6 +85,9 @@ def test_cut_off_model_file_says_so_and_names_the_way_back(trained, tmp_path):
     assert load_model(best).count_params() > 0
 
 
+@pytest.mark.slow  # -m slow (suite time): two trainings with one seed agreeing, epoch 1 figures included, is
+# also what tests/test_resume_exact.py::test_resume_after_one_epoch_equals_two_epochs_straight
+# [language_model] asserts (with dropout on) in the default run, as do the resume tests below
 def test_same_seed_same_metrics(tmp_path, keras):
     from seqkit.training.train import train
 

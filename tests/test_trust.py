@@ -8,6 +8,7 @@ RunDirError naming the ``--plugin`` to pass; passing it works.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -75,8 +76,45 @@ def test_evaluate_imports_nothing_the_run_names(evil_run):
     _refused(cli("evaluate", str(evil_run / "run")), evil_run)
 
 
-def test_resume_imports_nothing_the_run_names(evil_run):
-    _refused(cli("train", "--resume", str(evil_run / "run"), "--set", "training.epochs=2"), evil_run)
+# One fresh process (each imports TensorFlow, ~9 CPU-s) runs, through the CLI's click entry,
+# `train --resume` of the run (refused: it imports nothing the run names; MARKER is read right
+# after it), then `generate --plugin evil.py` (the user passed the file: it runs).
+RESUME_THEN_PLUGIN = """
+import json, pathlib, sys
+from click.testing import CliRunner
+from seqkit.cli import main
+
+d = pathlib.Path(sys.argv[1])
+out = {}
+for key, args in (("resume", ["train", "--resume", str(d / "run"), "--set", "training.epochs=2"]),
+                  ("plugin", ["generate", str(d / "run"), "--max-length", "3", "--greedy",
+                              "--plugin", str(d / "evil.py")])):
+    res = CliRunner().invoke(main, args)
+    out[key] = {"returncode": res.exit_code, "stdout": res.stdout, "stderr": res.stderr,
+                "exception": repr(res.exception) if res.exit_code not in (0, 2) else None,
+                "marker": (d / "MARKER").exists()}
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def resume_then_plugin(evil_run):
+    """``{"resume": ..., "plugin": ...}``: exit code, stdout, stderr and whether MARKER existed
+    after each command, from one fresh process (:data:`RESUME_THEN_PLUGIN`); MARKER is removed."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    res = subprocess.run([sys.executable, "-c", RESUME_THEN_PLUGIN, str(evil_run)], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=300)
+    (evil_run / "MARKER").unlink(missing_ok=True)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def test_resume_imports_nothing_the_run_names(evil_run, resume_then_plugin):
+    got = resume_then_plugin["resume"]
+    assert got["returncode"] == 2, got
+    assert "Traceback" not in got["stderr"] and "internal error" not in got["stderr"]
+    assert f"--plugin {evil_run / 'evil.py'}" in got["stderr"] and "evil_lstm" in got["stderr"]
+    assert not got["marker"], "loading the run ran the plugin file it names"
 
 
 def test_load_run_and_load_recipe_import_nothing(evil_run):
@@ -110,9 +148,8 @@ def test_without_plugins_json_the_recipe_names_are_checked_too(evil_run, tmp_pat
     assert not (evil_run / "MARKER").exists()
 
 
-def test_plugin_passed_on_the_command_line_works(evil_run):
-    res = cli("generate", str(evil_run / "run"), "--max-length", "3", "--greedy",
-              "--plugin", str(evil_run / "evil.py"))
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert (evil_run / "MARKER").exists()  # the user passed it: it ran
-    (evil_run / "MARKER").unlink()
+def test_plugin_passed_on_the_command_line_works(resume_then_plugin):
+    """In the process of :func:`test_resume_imports_nothing_the_run_names`, after the refusal."""
+    got = resume_then_plugin["plugin"]
+    assert got["returncode"] == 0, got
+    assert got["marker"]  # the user passed it: it ran
