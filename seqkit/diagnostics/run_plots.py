@@ -108,12 +108,17 @@ def plot_runs(runs: list, out: str, overwrite: bool = False, opened: dict | None
         pyplot()  # matplotlib missing: said before a run loads
     written = [out, draw_curves(histories, out, outputs)]
     opened = dict(opened or {})
+    loaded: dict = {}
     for (r, name, png), outs in zip(figures, checked):
-        if r not in opened:
-            from seqkit.runs.run import Run
+        if r in opened:  # a seqkit.Run the caller holds: its loaded model is reused
+            loaded[r] = opened[r]._load(with_data=True)
+        elif r not in loaded:
+            from seqkit._quiet import import_tensorflow_quietly
+            from seqkit.training.train import load_run
 
-            opened[r] = Run(r)
-        prep, model = opened[r]._load(with_data=True)
+            import_tensorflow_quietly()
+            loaded[r] = load_run(r, with_data=True)
+        prep, model = loaded[r]
         prep.head.draw_run_figure(name, prep, model, png, outs)
         written += [png, json_path(png)]
     return written
