@@ -46,16 +46,17 @@ def json_path(png: str) -> str:
     return (root if ext.lower() == ".png" else png) + ".json"
 
 
-def _clean(obj):
-    """JSON has no NaN/inf: non-finite floats become ``None`` (recursively)."""
+def json_safe(obj):
+    """``obj`` (dicts, lists, tuples, floats, NumPy scalars) with every non-finite float made
+    ``None``, recursively: JSON has no NaN or infinity."""
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
     if isinstance(obj, dict):
-        return {k: _clean(v) for k, v in obj.items()}
+        return {k: json_safe(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_clean(v) for v in obj]
+        return [json_safe(v) for v in obj]
     if isinstance(obj, np.generic):
-        return _clean(obj.item())
+        return json_safe(obj.item())
     return obj
 
 
@@ -78,7 +79,7 @@ def _save(fig, plt, path: str, data: dict, outputs=None, command: str = "") -> s
 
         def js(tmp):
             with open(tmp, "w", encoding="utf-8") as f:
-                json.dump({**json_mark(command), **_clean(data)}, f, indent=1)
+                json.dump({**json_mark(command), **json_safe(data)}, f, indent=1)
 
         outputs.write({path: png, jpath: js})
     finally:

@@ -17,23 +17,13 @@ import math
 
 import numpy as np
 
+from seqkit.diagnostics.plots import json_safe
 from seqkit.errors import SeqkitError
 
 #: at most this many series (panels) are drawn; the title says how many there were
 MAX_PANELS = 12
 #: at most this many evaluation origins are drawn per series in a backtest
 MAX_ORIGINS = 8
-
-
-def _clean(obj):
-    """JSON has no NaN/inf: non-finite floats become ``None`` (recursively)."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: _clean(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_clean(v) for v in obj]
-    return obj
 
 
 def _save(fig, plt, outputs, path: str, data: dict | None = None) -> None:
@@ -45,7 +35,7 @@ def _save(fig, plt, outputs, path: str, data: dict | None = None) -> None:
     if data is not None:
         def js(tmp):
             with open(tmp, "w", encoding="utf-8") as f:
-                json.dump({**json_mark("plot"), **_clean(data)}, f, indent=1)
+                json.dump({**json_mark("plot"), **json_safe(data)}, f, indent=1)
 
         writers[json_path(path)] = js
     try:
