@@ -28,8 +28,19 @@ def read_frame(head, frame, name: str = "<DataFrame>") -> list:
             named ``NAME:N``, ``N`` its position), a series with fewer than ``data.context`` rows,
             or a series the run was not trained on.
     """
+    return last_windows(head, read_series(head.data, "input.csv", name, frame=frame))
+
+
+def last_windows(head, series: list) -> list:
+    """One record per series of ``series``: its last ``data.context`` rows (``frames``, ``times``),
+    labelled with the series id and named by its last row.
+
+    Raises:
+        seqkit.errors.DataError: a series with fewer than ``data.context`` rows, or one the run was
+            not trained on.
+    """
     C, out = head.data.context, []
-    for s in read_series(head.data, "input.csv", name, frame=frame):
+    for s in series:
         if len(s) < C:
             raise DataError(f"{s.where(0)}: series '{s.id}' has {len(s)} rows; a forecast reads the "
                             f"last data.context = {C} rows. Give at least {C} rows.")

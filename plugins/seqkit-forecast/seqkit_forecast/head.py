@@ -474,18 +474,10 @@ class ForecastHead(Head):
         if input_format not in ("auto", "text"):
             raise SeqkitError(f"{name}: --input-format {input_format}: a forecast run reads a table "
                               f"(CSV) like its training file.")
-        C, out = self.data.context, []
-        for s in read_series(self.data, name if name.endswith(".tsv") else "input.csv", name, text=text):
-            if len(s) < C:
-                raise DataError(f"{s.where(0)}: series '{s.id}' has {len(s)} rows; a forecast reads the "
-                                f"last data.context = {C} rows. Give at least {C} rows.")
-            from seqkit.data.records import Record
+        from seqkit_forecast.frames import last_windows
 
-            r = Record(frames=s.features(self.data.calendar)[-C:], label=str(s.id), where=s.where(len(s) - 1))
-            self.scaler.of(r.label, r.where)
-            r.times = s.times[-C:]
-            out.append(r)
-        return out
+        return last_windows(self, read_series(self.data, name if name.endswith(".tsv") else "input.csv",
+                                              name, text=text))
 
     def predict(self, model, records):
         f = self.forecasts(model, records)
