@@ -529,6 +529,7 @@ def train_run(recipe_path: str, run_dir: str, seeds: int | None = None, verbose:
 
     started, t0 = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), time.perf_counter()
     commit, info = git_describe(), machine()
+    name = _yaml(recipe_path).get("name") or os.path.splitext(os.path.basename(recipe_path))[0]
     if seeds:
         summary = seqkit.train_seeds(recipe_path, seeds, run_dir, verbose=verbose)
         dirs = summary["runs"]
@@ -539,7 +540,7 @@ def train_run(recipe_path: str, run_dir: str, seeds: int | None = None, verbose:
     for d in dirs:
         with open(os.path.join(d, PROVENANCE + ".tmp"), "w", encoding="utf-8") as f:
             json.dump({"commit": commit, "started": started, "wall_seconds": round(wall / len(dirs), 1),
-                       "command": f"python -m bench.tables --train{f' --seeds {seeds}' if seeds else ''}",
+                       "command": f"python -m bench.tables --train{f' --seeds {seeds}' if seeds else ''} --only {name}",
                        **info}, f, indent=2)
         os.replace(os.path.join(d, PROVENANCE + ".tmp"), os.path.join(d, PROVENANCE))
 
@@ -553,14 +554,27 @@ def shipped(recipes_dir: str = RECIPES) -> list[tuple[str, str]]:
 
 
 def collect(run_dirs: list[str] | None, *, seeds: int | None = None, do_train: bool = False,
-            recipes_dir: str = RECIPES, runs_dir: str = RUNS, log=print, verbose: int = 1) -> list[RunFiles]:
+            recipes_dir: str = RECIPES, runs_dir: str = RUNS, log=print, verbose: int = 1,
+            only: list[str] | None = None) -> list[RunFiles]:
     """The runs the tables read: ``run_dirs`` as given, else ``runs/<name>`` (or, with ``seeds``,
-    ``runs/<name>-seeds.json``) for each shipped recipe, training the missing ones when
-    ``do_train`` and skipping them (with a note through ``log``) otherwise."""
+    ``runs/<name>-seeds.json``) for each shipped recipe (those named in ``only``, when given),
+    training the missing ones when ``do_train`` and skipping them (with a note through ``log``)
+    otherwise.
+
+    Raises:
+        ValueError: a name in ``only`` is not a shipped recipe.
+    """
     if run_dirs:
         return [read_seeds(p) if p.endswith(".json") else read_run(p) for p in run_dirs]
+    recipes = shipped(recipes_dir)
+    unknown = sorted(set(only or ()) - {name for name, _ in recipes})
+    if unknown:
+        raise ValueError(f"--only {' '.join(unknown)}: not a recipe in {recipes_dir}/ "
+                         f"(there: {', '.join(name for name, _ in recipes)})")
     out = []
-    for name, path in shipped(recipes_dir):
+    for name, path in recipes:
+        if only and name not in only:
+            continue
         base = os.path.join(runs_dir, name)
         target = f"{base}-seeds.json" if seeds else os.path.join(base, "metrics.json")
         if not os.path.exists(target):
@@ -581,8 +595,13 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", type=int, help="read (and with --train, train) N seeds: mean ± sd")
     ap.add_argument("--check", metavar="README", help="report README rows that differ from the runs (exit 1)")
     ap.add_argument("--recipes", default=RECIPES, help="folder of the shipped recipes [recipes]")
+    ap.add_argument("--only", nargs="+", metavar="NAME", help="only these shipped recipes (by name)")
     a = ap.parse_args(argv)
-    runs = collect(a.runs, seeds=a.seeds, do_train=a.train, recipes_dir=a.recipes)
+    try:
+        runs = collect(a.runs, seeds=a.seeds, do_train=a.train, recipes_dir=a.recipes, only=a.only)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     if not runs:
         print("no runs to read: train them (--train) or give --runs DIR ...", file=sys.stderr)
         return 2
