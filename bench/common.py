@@ -13,6 +13,7 @@ import json
 import os
 import platform
 import statistics
+import sys
 import time
 from typing import Callable
 
@@ -55,7 +56,10 @@ def environment() -> dict:
     env = {"python": platform.python_version(), "machine": platform.machine(),
            "cpu": _cpu_name(), "cpus": os.cpu_count(), "cpu_kind": cpu_kind(flags),
            "machine_kind": machine_kind(flags), "cpu_flags": " ".join(f for f, on in flags.items() if on) or None,
-           "time": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+           "time": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "commit": git_describe(),
+           "command": " ".join(["python -m bench"] + sys.argv[1:]) if sys.argv and sys.argv[0].endswith(
+               os.path.join("bench", "__main__.py")) else None,
+           "load_average_1min": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None}
     try:
         import keras
         import tensorflow as tf
@@ -83,6 +87,17 @@ def environment() -> dict:
     return env
 
 
+def git_describe() -> str:
+    """``git describe --always --dirty --tags`` of the working tree (``unknown`` outside git)."""
+    import subprocess
+
+    try:
+        return subprocess.run(["git", "describe", "--always", "--dirty", "--tags"], capture_output=True,
+                              text=True, check=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
 def _cpu_name() -> str:
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
@@ -105,6 +120,21 @@ def markdown_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def report_markdown(doc: dict, level: int = 2) -> str:
+    """A report (``{"suite", "environment", "rows", ...}``) as Markdown: a heading of ``level``,
+    the environment line, the rows' table, the suite's own ``doc["markdown"]`` and its other string
+    values as ``key: value`` lines."""
+    env = doc.get("environment") or {}
+    env_line = ", ".join(f"{k} {v}" for k, v in env.items() if v is not None)
+    out = f"{'#' * level} bench suite `{doc.get('suite')}`\n\n{env_line}\n\n{markdown_table(doc.get('rows') or [])}\n"
+    if isinstance(doc.get("markdown"), str):
+        out += f"\n{doc['markdown']}"
+    for k, v in doc.items():
+        if isinstance(v, str) and k not in ("markdown", "suite"):
+            out += f"\n{k}: {v}\n"
+    return out
+
+
 def write_report(suite: str, rows: list[dict], extra: dict | None = None, out_dir: str = OUT_DIR) -> tuple[str, str]:
     """Write ``OUT_DIR/{suite}.json`` and ``{suite}.md``; return both paths.
 
@@ -112,17 +142,10 @@ def write_report(suite: str, rows: list[dict], extra: dict | None = None, out_di
     ``extra["markdown"]``: a suite's own Markdown (e.g. a table of several figures a contender),
     written as it is after the rows' table."""
     os.makedirs(out_dir, exist_ok=True)
-    env = environment()
-    doc = {"suite": suite, "environment": env, "rows": rows, **(extra or {})}
+    doc = {"suite": suite, "environment": environment(), "rows": rows, **(extra or {})}
     js, md = os.path.join(out_dir, f"{suite}.json"), os.path.join(out_dir, f"{suite}.md")
     with open(js, "w", encoding="utf-8") as f:
         json.dump(doc, f, indent=1)
-    env_line = ", ".join(f"{k} {v}" for k, v in env.items() if v is not None)
     with open(md, "w", encoding="utf-8") as f:
-        f.write(f"## bench suite `{suite}`\n\n{env_line}\n\n{markdown_table(rows)}\n")
-        if isinstance((extra or {}).get("markdown"), str):
-            f.write(f"\n{extra['markdown']}")
-        for k, v in (extra or {}).items():
-            if isinstance(v, str) and k != "markdown":
-                f.write(f"\n{k}: {v}\n")
+        f.write(report_markdown(doc))
     return js, md

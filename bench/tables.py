@@ -45,9 +45,10 @@ import json
 import math
 import os
 import re
-import subprocess
 import sys
 import time
+
+from bench.common import git_describe  # noqa: F401  (re-exported: the commit a run was trained at)
 
 RECIPES = "recipes"
 RUNS = "runs"
@@ -234,7 +235,12 @@ def provenance_line(runs: list[RunFiles], recipes_dir: str = RECIPES) -> str:
     for r in runs:
         p, m = r.provenance, r.metrics.get("machine") or {}
         if p.get("commit"):
-            code = f"code {p['commit']}, {p.get('cpu_kind', '?')} CPU ({p.get('cpu', '?')})"
+            code = f"code {p['commit']}, {p.get('cpu_kind', '?')} CPU ({p.get('cpu', '?')}, {p.get('cpus', '?')} cores"
+            if p.get("load_average_1min") is not None:
+                code += f", load {p['load_average_1min']:.1f} at start"
+            code += ")"
+            if p.get("command"):
+                code += f", command `{p['command']}`"
         elif m:  # seqkit.train records versions and CPU in metrics.json (not the commit)
             code = f"seqkit {m.get('seqkit', '?')}, {m.get('cpu_kind', '?')} CPU ({m.get('cpu', '?')})"
         else:
@@ -496,15 +502,6 @@ def check(readme: str, tables: list[Table]) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------- train
-
-def git_describe() -> str:
-    """``git describe --always --dirty --tags`` of the working tree (``unknown`` outside git)."""
-    try:
-        return subprocess.run(["git", "describe", "--always", "--dirty", "--tags"], capture_output=True,
-                              text=True, check=True, timeout=30).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
 
 def machine() -> dict:
     """CPU model, kind and vector extensions (``bench.machine``), core count, load average."""
