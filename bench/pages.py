@@ -187,8 +187,8 @@ def render_results(runs: list[tables.RunFiles], recipes_dir: str = tables.RECIPE
     have = {re.sub(r"-seed\d+$", "", r.name) for r in runs}
     missing = [n for n, _ in tables.shipped(recipes_dir) if n not in have]
     if missing:
-        parts.append("Shipped recipes with no record on this page yet (their earlier figures, measured by hand, "
-                     "are in [Lab history](lab-history.md)): "
+        parts.append("Shipped recipes with no record yet (their earlier figures, measured by hand, are on the "
+                     "in-depth pages linked below): "
                      + ", ".join(f"`{n}`" for n in missing) + ". To add one: `python -m bench.tables --train "
                      "--only NAME`, then `python -m bench.pages --record --write`.\n")
     return "\n".join(parts)
@@ -237,7 +237,7 @@ def render_readme(runs: list[tables.RunFiles], recipes_dir: str = tables.RECIPES
     missing = [n for n, _ in tables.shipped(recipes_dir) if n not in have]
     out = "\n".join(lines) + "\n"
     if missing:
-        out += f"\nNot yet recorded on this code: {', '.join(f'`{n}`' for n in missing)} (see Results).\n"
+        out += f"\nNo record yet: {', '.join(f'`{n}`' for n in missing)} (earlier figures: see Results).\n"
     return out
 
 

@@ -56,7 +56,7 @@ def test_readme_block_is_a_line_per_record_with_baseline_anchor_and_code(tmp_pat
                       f"xz -9e 1.17 bits/char (same split) | abc1234, {written} |")
     assert out[3].startswith("| `acceptor-japanese-vowels` | accuracy **0.9721 ± 0.0031** (3 seeds) | "
                              "majority-class 0.0946 | 1-NN DTW 0.949 (UEA archive) | not recorded, ")
-    assert out[-1] == "Not yet recorded on this code: `g2p-cmudict-standard` (see Results)."
+    assert out[-1] == "No record yet: `g2p-cmudict-standard` (earlier figures: see Results)."
 
 
 PAGE = "# Results\n\nintro\n\n{}\n\nold table\n\n{}\n\nafter\n"
