@@ -277,8 +277,8 @@ def replace_block(text: str, name: str, body: str, where: str = "page") -> str:
     return f"{head}{begin}\n\n{body.rstrip()}\n\n{end}{tail}"
 
 
-def stale(root: str = ".", records_dir: str | None = None) -> list[str]:
-    """The pages (relative paths) whose generated block differs from what the records give."""
+def _regenerated(root: str, records_dir: str | None) -> list[tuple[str, str, str, str]]:
+    """``(page, path, text now, text with its block regenerated)`` of every page."""
     records_dir = records_dir or os.path.join(root, RECORDS)
     gen = blocks(records_dir, os.path.join(root, tables.RECIPES))
     out = []
@@ -286,21 +286,19 @@ def stale(root: str = ".", records_dir: str | None = None) -> list[str]:
         path = os.path.join(root, page)
         with open(path, encoding="utf-8") as f:
             text = f.read()
-        if replace_block(text, name, gen[name], page) != text:
-            out.append(page)
+        out.append((page, path, text, replace_block(text, name, gen[name], page)))
     return out
+
+
+def stale(root: str = ".", records_dir: str | None = None) -> list[str]:
+    """The pages (relative paths) whose generated block differs from what the records give."""
+    return [page for page, _, text, new in _regenerated(root, records_dir) if new != text]
 
 
 def write_pages(root: str = ".", records_dir: str | None = None) -> list[str]:
     """Rewrite every page's generated block (staged + renamed); return the pages that changed."""
-    records_dir = records_dir or os.path.join(root, RECORDS)
-    gen = blocks(records_dir, os.path.join(root, tables.RECIPES))
     changed = []
-    for name, page in PAGES.items():
-        path = os.path.join(root, page)
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-        new = replace_block(text, name, gen[name], page)
+    for page, path, text, new in _regenerated(root, records_dir):
         if new != text:
             with open(path + ".tmp", "w", encoding="utf-8") as f:
                 f.write(new)
