@@ -182,8 +182,6 @@ def tiny_stream_lm_text() -> str:
 def tiny_stream_lm(shared_dir, keras):
     """The run directory of a tiny stream-layout LM (characters, 1 layer of 16 units, 1 epoch) on
     :func:`tiny_stream_lm_text`, trained once per session (valid 20%, test 10% of the lines)."""
-    import yaml
-
     from seqkit.recipe import recipe_from_dict
     from seqkit.training.train import train
 
@@ -194,7 +192,6 @@ def tiny_stream_lm(shared_dir, keras):
                                 "layout": "stream", "split": {"valid": 0.2, "test": 0.1}},
                           model={"units": 16, "embedding_dim": 8, "layers": 1},
                           training={"epochs": 1, "batch_size": 8, "bptt": 16, "learning_rate": 0.02})
-        yaml.safe_dump(raw)  # a plain recipe dict
         train(recipe_from_dict(raw), path, verbose=0)
 
     return built_once(shared_dir, "tiny_stream_lm", build)

@@ -21,7 +21,8 @@ Where the sampling options apply (:func:`sampling_distribution`): ``temperature`
 *network's* logits before they are mixed (``softmax(logits / T)``; its confidence bin is taken
 from that tempered distribution); the cache, n-gram and match distributions are not tempered.
 ``top_k`` and ``top_p`` then cut the *mixture* (its ``k`` most likely tokens, then its nucleus),
-renormalised, and the token is drawn from that with a NumPy generator seeded by ``seed``.
+renormalised, and the token is drawn from that with a NumPy generator seeded by ``seed`` (taken
+modulo ``2**64``: negative seeds too; the same seed gives the same text).
 ``greedy`` takes the arg-max of the mixture with the network at temperature 1 (the mixture
 evaluation scores) and ignores ``temperature``, ``top_k`` and ``top_p``, as plain greedy
 decoding does.
@@ -115,7 +116,8 @@ def generate_adaptive(prep, model, prompt: str = "", *, cache: bool = False, mix
             ``settings`` and ``history`` are given).
         prompt: text; its lines prime the state (:func:`seqkit.data.stream.prompt_ids`).
         cache, mix: the components chosen on valid (ignored when ``settings`` is given).
-        num: continuations; each has its own adaptive models, copied after the prompt.
+        num: continuations; each has its own adaptive models, copied after the prompt (memory
+            and copying time grow with ``num`` times the training text's n-gram tables).
         max_length: new tokens per continuation (generation goes on past line ends).
         greedy, temperature, top_k, top_p, seed: see the module docstring.
         settings: use these instead of choosing them on valid.
@@ -173,7 +175,7 @@ def generate_adaptive(prep, model, prompt: str = "", *, cache: bool = False, mix
     def step(token, st):  # a generated </s> is read back as <s>, as training read line ends
         return stepper.step_hidden(tf.where(token == END_ID, START_ID, token), st)
 
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(int(seed) % 2**64)  # any int seed, as plain sampling takes
     token = np.full(num, ids[-1], np.int32)
     rows = np.zeros((num, max_length), np.int64)
     for t in range(max_length):

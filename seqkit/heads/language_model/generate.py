@@ -100,8 +100,7 @@ def _join(prep, prompt: str, toks, row) -> str:
 
 def generate_text(prep, model, prompt: str = "", *, num: int = 1, max_length: int = 200,
                   greedy: bool = False, temperature: float = 1.0, top_k: int = 0,
-                  top_p: float = 1.0, seed: int = 0, cache: bool = False,
-                  mix: bool = False) -> list[str]:
+                  top_p: float = 1.0, seed: int = 0) -> list[str]:
     """Continue ``prompt`` ``num`` times with a trained language model.
 
     Args:
@@ -111,11 +110,6 @@ def generate_text(prep, model, prompt: str = "", *, num: int = 1, max_length: in
         num: number of continuations (a batch of ``num`` rows).
         max_length: most new tokens.
         greedy / temperature / top_k / top_p / seed: see :func:`seqkit.inference.decoding.decode`.
-        cache, mix: a stream run only: draw each token from the network mixed with a continuous
-            cache of its hidden states / an online n-gram and match model, the mixture that
-            ``seqkit evaluate --cache / --mix`` scores, its settings chosen on the valid split
-            (:mod:`seqkit.heads.language_model.adaptive_generate`, where the sampling options
-            apply is stated there); ``prep`` must hold the data splits.
 
     A run trained with ``data.layout: stream`` does not stop at the end of a line: ``</s>`` is
     printed as a line break, read back as ``<s>`` (as in training), and generation goes on to
@@ -125,18 +119,11 @@ def generate_text(prep, model, prompt: str = "", *, num: int = 1, max_length: in
     Returns:
         ``num`` strings: the prompt followed by its continuation.
 
-    Raises:
-        SeqkitError: ``cache`` or ``mix`` for a run that is not stream-layout; an empty valid split.
+    Generation mixed with the adaptive models of ``seqkit evaluate --cache / --mix`` is
+    :func:`seqkit.heads.language_model.adaptive_generate.generate_adaptive`.
     """
     import tensorflow as tf
 
-    if cache or mix:
-        from seqkit.heads.language_model.adaptive_generate import generate_adaptive
-
-        check_adaptive_generation(prep.recipe)
-        return generate_adaptive(prep, model, prompt, cache=cache, mix=mix, num=num,
-                                 max_length=max_length, greedy=greedy, temperature=temperature,
-                                 top_k=top_k, top_p=top_p, seed=seed)
     if _is_stream(prep):  # past line ends, the prompt's lines priming the state
         return _generate_stream(prep, model, prompt, num=num, max_length=max_length,
                                 greedy=greedy, temperature=temperature, top_k=top_k, top_p=top_p,

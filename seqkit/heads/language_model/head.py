@@ -31,6 +31,7 @@ from seqkit.errors import DataError, RecipeError, SeqkitError
 from seqkit.export.embedded_metadata import tokenization
 from seqkit.export.parity import padded_pairs
 from seqkit.heads.base import Head
+from seqkit.heads.language_model.adaptive_generate import generate_adaptive
 from seqkit.heads.language_model.dynamic_stats_cache import cached_gradient_stats
 from seqkit.heads.language_model.generate import check_adaptive_generation, generate_beam, generate_text
 from seqkit.layers.stack import apply_stack, make_plugin, recurrent_layers
@@ -250,10 +251,18 @@ class LanguageModelHead(Head):
 
         return resolve_options(evaluation, **given)
 
-    def generate_text(self, prep, model, prompt, **options):
-        """Sampled or greedy continuations (:func:`seqkit.heads.language_model.generate.generate_text`;
-        ``cache`` / ``mix``: the adaptive mixture of
-        :mod:`seqkit.heads.language_model.adaptive_generate`)."""
+    def generate_text(self, prep, model, prompt, *, cache: bool = False, mix: bool = False, **options):
+        """Sampled or greedy continuations (:func:`seqkit.heads.language_model.generate.generate_text`);
+        with ``cache`` / ``mix`` (a stream run, ``prep`` holding the data splits) from the network
+        mixed with the adaptive models of ``seqkit evaluate --cache / --mix``
+        (:func:`seqkit.heads.language_model.adaptive_generate.generate_adaptive`).
+
+        Raises:
+            SeqkitError: ``cache`` / ``mix`` for a line-layout run, or with an empty valid split.
+        """
+        if cache or mix:
+            check_adaptive_generation(prep.recipe)
+            return generate_adaptive(prep, model, prompt, cache=cache, mix=mix, **options)
         return generate_text(prep, model, prompt, **options)
 
     @classmethod
