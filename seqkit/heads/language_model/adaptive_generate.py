@@ -135,7 +135,7 @@ def generate_adaptive(prep, model, prompt: str = "", *, cache: bool = False, mix
     import tensorflow as tf
 
     from seqkit.heads.language_model.adaptive_eval import training_stream
-    from seqkit.heads.language_model.generate import _encode_stream_prompt, _join_stream
+    from seqkit.heads.language_model.generate import _encode_stream_prompt, _join_stream, _traced
     from seqkit.heads.language_model.stream import StreamRunner
 
     head = prep.head
@@ -169,11 +169,16 @@ def generate_adaptive(prep, model, prompt: str = "", *, cache: bool = False, mix
     streams = [stream] + [copy.deepcopy(stream) for _ in range(num - 1)]
     states = [tf.tile(s, [num, 1]) for s in states]
 
-    stepper = head.stepper(model)
+    def build():
+        stepper = head.stepper(model)
 
-    @tf.function(reduce_retracing=True)
-    def step(token, st):  # a generated </s> is read back as <s>, as training read line ends
-        return stepper.step_hidden(tf.where(token == END_ID, START_ID, token), st)
+        @tf.function(reduce_retracing=True)
+        def step(token, st):  # a generated </s> is read back as <s>, as training read line ends
+            return stepper.step_hidden(tf.where(token == END_ID, START_ID, token), st)
+
+        return step
+
+    step = _traced(model, ("adaptive_step",), build)  # traced once per model, as generate_text's loops
 
     rng = np.random.default_rng(int(seed) % 2**64)  # any int seed, as plain sampling takes
     token = np.full(num, ids[-1], np.int32)
