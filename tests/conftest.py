@@ -162,3 +162,36 @@ def tiny_lm_export(shared_dir, tiny_lm):
             return out, json.load(f)
 
     return get
+
+
+#: The line that :func:`tiny_stream_lm_text` repeats (its words occur in no other line).
+REPEATED_LINE = "quick brown fox jumps"
+
+
+def tiny_stream_lm_text() -> str:
+    """200 lines of six random Greek-letter words, every fourth line :data:`REPEATED_LINE`."""
+    import numpy as np
+
+    rng = np.random.default_rng(11)
+    words = ["alpha", "beta", "gamma", "delta", "tau", "sigma", "omega", "kappa"]
+    return "\n".join(REPEATED_LINE if i % 4 == 0 else " ".join(rng.choice(words, 6))
+                     for i in range(200)) + "\n"
+
+
+@pytest.fixture(scope="session")
+def tiny_stream_lm(shared_dir, keras):
+    """The run directory of a tiny stream-layout LM (characters, 1 layer of 16 units, 1 epoch) on
+    :func:`tiny_stream_lm_text`, trained once per session (valid 20%, test 10% of the lines)."""
+    from seqkit.recipe import recipe_from_dict
+    from seqkit.training.train import train
+
+    def build(path):
+        text = shared_dir / "tiny_stream_lm.txt"
+        text.write_text(tiny_stream_lm_text(), encoding="utf-8")
+        raw = make_recipe(data={"source": "text_lines", "path": str(text), "limit": None,
+                                "layout": "stream", "split": {"valid": 0.2, "test": 0.1}},
+                          model={"units": 16, "embedding_dim": 8, "layers": 1},
+                          training={"epochs": 1, "batch_size": 8, "bptt": 16, "learning_rate": 0.02})
+        train(recipe_from_dict(raw), path, verbose=0)
+
+    return built_once(shared_dir, "tiny_stream_lm", build)

@@ -35,20 +35,30 @@ from seqkit.runs.rundir import json_line, strict_json
 @click.option("--min-length", type=click.IntRange(min=0), help="Beam search: fewest new tokens before the end marker.")
 @click.option("--num", type=click.IntRange(min=1), default=1, show_default=True, help="How many sampled continuations.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Sampling seed.")
+@click.option("--cache", is_flag=True, help="Language model, data.layout stream: draw each token from the "
+              "network mixed with a continuous cache of its hidden states over the prompt and the text "
+              "generated so far (Grave et al. 2017), as evaluate --cache scores it; settings chosen on the "
+              "valid split. Sampling or --greedy only; --temperature applies to the network before "
+              "mixing, --top-k / --top-p to the mixture.")
+@click.option("--mix", is_flag=True, help="Language model, data.layout stream: draw each token from the "
+              "network mixed with an online n-gram and a longest-match model that read the training text, "
+              "then the prompt and the text generated so far, as evaluate --mix scores it (reading the "
+              "training text takes a while on a large corpus); combines with --cache.")
 @click.option("--json", "as_json", is_flag=True, help='Print {"prompt", "outputs": [{"text", "score"?}]} as JSON.')
 @with_common_options
 def generate(run_dir, prompt, max_length, temperature, top_k, top_p, greedy, beam_width,
-             length_penalty, n_best, min_length, num, seed, as_json=False):
-    """Generate text from a trained language-model run (sampling, greedy or beam search)."""
+             length_penalty, n_best, min_length, num, seed, cache=False, mix=False, as_json=False):
+    """Generate text from a trained language-model run (sampling, greedy or beam search; --cache /
+    --mix: from the network mixed with the adaptive models of evaluate --cache / --mix)."""
     from seqkit.runs.run import Run, check_decoding_options
 
     check_decoding_options(greedy=greedy, beam_width=beam_width, length_penalty=length_penalty,
-                           n_best=n_best, min_length=min_length)  # before the run is read
+                           n_best=n_best, min_length=min_length, adaptive=cache or mix)  # before the run is read
 
     results = Run(run_dir).generate(prompt, max_length=max_length, temperature=temperature, top_k=top_k,
                                     top_p=top_p, greedy=greedy, beam_width=beam_width,
                                     length_penalty=length_penalty, n_best=n_best, min_length=min_length,
-                                    num=num, seed=seed)
+                                    num=num, seed=seed, cache=cache, mix=mix)
     if as_json:  # beam search: (text, score) pairs; sampling and greedy: texts
         click.echo(json.dumps({"prompt": prompt, "outputs": [
             {"text": r} if isinstance(r, str) else {"text": r[0], "score": float(r[1])} for r in results]},

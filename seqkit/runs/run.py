@@ -71,15 +71,24 @@ MAX_NEW_TOKENS = 1_000_000
 
 
 def check_decoding_options(*, greedy: bool, beam_width: int | None, length_penalty: float | None,
-                           n_best: int | None, min_length: int | None) -> None:
+                           n_best: int | None, min_length: int | None, adaptive: bool = False) -> None:
     """Refuse contradictory decoding options before any run is loaded (CLI and API alike).
+
+    Args:
+        adaptive: ``--cache`` / ``--mix`` asked (sampling and greedy decoding only).
 
     Raises:
         SeqkitError: ``greedy`` together with a beam-search option, or ``n_best`` above
-            ``beam_width`` and other bad beam values (:func:`seqkit.inference.decoding.check_beam_args`).
+            ``beam_width`` and other bad beam values (:func:`seqkit.inference.decoding.check_beam_args`);
+            ``adaptive`` with a beam-search option.
     """
     beam_asked = beam_width is not None or length_penalty is not None or n_best is not None \
         or min_length is not None
+    if adaptive and beam_asked:
+        raise SeqkitError("--cache / --mix mix the network with adaptive models token by token while "
+                          "sampling or greedy decoding; beam search does not use them: drop the beam "
+                          "options (--beam-width, --length-penalty, --n-best, --min-length), or drop "
+                          "--cache / --mix.")
     if greedy and beam_asked:
         raise SeqkitError("--greedy and beam-search options (--beam-width, --length-penalty, "
                           "--n-best, --min-length) exclude each other; drop --greedy for beam search "
@@ -310,7 +319,8 @@ class Run:
                  temperature: float | None = None, top_k: int | None = None,
                  top_p: float | None = None, greedy: bool = False, beam_width: int | None = None,
                  length_penalty: float | None = None, n_best: int | None = None,
-                 min_length: int | None = None, num: int = 1, seed: int = 0) -> list:
+                 min_length: int | None = None, num: int = 1, seed: int = 0,
+                 cache: bool = False, mix: bool = False) -> list:
         """Continue ``prompt`` with a language-model run, as ``seqkit generate`` does.
 
         Sampling (the default, or ``greedy=True``) unless a beam option is given or the recipe's
@@ -326,6 +336,15 @@ class Run:
                 tokens; ``num`` continuations; the same ``seed`` gives the same text).
             greedy: arg-max decoding.
             beam_width / length_penalty / n_best / min_length: beam search (GNMT length penalty).
+            cache, mix: language model, data.layout stream, sampling or greedy: draw each token
+                from the network mixed with a continuous cache of its hidden states (Grave et al.
+                2017) / an online n-gram and longest-match model, the mixture
+                ``evaluate(cache=, mix=)`` scores, its settings chosen on the valid split (the
+                data is read). The n-gram and match models read the training text, then the
+                prompt; the cache holds the prompt's and the continuation's hidden states.
+                ``temperature`` applies to the network's distribution before it is mixed,
+                ``top_k`` / ``top_p`` to the mixture; ``greedy`` is the mixture's arg-max
+                (:mod:`seqkit.heads.language_model.adaptive_generate`).
 
         Returns:
             Sampling/greedy: ``num`` strings (the prompt and its continuation). Beam search:
@@ -334,7 +353,9 @@ class Run:
 
         Raises:
             SeqkitError: not a language-model run; ``greedy`` with beam options; sampling options
-                with beam search; ``n_best > beam_width`` and other bad values.
+                with beam search; ``n_best > beam_width`` and other bad values; ``cache`` / ``mix``
+                with beam search, for a run that is not a stream-layout language model (both
+                checked before the run loads), or with an empty valid split.
         """
         from seqkit import arguments as a  # the same checks and messages as the CLI's options
 
@@ -347,11 +368,26 @@ class Run:
         for name in ("beam_width", "n_best", "min_length"):
             a.whole(name, locals()[name], 0, optional=True)
         length_penalty = a.real("length_penalty", length_penalty, optional=True)
+        adaptive = bool(cache or mix)
         check_decoding_options(greedy=greedy, beam_width=beam_width, length_penalty=length_penalty,
-                               n_best=n_best, min_length=min_length)
+                               n_best=n_best, min_length=min_length, adaptive=adaptive)
         beam_asked = beam_width is not None or length_penalty is not None or n_best is not None \
             or min_length is not None
-        prep, model = self._load()
+        if adaptive:  # from the recipe alone, before the model and the data load
+            check = getattr(HEADS.get(self.recipe.head.type), "check_adaptive_generation", None)
+            if check is None:
+                raise SeqkitError(f"{self.path}: --cache / --mix need a language model trained with "
+                                  f"data.layout: stream (this run's head is "
+                                  f"'{self.recipe.head.type}'); generate without them.")
+            try:
+                check(self.recipe)
+            except SeqkitError as e:
+                raise SeqkitError(f"{self.path}: {e}") from None
+            if self.recipe.decoding.strategy == "beam" and not greedy:
+                raise SeqkitError(f"{self.path}: --cache / --mix sample or decode greedily, but the "
+                                  f"recipe's decoding.strategy is beam; add --greedy (greedy=True), "
+                                  f"or set decoding.strategy to sample.")
+        prep, model = self._load(with_data=adaptive)
         self._need(prep, "generate")
         dec = prep.recipe.decoding
         max_length = max_length or dec.max_length
@@ -371,7 +407,8 @@ class Run:
                              greedy=greedy or dec.strategy == "greedy",
                              temperature=temperature or dec.temperature,
                              top_k=dec.top_k if top_k is None else top_k,
-                             top_p=dec.top_p if top_p is None else top_p, seed=seed)
+                             top_p=dec.top_p if top_p is None else top_p, seed=seed,
+                             **({"cache": cache, "mix": mix} if adaptive else {}))
 
     # ------------------------------------------------------------ predict / transduce
 

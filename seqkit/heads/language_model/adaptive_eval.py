@@ -26,6 +26,7 @@ import time
 
 import numpy as np
 
+from seqkit import log
 from seqkit.data.stream import token_stream
 from seqkit.errors import SeqkitError
 from seqkit.heads.language_model import adaptive
@@ -108,6 +109,71 @@ def _figures(p_target, seconds: float) -> dict:
             "tokens": int(len(p_target)), "seconds": round(seconds, 1), "peak_memory_mb": _peak_mb()}
 
 
+def require_valid(valid_records, flags: str) -> None:
+    """Refuse adaptive modes without a valid split to choose their settings on.
+
+    Args:
+        valid_records: the recipe's valid split (a list of records; empty or None: refused).
+        flags: the options asked, as the message names them (e.g. ``"--cache / --mix"``).
+
+    Raises:
+        SeqkitError: the valid split is empty.
+    """
+    if not valid_records:
+        raise SeqkitError(f"{flags} choose their settings on the valid split, which is empty "
+                          f"(data.split.valid is 0); give the recipe a valid split.")
+
+
+def training_stream(head, train_records) -> np.ndarray:
+    """The training split as the one token stream the n-gram and match models read first.
+
+    Returns:
+        int64 ``[M]`` (:func:`seqkit.data.stream.token_stream` of the encoded lines; empty without
+        a training split).
+    """
+    if not train_records:
+        return np.zeros(0, np.int64)
+    t0 = time.time()
+    log.info(f"adaptive models: encoding the training text ({len(train_records):,} lines) as one stream.")
+    ids = [head.vocab.encode(head.tokenizer.split(r.text)) for r in train_records]
+    out = token_stream(ids).astype(np.int64)
+    log.info(f"adaptive models: {len(out):,} training tokens in {time.time() - t0:.1f} s.")
+    return out
+
+
+def split_outputs(head, members, records, name: str, history, *, keep_hidden: bool,
+                  dynamic=None, train_records=None) -> adaptive.SplitOutputs:
+    """The network's side of one split for the adaptive models (:func:`network_outputs` of each
+    member, their distributions averaged).
+
+    Args:
+        head: the language-model head.
+        members: ``[(model, run_dir)]``; the cache keys are the first member's.
+        records: the split's records, read as one stream from zero states.
+        name: the split's name (``"valid"`` for :func:`~seqkit.heads.language_model.adaptive.choose_settings`).
+        history: int ``[M]``: :func:`training_stream`.
+        keep_hidden: keep the first member's top-layer outputs (the cache's keys).
+        dynamic: None or an :class:`~seqkit.recipe.EvaluationConfig` (dynamic evaluation).
+        train_records: the training split (the ``rms`` rule's statistics, with ``dynamic``).
+
+    Returns:
+        :class:`~seqkit.heads.language_model.adaptive.SplitOutputs` (probabilities float64).
+    """
+    t0 = time.time()
+    probs, hidden, y = None, None, None
+    for i, (model, run_dir) in enumerate(members):
+        chunk = dynamic.dynamic_chunk if dynamic is not None else (head.recipe.training.bptt or 128)
+        data = head.stream_data(records, columns=1, bptt=chunk)
+        dyn = head.dynamic_update_options(model, dynamic, train_records, run_dir) if dynamic is not None else None
+        p, h, y = network_outputs(model, data, dynamic=dyn, keep_hidden=keep_hidden and i == 0)
+        probs = p.astype(np.float64) if probs is None else probs + p
+        hidden = h if i == 0 else hidden
+    probs /= len(members)
+    log.info(f"adaptive models: the network over the {name} split ({len(y):,} tokens"
+             + (f", {len(members)} runs" if len(members) > 1 else "") + f") in {time.time() - t0:.1f} s.")
+    return adaptive.SplitOutputs(split=name, probs=probs, hidden=hidden, targets=y, history=history)
+
+
 def evaluate_adaptive(head, members, records, valid_records, train_records, *, split: str,
                       cache: bool, mix: bool, dynamic=None) -> dict:
     """Every asked mode's figures on ``records`` (module docstring).
@@ -134,11 +200,8 @@ def evaluate_adaptive(head, members, records, valid_records, train_records, *, s
     Raises:
         SeqkitError: the valid split is empty.
     """
-    if not valid_records:
-        raise SeqkitError("--cache / --mix / --ensemble choose their settings on the valid split, "
-                          "which is empty (data.split.valid is 0); give the recipe a valid split.")
-    enc = lambda recs: [head.vocab.encode(head.tokenizer.split(r.text)) for r in recs]  # noqa: E731
-    history = token_stream(enc(train_records)).astype(np.int64) if train_records else np.zeros(0, np.int64)
+    require_valid(valid_records, "--cache / --mix / --ensemble")
+    history = training_stream(head, train_records)
     bases = [("static", None)] + ([("dynamic", dynamic)] if dynamic is not None else [])
     out: dict = {}
     for base, ev in bases:
@@ -147,17 +210,8 @@ def evaluate_adaptive(head, members, records, valid_records, train_records, *, s
             if name in outs:
                 continue
             t0 = time.time()
-            probs, hidden = None, None
-            for i, (model, run_dir) in enumerate(members):
-                chunk = ev.dynamic_chunk if ev is not None else (head.recipe.training.bptt or 128)
-                data = head.stream_data(recs, columns=1, bptt=chunk)
-                dyn = head.dynamic_update_options(model, ev, train_records, run_dir) if ev is not None else None
-                p, h, y = network_outputs(model, data, dynamic=dyn, keep_hidden=cache and i == 0)
-                probs = p.astype(np.float64) if probs is None else probs + p
-                hidden = h if i == 0 else hidden
-            probs /= len(members)
-            outs[name] = adaptive.SplitOutputs(split=name, probs=probs, hidden=hidden, targets=y,
-                                               history=history)
+            outs[name] = split_outputs(head, members, recs, name, history, keep_hidden=cache,
+                                       dynamic=ev, train_records=train_records)
             secs[name] = time.time() - t0
         label = base + ("+ensemble" if len(members) > 1 else "")
         test = outs[split]

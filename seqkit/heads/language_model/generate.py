@@ -9,6 +9,7 @@ from __future__ import annotations
 from seqkit import log
 from seqkit.data.stream import decode_lines, prompt_ids
 from seqkit.data.vocab import END_ID, START_ID, UNK_ID, tokenize
+from seqkit.errors import SeqkitError
 from seqkit.inference.decoding import beam_search, check_beam_args, decode
 
 
@@ -50,6 +51,20 @@ def _encode_prompt(prep, prompt: str):
 def _is_stream(prep) -> bool:
     """A run trained with ``data.layout: stream`` (generation continues past line ends)."""
     return prep.recipe.data.layout == "stream"
+
+
+def check_adaptive_generation(recipe) -> None:
+    """Refuse ``--cache`` / ``--mix`` generation for a run that is not stream-layout (from the
+    recipe alone, before the model loads).
+
+    Raises:
+        SeqkitError: ``recipe.data.layout`` is not ``stream``.
+    """
+    if recipe.data.layout != "stream":
+        raise SeqkitError(f"--cache / --mix need a language model trained with data.layout: stream "
+                          f"(this run's layout is {recipe.data.layout!r}): the cache and the n-gram "
+                          f"read one stream of text; generate without them, or train the recipe with "
+                          f"data.layout: stream.")
 
 
 def _encode_stream_prompt(prep, prompt: str) -> list[int]:
@@ -103,6 +118,9 @@ def generate_text(prep, model, prompt: str = "", *, num: int = 1, max_length: in
 
     Returns:
         ``num`` strings: the prompt followed by its continuation.
+
+    Generation mixed with the adaptive models of ``seqkit evaluate --cache / --mix`` is
+    :func:`seqkit.heads.language_model.adaptive_generate.generate_adaptive`.
     """
     import tensorflow as tf
 

@@ -31,8 +31,9 @@ from seqkit.errors import DataError, RecipeError, SeqkitError
 from seqkit.export.embedded_metadata import tokenization
 from seqkit.export.parity import padded_pairs
 from seqkit.heads.base import Head
+from seqkit.heads.language_model.adaptive_generate import generate_adaptive
 from seqkit.heads.language_model.dynamic_stats_cache import cached_gradient_stats
-from seqkit.heads.language_model.generate import generate_beam, generate_text
+from seqkit.heads.language_model.generate import check_adaptive_generation, generate_beam, generate_text
 from seqkit.layers.stack import apply_stack, make_plugin, recurrent_layers
 from seqkit.metrics.baselines import NGramLM, compression_perplexities
 from seqkit.metrics.perplexity import perplexity
@@ -250,9 +251,25 @@ class LanguageModelHead(Head):
 
         return resolve_options(evaluation, **given)
 
-    def generate_text(self, prep, model, prompt, **options):
-        """Sampled or greedy continuations (:func:`seqkit.heads.language_model.generate.generate_text`)."""
+    def generate_text(self, prep, model, prompt, *, cache: bool = False, mix: bool = False, **options):
+        """Sampled or greedy continuations (:func:`seqkit.heads.language_model.generate.generate_text`);
+        with ``cache`` / ``mix`` (a stream run, ``prep`` holding the data splits) from the network
+        mixed with the adaptive models of ``seqkit evaluate --cache / --mix``
+        (:func:`seqkit.heads.language_model.adaptive_generate.generate_adaptive`).
+
+        Raises:
+            SeqkitError: ``cache`` / ``mix`` for a line-layout run, or with an empty valid split.
+        """
+        if cache or mix:
+            check_adaptive_generation(prep.recipe)
+            return generate_adaptive(prep, model, prompt, cache=cache, mix=mix, **options)
         return generate_text(prep, model, prompt, **options)
+
+    @classmethod
+    def check_adaptive_generation(cls, recipe):
+        """Refuse ``cache`` / ``mix`` generation from the recipe alone, before the run loads
+        (:func:`seqkit.heads.language_model.generate.check_adaptive_generation`)."""
+        check_adaptive_generation(recipe)
 
     def generate_beam(self, prep, model, prompt, **options):
         """Beam-search continuations (:func:`seqkit.heads.language_model.generate.generate_beam`)."""
@@ -511,6 +528,17 @@ class LanguageModelStepper:
 
     def step(self, token, states):
         """``(token [B] int32, states) -> (logits [B, V] float32, new_states)``."""
+        _, logits, out = self.step_hidden(token, states)
+        return logits, out
+
+    def step_hidden(self, token, states):
+        """:meth:`step` that also returns the top layer's output (what the logits layer reads).
+
+        Returns:
+            ``(hidden [B, H] float32, logits [B, V] float32, new_states)``; ``hidden`` is the
+            cache key of :mod:`seqkit.heads.language_model.adaptive` (the one-step counterpart of
+            :meth:`seqkit.heads.language_model.stream.StreamRunner.forward_hidden`).
+        """
         import tensorflow as tf
 
         x = tf.gather(self.embedding.embeddings, token)  # [B, E]: a plain GATHER, no padding mask
@@ -522,4 +550,4 @@ class LanguageModelStepper:
             new = list(new) if isinstance(new, (list, tuple)) else [new]
             out.extend(new)
             k += n
-        return self.logits(x), out
+        return x, self.logits(x), out
