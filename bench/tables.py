@@ -369,7 +369,8 @@ def lm_table(runs: list[RunFiles]) -> Table | None:
         what = f"{str(m.get('cell', '')).upper()} {m.get('units')}"
         key = f"LSTM {m.get('units')}, stream layout" if layout == "stream" else what
         tr = r.recipe.get("training") or {}
-        detail = (f"`recipes/{r.name}.yaml`, truncated BPTT {tr.get('bptt')}, " if layout == "stream" else "")
+        base = re.sub(r"-seed\d+$", "", r.name)
+        detail = (f"`recipes/{base}.yaml`, truncated BPTT {tr.get('bptt')}, " if layout == "stream" else "")
         label = (f"**seqkit {what}, {'stream layout' if layout == 'stream' else str(m.get('layers', 1)) + ' layer'}** "
                  f"({detail}{r.metrics.get('epochs')} of {tr.get('epochs')} epochs, best epoch {best_epoch(r)})")
         return Row(key, [label, fmt(r.valid("perplexity"), ".2f"), f"**{fmt(r.test('perplexity'), '.3f')}**",
