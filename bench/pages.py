@@ -3,7 +3,7 @@
 A figure in seqkit's documentation comes from a file a reader can check, never from a note typed
 by hand. Two kinds of files are kept in git under ``bench/records/`` (small JSON, no weights):
 
-* a **run record** ``bench/records/runs/NAME.json`` per shipped recipe: what :mod:`bench.tables`
+* a **run record** ``bench/records/recipes/NAME.json`` per shipped recipe: what :mod:`bench.tables`
   reads from a trained run (``recipe.yaml``, ``metrics.json`` without its confusion matrices,
   ``history.json``, ``state.json``, ``provenance.json``) or from a ``--seeds`` summary (figures as
   mean, sample sd and n), written by ``--record``;
@@ -96,7 +96,7 @@ def _write_json(path: str, obj: dict) -> None:
 def write_record(run: tables.RunFiles, records_dir: str = RECORDS) -> str:
     """Write ``records_dir/runs/NAME.json`` for ``run``; return its path."""
     rec = record_of(run)
-    path = os.path.join(records_dir, "runs", f"{rec['name']}.json")
+    path = os.path.join(records_dir, "recipes", f"{rec['name']}.json")
     _write_json(path, rec)
     return path
 
@@ -147,7 +147,7 @@ def read_record(path: str) -> tables.RunFiles:
 
 def read_records(records_dir: str = RECORDS, recipes_dir: str = tables.RECIPES) -> list[tables.RunFiles]:
     """Every run record, in the order of the shipped recipes (then any others, by name)."""
-    folder = os.path.join(records_dir, "runs")
+    folder = os.path.join(records_dir, "recipes")
     names = sorted(f[:-5] for f in os.listdir(folder) if f.endswith(".json")) if os.path.isdir(folder) else []
     order = [n for n, _ in tables.shipped(recipes_dir)]
     names.sort(key=lambda n: (order.index(n) if n in order else len(order), n))

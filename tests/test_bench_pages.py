@@ -114,3 +114,16 @@ def test_a_bench_record_shows_its_commit_command_and_table(tmp_path):
 def test_the_shipped_pages_match_the_shipped_records():
     """README, docs/results.md and docs/benchmarks.md hold exactly what bench/records/ gives."""
     assert pages.stale(ROOT) == [], "run python -m bench.pages --write and commit the pages"
+
+
+def test_records_are_not_ignored_by_git():
+    """The records are the pages' source: a .gitignore pattern (e.g. ``runs/``) must not hide them."""
+    import shutil
+    import subprocess
+
+    if shutil.which("git") is None or not os.path.isdir(os.path.join(ROOT, ".git")):
+        pytest.skip("not a git checkout")
+    for kind in ("recipes", "bench"):
+        probe = os.path.join("bench", "records", kind, "any.json")
+        ignored = subprocess.run(["git", "check-ignore", "-q", probe], cwd=ROOT).returncode == 0
+        assert not ignored, f"{probe} is ignored by git: a record there would never reach a clone"
