@@ -5,8 +5,10 @@
   (the last two leave the encoder nothing that depends on where the series' level has wandered,
   e.g. a trend carrying the test period beyond the training period's range).
 * :class:`Anchor` (``head.anchor``): the reference forecast the network's output is added to --
-  none, the last observation (naive) or the observation one season before each future step
-  (seasonal naive); the network then learns a correction of that forecast.
+  none, the last observation (naive), the observation one season before each future step
+  (seasonal naive), or exponential smoothing run over the window (``smoothed``: a level that
+  follows shifts, a damped trend and a seasonal profile smoothed over the window's seasons); the
+  network then learns a correction of that forecast.
 * :class:`FutureCalendar` (``head.future_calendar``): the calendar features of the ``horizon``
   steps after the window, known in advance, computed inside the model from the last observation's
   (so the step model needs no second input).
@@ -23,7 +25,9 @@ import numpy as np
 import keras
 
 INPUTS = ("level", "difference", "relative")
-ANCHORS = ("none", "last", "seasonal")
+ANCHORS = ("none", "last", "seasonal", "smoothed")
+#: ``head.smoothing`` defaults: ``(level alpha, trend beta, season gamma, damping phi)``
+SMOOTHING = (0.3, 0.0, 0.3, 0.98)
 
 
 @keras.saving.register_keras_serializable(package="seqkit_forecast")
@@ -58,16 +62,52 @@ class TargetInputs(keras.layers.Layer):
         return ops.concatenate([y, frames[:, :, 1:]], axis=-1)
 
 
-def anchor_forecast(y: np.ndarray, kind: str, horizon: int, season: int) -> np.ndarray:
+def smoothed_forecast(y: np.ndarray, horizon: int, season: int, smoothing=SMOOTHING) -> np.ndarray:
+    """Additive damped-trend Holt-Winters (ETS(A,Ad,A)) run over each window ``y [N, T]``
+    (float64 numpy; ``T >= 2 m``) with fixed parameters, and its ``[N, H]`` forecasts.
+
+    Error-correction form (Hyndman & Athanasopoulos, *Forecasting: Principles and Practice*, 3rd
+    ed., sections 8.3 and 8.4; the normalising-input role of the level and season follows Smyl's
+    ES-RNN, *Int. J. Forecasting* 36(1), 2020). With ``(alpha, beta, gamma, phi) = smoothing``:
+
+    * start, from the window's first two seasons: trend ``b = (mean(y_m..y_{2m-1}) -
+      mean(y_0..y_{m-1})) / m``; level at step ``m - 1``: ``l = mean(y_0..y_{m-1}) + b (m - 1) / 2``;
+      season ``s_j = y_j - (l - (m - 1 - j) b)`` for ``j < m``;
+    * each step ``t = m .. T-1``: ``e = y_t - l - phi b - s_{t-m}``; ``l <- l + phi b + alpha e``;
+      ``b <- phi b + beta e``; ``s_t = s_{t-m} + gamma e``;
+    * step ``h = 1..H`` ahead: ``l + (phi + phi^2 + ... + phi^h) b + s_{T - m + ((h - 1) mod m)}``.
+
+    Linear in ``y`` for fixed parameters, so it commutes with the per-series affine scaling.
+    ``phi = 0`` drops the trend (level and season only)."""
+    a, b_, g, phi = (float(v) for v in smoothing)
+    y = np.asarray(y, np.float64)
+    m, T = season, y.shape[1]
+    first, second = y[:, :m].mean(1), y[:, m:2 * m].mean(1)
+    b = (second - first) / m
+    lvl = first + b * (m - 1) / 2
+    s = [y[:, j] - (lvl - (m - 1 - j) * b) for j in range(m)]
+    for t in range(m, T):
+        e = y[:, t] - lvl - phi * b - s[t - m]
+        lvl = lvl + phi * b + a * e
+        b = phi * b + b_ * e
+        s.append(s[t - m] + g * e)
+    damp = np.cumsum(phi ** np.arange(1, horizon + 1))
+    return np.stack([lvl + damp[h] * b + s[T - m + (h % m)] for h in range(horizon)], axis=1)
+
+
+def anchor_forecast(y: np.ndarray, kind: str, horizon: int, season: int, smoothing=SMOOTHING) -> np.ndarray:
     """The reference forecast ``[N, H]`` of windows whose target columns are ``y [N, T]``
     (numpy; the same as :class:`Anchor`): ``none``: zeros; ``last``: ``y_{T-1}`` at every step
     (naive); ``seasonal``: step ``h = 1..H`` is ``y_{T - m + ((h - 1) mod m)}`` (seasonal naive,
-    Hyndman & Athanasopoulos, *Forecasting: Principles and Practice*, 3rd ed., section 5.2)."""
+    Hyndman & Athanasopoulos, *Forecasting: Principles and Practice*, 3rd ed., section 5.2);
+    ``smoothed``: :func:`smoothed_forecast` with ``smoothing``."""
     y = np.asarray(y)
     if kind == "none":
         return np.zeros((len(y), horizon), y.dtype)
     if kind == "last":
         return np.repeat(y[:, -1:], horizon, axis=1)
+    if kind == "smoothed":
+        return smoothed_forecast(y, horizon, season, smoothing)
     T = y.shape[1]
     return y[:, [T - season + (h % season) for h in range(horizon)]]
 
@@ -79,19 +119,48 @@ class Anchor(keras.layers.Layer):
     :func:`anchor_forecast`) added to each of the ``Q`` levels of each step (row ``h * Q + q``).
 
     Args:
-        kind: one of :data:`ANCHORS`; horizon: ``H``; levels: ``Q``; season: ``m`` (``seasonal``;
-            the window must hold at least ``m`` steps).
+        kind: one of :data:`ANCHORS`; horizon: ``H``; levels: ``Q``; season: ``m`` (``seasonal``:
+            the window must hold at least ``m`` steps; ``smoothed``: at least ``2 m``);
+        smoothing: ``(alpha, beta, gamma, phi)`` of ``smoothed``, each in ``[0, 1]``.
+
+    Raises:
+        ValueError: an unknown kind, smoothing parameters outside ``[0, 1]``.
     """
 
-    def __init__(self, kind: str = "none", horizon: int = 1, levels: int = 1, season: int = 1, **kwargs):
+    def __init__(self, kind: str = "none", horizon: int = 1, levels: int = 1, season: int = 1,
+                 smoothing=SMOOTHING, **kwargs):
         super().__init__(**kwargs)
         if kind not in ANCHORS:
             raise ValueError(f"Anchor kind {kind!r}: one of {', '.join(ANCHORS)}")
+        smoothing = [float(v) for v in smoothing]
+        if len(smoothing) != 4 or not all(0.0 <= v <= 1.0 for v in smoothing):
+            raise ValueError(f"Anchor smoothing {smoothing}: four values (alpha, beta, gamma, phi) in [0, 1]")
         self.kind, self.horizon, self.levels, self.season = kind, int(horizon), int(levels), int(season)
+        self.smoothing = smoothing
 
     def get_config(self):
         return {**super().get_config(), "kind": self.kind, "horizon": self.horizon, "levels": self.levels,
-                "season": self.season}
+                "season": self.season, "smoothing": self.smoothing}
+
+    def _smoothed(self, y):
+        """:func:`smoothed_forecast` in Keras ops: ``y [B, T]`` -> ``[B, H]`` (``T`` static)."""
+        from keras import ops
+
+        a, b_, g, phi = self.smoothing
+        m, T, H = self.season, y.shape[1], self.horizon
+        if T is None or T < 2 * m:
+            raise ValueError(f"Anchor smoothed needs a window of at least 2 seasons ({2 * m} steps), not {T}")
+        first, second = ops.mean(y[:, :m], axis=1), ops.mean(y[:, m:2 * m], axis=1)
+        b = (second - first) / m
+        lvl = first + b * ((m - 1) / 2)
+        s = [y[:, j] - (lvl - (m - 1 - j) * b) for j in range(m)]
+        for t in range(m, T):
+            e = y[:, t] - lvl - phi * b - s[t - m]
+            lvl = lvl + phi * b + a * e
+            b = phi * b + b_ * e
+            s.append(s[t - m] + g * e)
+        damp = np.cumsum(phi ** np.arange(1, H + 1))
+        return ops.stack([lvl + float(damp[h]) * b + s[T - m + (h % m)] for h in range(H)], axis=1)
 
     def call(self, frames, logits):
         from keras import ops
@@ -102,6 +171,8 @@ class Anchor(keras.layers.Layer):
         H, m = self.horizon, self.season
         if self.kind == "last":
             ref = ops.repeat(y[:, -1:], H, axis=1)
+        elif self.kind == "smoothed":
+            ref = self._smoothed(y)
         else:
             T = frames.shape[1]
             if T is None:  # a dynamic window: the last m steps, tiled over the horizon
