@@ -84,12 +84,15 @@ class ForecastOptions(BaseModel):
             seasonal naive mean absolute error, MASE's denominator: an MAE loss is then a MASE loss,
             and each series weighs in by how hard it is to forecast, not by its units).
         inputs: how the target column reaches the encoder (:class:`seqkit_forecast.window.TargetInputs`):
-            ``level``, ``difference`` or ``relative`` (to the window's last observation).
+            ``level``, ``difference``, ``relative`` (to the window's last observation) or
+            ``deseasonalised`` (less the seasonal terms and the final level of the window's
+            exponential smoothing, with ``smoothing``; ``data.context`` must hold two seasons).
         anchor: the reference forecast the network's output is added to
             (:class:`seqkit_forecast.window.Anchor`): ``none``, ``last``, ``seasonal``, or
             ``smoothed`` (Holt-Winters over the window, with ``smoothing``; ``data.context`` must
             hold two seasons).
-        smoothing: :class:`SmoothingOptions`, read with ``anchor: smoothed``.
+        smoothing: :class:`SmoothingOptions`, read with ``anchor: smoothed`` and
+            ``inputs: deseasonalised``.
         balance: weigh each series the same in the training loss, whatever its number of
             training windows (each window's weight: windows / (series x that series' windows)).
         future_calendar: the calendar features (``data.calendar``) of the ``horizon`` steps
@@ -104,7 +107,7 @@ class ForecastOptions(BaseModel):
     ets: bool = True
     transform: Literal["none", "log"] = "none"
     scale: Literal["std", "seasonal_mae"] = "std"
-    inputs: Literal["level", "difference", "relative"] = "level"
+    inputs: Literal["level", "difference", "relative", "deseasonalised"] = "level"
     anchor: Literal["none", "last", "seasonal", "smoothed"] = "none"
     smoothing: SmoothingOptions = SmoothingOptions()
     future_calendar: bool = False
@@ -334,16 +337,18 @@ class ForecastHead(Head):
 
     def __init__(self, recipe, vocab=None):
         """Raises:
-            seqkit.errors.RecipeError: ``head.anchor: smoothed`` with a ``data.context`` shorter
-                than two seasons (its start reads the window's first two seasons)."""
+            seqkit.errors.RecipeError: ``head.anchor: smoothed`` or ``head.inputs: deseasonalised``
+                with a ``data.context`` shorter than two seasons (the smoothing starts from the
+                window's first two seasons)."""
         super().__init__(recipe, None)
         self.data: TimeSeriesOptions = recipe.data_options
         o = self.options
-        if o.anchor == "smoothed" and self.data.context < 2 * o.season:
-            raise RecipeError(f"{getattr(recipe, 'path', None) or 'recipe'}: head.anchor: smoothed starts its "
-                              f"level, trend and season from the window's first two seasons, so "
-                              f"data.context ({self.data.context}) must be at least 2 x head.season = "
-                              f"{2 * o.season}. Raise data.context or use head.anchor: seasonal.")
+        for key, val, other in (("anchor", o.anchor, "seasonal"), ("inputs", o.inputs, "difference")):
+            if val in ("smoothed", "deseasonalised") and self.data.context < 2 * o.season:
+                raise RecipeError(f"{getattr(recipe, 'path', None) or 'recipe'}: head.{key}: {val} starts "
+                                  f"its level, trend and season from the window's first two seasons, so "
+                                  f"data.context ({self.data.context}) must be at least 2 x head.season = "
+                                  f"{2 * o.season}. Raise data.context or use head.{key}: {other}.")
         self.scaler = Scaler()
         q = list(self.options.quantiles)
         self.quantiles = q
@@ -422,7 +427,7 @@ class ForecastHead(Head):
 
         cfg, o, d = self.recipe.model, self.options, self.data
         inp = keras.Input((d.context, d.width), name="frames")
-        x = TargetInputs(o.inputs, name="target_inputs")(inp)
+        x = TargetInputs(o.inputs, o.season, o.smoothing.values(), name="target_inputs")(inp)
         x = apply_stack(x, make_plugin(cfg, self.recipe.cell_options), cfg, causal=True)
         x = SequencePooling("final", False, name="pooling")(x)
         if o.future_calendar:

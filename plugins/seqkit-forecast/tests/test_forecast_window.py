@@ -30,9 +30,14 @@ def test_target_inputs_by_hand():
     np.testing.assert_array_equal(dif[0, :, 0], [0, 2, 3, 4, 5])  # y_t - y_{t-1}, 0 first
     rel = np.asarray(TargetInputs("relative")(FRAMES))
     np.testing.assert_array_equal(rel[0, :, 0], [-14, -12, -9, -5, 0])  # y_t - y_{T-1}
-    for x in (dif, rel):
+    # deseasonalised (m = 2, alpha = gamma = 0.5, no trend; the smoothing worked in
+    # test_smoothed_anchor_by_hand): seasons 0.5, -0.5, 1.5, 2.5, 4.5, final level 10.5, so
+    # y_t - s_t - 10.5 = 1 - 0.5 - 10.5, 3 + 0.5 - 10.5, 6 - 1.5 - 10.5, 10 - 2.5 - 10.5, 15 - 4.5 - 10.5
+    des = np.asarray(TargetInputs("deseasonalised", 2, (0.5, 0.0, 0.5, 0.0))(FRAMES))
+    np.testing.assert_allclose(des[0, :, 0], [-10, -7, -6, -3, 0], atol=1e-6)
+    for x in (dif, rel, des):
         np.testing.assert_array_equal(x[..., 1], FRAMES[..., 1])  # covariates pass through
-    with pytest.raises(ValueError, match="level, difference, relative"):
+    with pytest.raises(ValueError, match="level, difference, relative, deseasonalised"):
         TargetInputs("ratio")
 
 
@@ -100,6 +105,10 @@ def test_smoothed_anchor_needs_two_seasons_of_context():
     with pytest.raises(RecipeError) as e:
         ForecastHead(Recipe.from_dict(recipe))
     assert "head.anchor" in str(e.value) and "data.context (20)" in str(e.value) and "24" in str(e.value)
+    recipe["head"].update(anchor="seasonal", inputs="deseasonalised")
+    with pytest.raises(RecipeError, match=r"head.inputs: deseasonalised .* data.context \(20\)"):
+        ForecastHead(Recipe.from_dict(recipe))
+    recipe["head"].update(anchor="smoothed", inputs="difference")
     recipe["data"]["context"] = 24
     head = ForecastHead(Recipe.from_dict(recipe))
     assert head.options.smoothing.values() == (0.3, 0.0, 0.3, 0.98)
@@ -138,9 +147,9 @@ def test_window_stepper_streams_what_the_model_answers():
     import keras
 
     C, D, H = 5, 2, 3
-    for kind in ("seasonal", "smoothed"):
+    for kind, inputs in (("seasonal", "difference"), ("smoothed", "deseasonalised")):
         inp = keras.Input((C, D))
-        x = TargetInputs("difference")(inp)
+        x = TargetInputs(inputs, 2, (0.4, 0.1, 0.3, 0.9))(inp)
         x = keras.layers.LSTM(4, name="lstm")(x)
         out = Anchor(kind, H, 1, 2, (0.4, 0.1, 0.3, 0.9))(inp, keras.layers.Dense(H)(x))
         model = keras.Model(inp, out)
