@@ -1,9 +1,11 @@
 """What the forecast head's encoder reads and what its output is added to, and its step model.
 
 * :class:`TargetInputs` (``head.inputs``): how the window's target column reaches the encoder --
-  its scaled level, its first differences, or its level relative to the window's last observation
-  (the last two leave the encoder nothing that depends on where the series' level has wandered,
-  e.g. a trend carrying the test period beyond the training period's range).
+  its scaled level, its first differences, its level relative to the window's last observation, or
+  the window less the seasonal terms and final level of exponential smoothing run over it
+  (:func:`smooth_window`); the last three leave the encoder nothing that depends on where the
+  series' level has wandered, e.g. a trend carrying the test period beyond the training period's
+  range.
 * :class:`Anchor` (``head.anchor``): the reference forecast the network's output is added to --
   none, the last observation (naive), the observation one season before each future step
   (seasonal naive), or exponential smoothing run over the window (``smoothed``: a level that
