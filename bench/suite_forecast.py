@@ -3,7 +3,7 @@ statistical baselines, on the same test windows of the plugin's recipes.
 
 ``python -m bench --suite forecast [--seeds N] [--recipe NAME] [--threads T]`` (from the repository
 root). Recipes: ``forecast-electricity`` (one half-hourly series, context 96, horizon 48, m = 48)
-and ``forecast-monthly`` (5 monthly series with an id column, context 36, horizon 12, m = 12),
+and ``forecast-monthly`` (5 monthly series with an id column, context 60, horizon 12, m = 12),
 from ``plugins/seqkit-forecast/recipes``.
 
 Every contender is scored on the same windows: the ``test`` records of the plugin's

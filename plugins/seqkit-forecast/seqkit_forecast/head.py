@@ -7,7 +7,7 @@ differences, or relative to the last observation: :class:`seqkit_forecast.window
 the recipe's recurrent stack (any cell, :func:`seqkit.layers.stack.apply_stack`) -> the final
 step's output -> ``[B, H * Q]`` (the layer :class:`QuantileOutput`; row ``h * Q + q`` is step
 ``h + 1``'s level ``q``) -> plus the ``head.anchor`` reference forecast (none, naive, seasonal
-naive: :class:`seqkit_forecast.window.Anchor`) -> ``logits [B, H * Q] float32``, in the target's
+naive, exponential smoothing over the window: :class:`seqkit_forecast.window.Anchor`) -> ``logits [B, H * Q] float32``, in the target's
 scaled units. ``Q = 1`` for a point forecast (loss ``mae`` or ``mse``); with ``head.quantiles``
 (e.g. ``[0.1, 0.5, 0.9]``) the loss is the pinball loss averaged over the levels, and the levels
 never cross: level 0 is a free value and each next level adds a softplus (> 0) to the one below.
@@ -34,7 +34,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from seqkit.errors import DataError, RunDirError, SeqkitError
+from seqkit.errors import DataError, RecipeError, RunDirError, SeqkitError
 from seqkit.heads.base import Head
 from seqkit.registry import register_head
 
@@ -43,6 +43,29 @@ from seqkit_forecast import window as _window  # noqa: F401  registers the windo
 from seqkit_forecast.source import TimeSeriesOptions, calendar_features, read_series
 
 ASSETS = "forecast_assets.json"
+
+
+class SmoothingOptions(BaseModel):
+    """``head.smoothing``: the fixed parameters of ``head.anchor: smoothed`` (additive damped-trend
+    Holt-Winters run over each window, :func:`seqkit_forecast.window.smoothed_forecast`), each in
+    ``[0, 1]``.
+
+    Attributes:
+        level: ``alpha``, how fast the level follows a surprise (1: the last deseasonalised value).
+        trend: ``beta``, how fast the trend does (0: the trend the window's first two seasons show).
+        season: ``gamma``, how fast the seasonal profile does (0: the window's first season's).
+        damping: ``phi``, the trend's damping per step (0: no trend).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    level: float = Field(0.3, ge=0, le=1)
+    trend: float = Field(0.0, ge=0, le=1)
+    season: float = Field(0.3, ge=0, le=1)
+    damping: float = Field(0.98, ge=0, le=1)
+
+    def values(self) -> tuple:
+        """``(alpha, beta, gamma, phi)``."""
+        return (self.level, self.trend, self.season, self.damping)
 
 
 class ForecastOptions(BaseModel):
@@ -61,9 +84,15 @@ class ForecastOptions(BaseModel):
             seasonal naive mean absolute error, MASE's denominator: an MAE loss is then a MASE loss,
             and each series weighs in by how hard it is to forecast, not by its units).
         inputs: how the target column reaches the encoder (:class:`seqkit_forecast.window.TargetInputs`):
-            ``level``, ``difference`` or ``relative`` (to the window's last observation).
+            ``level``, ``difference``, ``relative`` (to the window's last observation) or
+            ``deseasonalised`` (less the seasonal terms and the final level of the window's
+            exponential smoothing, with ``smoothing``; ``data.context`` must hold two seasons).
         anchor: the reference forecast the network's output is added to
-            (:class:`seqkit_forecast.window.Anchor`): ``none``, ``last`` or ``seasonal``.
+            (:class:`seqkit_forecast.window.Anchor`): ``none``, ``last``, ``seasonal``, or
+            ``smoothed`` (Holt-Winters over the window, with ``smoothing``; ``data.context`` must
+            hold two seasons).
+        smoothing: :class:`SmoothingOptions`, read with ``anchor: smoothed`` and
+            ``inputs: deseasonalised``.
         balance: weigh each series the same in the training loss, whatever its number of
             training windows (each window's weight: windows / (series x that series' windows)).
         future_calendar: the calendar features (``data.calendar``) of the ``horizon`` steps
@@ -78,8 +107,9 @@ class ForecastOptions(BaseModel):
     ets: bool = True
     transform: Literal["none", "log"] = "none"
     scale: Literal["std", "seasonal_mae"] = "std"
-    inputs: Literal["level", "difference", "relative"] = "level"
-    anchor: Literal["none", "last", "seasonal"] = "none"
+    inputs: Literal["level", "difference", "relative", "deseasonalised"] = "level"
+    anchor: Literal["none", "last", "seasonal", "smoothed"] = "none"
+    smoothing: SmoothingOptions = SmoothingOptions()
     future_calendar: bool = False
     balance: bool = False
 
@@ -306,8 +336,19 @@ class ForecastHead(Head):
     subword_inputs = False
 
     def __init__(self, recipe, vocab=None):
+        """Raises:
+            seqkit.errors.RecipeError: ``head.anchor: smoothed`` or ``head.inputs: deseasonalised``
+                with a ``data.context`` shorter than two seasons (the smoothing starts from the
+                window's first two seasons)."""
         super().__init__(recipe, None)
         self.data: TimeSeriesOptions = recipe.data_options
+        o = self.options
+        for key, val, other in (("anchor", o.anchor, "seasonal"), ("inputs", o.inputs, "difference")):
+            if val in ("smoothed", "deseasonalised") and self.data.context < 2 * o.season:
+                raise RecipeError(f"{getattr(recipe, 'path', None) or 'recipe'}: head.{key}: {val} starts "
+                                  f"its level, trend and season from the window's first two seasons, so "
+                                  f"data.context ({self.data.context}) must be at least 2 x head.season = "
+                                  f"{2 * o.season}. Raise data.context or use head.{key}: {other}.")
         self.scaler = Scaler()
         q = list(self.options.quantiles)
         self.quantiles = q
@@ -386,13 +427,13 @@ class ForecastHead(Head):
 
         cfg, o, d = self.recipe.model, self.options, self.data
         inp = keras.Input((d.context, d.width), name="frames")
-        x = TargetInputs(o.inputs, name="target_inputs")(inp)
+        x = TargetInputs(o.inputs, o.season, o.smoothing.values(), name="target_inputs")(inp)
         x = apply_stack(x, make_plugin(cfg, self.recipe.cell_options), cfg, causal=True)
         x = SequencePooling("final", False, name="pooling")(x)
         if o.future_calendar:
             x = keras.layers.Concatenate(name="with_future_calendar")([x, self._future_calendar()(inp)])
         out = QuantileOutput(d.horizon, self.levels, name="logits")(x)
-        out = Anchor(o.anchor, d.horizon, self.levels, o.season, name="anchor")(inp, out)
+        out = Anchor(o.anchor, d.horizon, self.levels, o.season, o.smoothing.values(), name="anchor")(inp, out)
         return keras.Model(inp, out, name="forecast")
 
     def _future_calendar(self):

@@ -1,12 +1,16 @@
 """What the forecast head's encoder reads and what its output is added to, and its step model.
 
 * :class:`TargetInputs` (``head.inputs``): how the window's target column reaches the encoder --
-  its scaled level, its first differences, or its level relative to the window's last observation
-  (the last two leave the encoder nothing that depends on where the series' level has wandered,
-  e.g. a trend carrying the test period beyond the training period's range).
+  its scaled level, its first differences, its level relative to the window's last observation, or
+  the window less the seasonal terms and final level of exponential smoothing run over it
+  (:func:`smooth_window`); the last three leave the encoder nothing that depends on where the
+  series' level has wandered, e.g. a trend carrying the test period beyond the training period's
+  range.
 * :class:`Anchor` (``head.anchor``): the reference forecast the network's output is added to --
-  none, the last observation (naive) or the observation one season before each future step
-  (seasonal naive); the network then learns a correction of that forecast.
+  none, the last observation (naive), the observation one season before each future step
+  (seasonal naive), or exponential smoothing run over the window (``smoothed``: a level that
+  follows shifts, a damped trend and a seasonal profile smoothed over the window's seasons); the
+  network then learns a correction of that forecast.
 * :class:`FutureCalendar` (``head.future_calendar``): the calendar features of the ``horizon``
   steps after the window, known in advance, computed inside the model from the last observation's
   (so the step model needs no second input).
@@ -22,28 +26,37 @@ import numpy as np
 
 import keras
 
-INPUTS = ("level", "difference", "relative")
-ANCHORS = ("none", "last", "seasonal")
+INPUTS = ("level", "difference", "relative", "deseasonalised")
+ANCHORS = ("none", "last", "seasonal", "smoothed")
+#: ``head.smoothing`` defaults: ``(level alpha, trend beta, season gamma, damping phi)``
+SMOOTHING = (0.3, 0.0, 0.3, 0.98)
 
 
 @keras.saving.register_keras_serializable(package="seqkit_forecast")
 class TargetInputs(keras.layers.Layer):
     """``frames [B, T, D] float32 -> [B, T, D] float32`` with column 0 (the scaled target ``y``)
     replaced: ``level``: ``y_t`` (unchanged); ``difference``: ``y_t - y_{t-1}`` (0 at ``t = 0``);
-    ``relative``: ``y_t - y_{T-1}`` (0 at the last step). The other columns pass through.
+    ``relative``: ``y_t - y_{T-1}`` (0 at the last step); ``deseasonalised``: ``y_t - s_t -
+    l_{T-1}``, the seasonal term ``s_t`` and the final level ``l_{T-1}`` of exponential smoothing
+    run over the window (:func:`smooth_window`; ES-RNN's input normalisation, Smyl 2020, in
+    additive form). The other columns pass through.
 
     Args:
-        mode: one of :data:`INPUTS`.
+        mode: one of :data:`INPUTS`; season: ``m`` and smoothing: ``(alpha, beta, gamma, phi)``
+            (``deseasonalised``; the window must hold at least ``2 m`` steps).
+
+    Raises:
+        ValueError: an unknown mode.
     """
 
-    def __init__(self, mode: str = "level", **kwargs):
+    def __init__(self, mode: str = "level", season: int = 1, smoothing=SMOOTHING, **kwargs):
         super().__init__(**kwargs)
         if mode not in INPUTS:
             raise ValueError(f"TargetInputs mode {mode!r}: one of {', '.join(INPUTS)}")
-        self.mode = mode
+        self.mode, self.season, self.smoothing = mode, int(season), [float(v) for v in smoothing]
 
     def get_config(self):
-        return {**super().get_config(), "mode": self.mode}
+        return {**super().get_config(), "mode": self.mode, "season": self.season, "smoothing": self.smoothing}
 
     def call(self, frames):
         from keras import ops
@@ -53,21 +66,75 @@ class TargetInputs(keras.layers.Layer):
         y = frames[:, :, :1]
         if self.mode == "difference":
             y = ops.concatenate([ops.zeros_like(y[:, :1]), y[:, 1:] - y[:, :-1]], axis=1)
-        else:
+        elif self.mode == "relative":
             y = y - y[:, -1:]
+        else:
+            lvl, _, s = smooth_window(frames[:, :, 0], self.season, self.smoothing,
+                                      mean=lambda x: ops.mean(x, axis=1))
+            y = (frames[:, :, 0] - ops.stack(s, axis=1) - lvl[:, None])[:, :, None]
         return ops.concatenate([y, frames[:, :, 1:]], axis=-1)
 
 
-def anchor_forecast(y: np.ndarray, kind: str, horizon: int, season: int) -> np.ndarray:
+def smooth_window(y, season: int, smoothing=SMOOTHING, mean=None, stack=None):
+    """Additive damped-trend Holt-Winters (ETS(A,Ad,A)) run over each window ``y [N, T]`` with
+    fixed parameters (numpy, or Keras tensors with ``mean(x) -> [N]`` over axis 1 and
+    ``stack(list) -> [N, k]`` given; ``T >= 2 m``).
+
+    Error-correction form (Hyndman & Athanasopoulos, *Forecasting: Principles and Practice*, 3rd
+    ed., sections 8.3 and 8.4; the normalising role of the level and season follows Smyl's
+    ES-RNN, *Int. J. Forecasting* 36(1), 2020). With ``(alpha, beta, gamma, phi) = smoothing``:
+
+    * start, from the window's first two seasons: trend ``b = (mean(y_m..y_{2m-1}) -
+      mean(y_0..y_{m-1})) / m``; level at step ``m - 1``: ``l = mean(y_0..y_{m-1}) + b (m - 1) / 2``;
+      season ``s_j = y_j - (l - (m - 1 - j) b)`` for ``j < m``;
+    * each step ``t = m .. T-1``: ``e = y_t - l - phi b - s_{t-m}``; ``l <- l + phi b + alpha e``;
+      ``b <- phi b + beta e``; ``s_t = s_{t-m} + gamma e``.
+
+    Linear in ``y`` for fixed parameters, so it commutes with the per-series affine scaling;
+    ``phi = 0`` drops the trend (level and season only).
+
+    Returns:
+        ``(level [N], trend [N], seasons)``: the level and trend after the window's last step and
+        ``seasons``, the ``T`` seasonal terms ``s_0 .. s_{T-1}`` (each ``[N]``).
+    """
+    a, b_, g, phi = (float(v) for v in smoothing)
+    mean = mean or (lambda x: np.mean(x, axis=1))
+    m, T = season, y.shape[1]
+    first, second = mean(y[:, :m]), mean(y[:, m:2 * m])
+    b = (second - first) / m
+    lvl = first + b * ((m - 1) / 2)
+    s = [y[:, j] - (lvl - (m - 1 - j) * b) for j in range(m)]
+    for t in range(m, T):
+        e = y[:, t] - lvl - phi * b - s[t - m]
+        lvl = lvl + phi * b + a * e
+        b = phi * b + b_ * e
+        s.append(s[t - m] + g * e)
+    return lvl, b, s
+
+
+def smoothed_forecast(y: np.ndarray, horizon: int, season: int, smoothing=SMOOTHING) -> np.ndarray:
+    """``[N, H]`` forecasts of :func:`smooth_window` run over the windows ``y [N, T]`` (numpy):
+    step ``h = 1..H`` ahead is ``l + (phi + phi^2 + ... + phi^h) b + s_{T - m + ((h - 1) mod m)}``."""
+    y = np.asarray(y, np.float64)
+    lvl, b, s = smooth_window(y, season, smoothing)
+    T, m = y.shape[1], season
+    damp = np.cumsum(float(smoothing[3]) ** np.arange(1, horizon + 1))
+    return np.stack([lvl + damp[h] * b + s[T - m + (h % m)] for h in range(horizon)], axis=1)
+
+
+def anchor_forecast(y: np.ndarray, kind: str, horizon: int, season: int, smoothing=SMOOTHING) -> np.ndarray:
     """The reference forecast ``[N, H]`` of windows whose target columns are ``y [N, T]``
     (numpy; the same as :class:`Anchor`): ``none``: zeros; ``last``: ``y_{T-1}`` at every step
     (naive); ``seasonal``: step ``h = 1..H`` is ``y_{T - m + ((h - 1) mod m)}`` (seasonal naive,
-    Hyndman & Athanasopoulos, *Forecasting: Principles and Practice*, 3rd ed., section 5.2)."""
+    Hyndman & Athanasopoulos, *Forecasting: Principles and Practice*, 3rd ed., section 5.2);
+    ``smoothed``: :func:`smoothed_forecast` with ``smoothing``."""
     y = np.asarray(y)
     if kind == "none":
         return np.zeros((len(y), horizon), y.dtype)
     if kind == "last":
         return np.repeat(y[:, -1:], horizon, axis=1)
+    if kind == "smoothed":
+        return smoothed_forecast(y, horizon, season, smoothing)
     T = y.shape[1]
     return y[:, [T - season + (h % season) for h in range(horizon)]]
 
@@ -79,19 +146,39 @@ class Anchor(keras.layers.Layer):
     :func:`anchor_forecast`) added to each of the ``Q`` levels of each step (row ``h * Q + q``).
 
     Args:
-        kind: one of :data:`ANCHORS`; horizon: ``H``; levels: ``Q``; season: ``m`` (``seasonal``;
-            the window must hold at least ``m`` steps).
+        kind: one of :data:`ANCHORS`; horizon: ``H``; levels: ``Q``; season: ``m`` (``seasonal``:
+            the window must hold at least ``m`` steps; ``smoothed``: at least ``2 m``);
+        smoothing: ``(alpha, beta, gamma, phi)`` of ``smoothed``, each in ``[0, 1]``.
+
+    Raises:
+        ValueError: an unknown kind, smoothing parameters outside ``[0, 1]``.
     """
 
-    def __init__(self, kind: str = "none", horizon: int = 1, levels: int = 1, season: int = 1, **kwargs):
+    def __init__(self, kind: str = "none", horizon: int = 1, levels: int = 1, season: int = 1,
+                 smoothing=SMOOTHING, **kwargs):
         super().__init__(**kwargs)
         if kind not in ANCHORS:
             raise ValueError(f"Anchor kind {kind!r}: one of {', '.join(ANCHORS)}")
+        smoothing = [float(v) for v in smoothing]
+        if len(smoothing) != 4 or not all(0.0 <= v <= 1.0 for v in smoothing):
+            raise ValueError(f"Anchor smoothing {smoothing}: four values (alpha, beta, gamma, phi) in [0, 1]")
         self.kind, self.horizon, self.levels, self.season = kind, int(horizon), int(levels), int(season)
+        self.smoothing = smoothing
 
     def get_config(self):
         return {**super().get_config(), "kind": self.kind, "horizon": self.horizon, "levels": self.levels,
-                "season": self.season}
+                "season": self.season, "smoothing": self.smoothing}
+
+    def _smoothed(self, y):
+        """:func:`smoothed_forecast` in Keras ops: ``y [B, T]`` -> ``[B, H]`` (``T`` static)."""
+        from keras import ops
+
+        m, T, H = self.season, y.shape[1], self.horizon
+        if T is None or T < 2 * m:
+            raise ValueError(f"Anchor smoothed needs a window of at least 2 seasons ({2 * m} steps), not {T}")
+        lvl, b, s = smooth_window(y, m, self.smoothing, mean=lambda x: ops.mean(x, axis=1))
+        damp = np.cumsum(self.smoothing[3] ** np.arange(1, H + 1))
+        return ops.stack([lvl + float(damp[h]) * b + s[T - m + (h % m)] for h in range(H)], axis=1)
 
     def call(self, frames, logits):
         from keras import ops
@@ -102,6 +189,8 @@ class Anchor(keras.layers.Layer):
         H, m = self.horizon, self.season
         if self.kind == "last":
             ref = ops.repeat(y[:, -1:], H, axis=1)
+        elif self.kind == "smoothed":
+            ref = self._smoothed(y)
         else:
             T = frames.shape[1]
             if T is None:  # a dynamic window: the last m steps, tiled over the horizon

@@ -1,5 +1,6 @@
 """The forecast head's window layers worked by hand: the target inputs (level, differences,
-relative), the anchors (naive, seasonal naive, checked against the baselines module), the log
+relative), the anchors (naive, seasonal naive, checked against the baselines module; exponential
+smoothing over the window, worked step by step), the log
 transform and the seasonal-MAE scale, and the window step model streaming what the model answers."""
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from seqkit.errors import DataError  # noqa: E402
 from seqkit_forecast import baselines as B  # noqa: E402
 from seqkit_forecast import metrics as M  # noqa: E402
 from seqkit_forecast.head import Scaler  # noqa: E402
-from seqkit_forecast.window import Anchor, TargetInputs, WindowStepper, anchor_forecast  # noqa: E402
+from seqkit_forecast.window import Anchor, TargetInputs, WindowStepper, anchor_forecast, smoothed_forecast  # noqa: E402
 
 # one window [B=1, T=5, D=2]: target 1, 3, 6, 10, 15 and a covariate
 FRAMES = np.asarray([[[1, 0.5], [3, 0.4], [6, 0.3], [10, 0.2], [15, 0.1]]], np.float32)
@@ -29,9 +30,14 @@ def test_target_inputs_by_hand():
     np.testing.assert_array_equal(dif[0, :, 0], [0, 2, 3, 4, 5])  # y_t - y_{t-1}, 0 first
     rel = np.asarray(TargetInputs("relative")(FRAMES))
     np.testing.assert_array_equal(rel[0, :, 0], [-14, -12, -9, -5, 0])  # y_t - y_{T-1}
-    for x in (dif, rel):
+    # deseasonalised (m = 2, alpha = gamma = 0.5, no trend; the smoothing worked in
+    # test_smoothed_anchor_by_hand): seasons 0.5, -0.5, 1.5, 2.5, 4.5, final level 10.5, so
+    # y_t - s_t - 10.5 = 1 - 0.5 - 10.5, 3 + 0.5 - 10.5, 6 - 1.5 - 10.5, 10 - 2.5 - 10.5, 15 - 4.5 - 10.5
+    des = np.asarray(TargetInputs("deseasonalised", 2, (0.5, 0.0, 0.5, 0.0))(FRAMES))
+    np.testing.assert_allclose(des[0, :, 0], [-10, -7, -6, -3, 0], atol=1e-6)
+    for x in (dif, rel, des):
         np.testing.assert_array_equal(x[..., 1], FRAMES[..., 1])  # covariates pass through
-    with pytest.raises(ValueError, match="level, difference, relative"):
+    with pytest.raises(ValueError, match="level, difference, relative, deseasonalised"):
         TargetInputs("ratio")
 
 
@@ -49,6 +55,66 @@ def test_anchors_by_hand_and_equal_to_the_baselines():
     want = logits + np.repeat(anchor_forecast(y, "seasonal", 5, 2), 2, axis=1)
     np.testing.assert_allclose(got, want, rtol=1e-6)
     np.testing.assert_array_equal(np.asarray(Anchor("none", 5, 2, 2)(FRAMES, logits)), logits)
+
+
+def test_smoothed_anchor_by_hand():
+    y = FRAMES[..., 0].astype(np.float64)  # 1, 3, 6, 10, 15; m = 2
+    # start: first season mean 2, second 8 -> trend b = 3, level 2 + 3 / 2 = 3.5, season 0.5, -0.5
+    # no trend (phi 0), alpha = gamma = 0.5:
+    #   t=2: e = 6 - 3.5 - 0.5 = 2   -> level 4.5,  s_2 = 0.5 + 1 = 1.5
+    #   t=3: e = 10 - 4.5 + 0.5 = 6  -> level 7.5,  s_3 = -0.5 + 3 = 2.5
+    #   t=4: e = 15 - 7.5 - 1.5 = 6  -> level 10.5, s_4 = 1.5 + 3 = 4.5
+    #   forecasts: 10.5 + s_3, 10.5 + s_4, 10.5 + s_3
+    np.testing.assert_allclose(smoothed_forecast(y, 3, 2, (0.5, 0.0, 0.5, 0.0)), [[13, 15, 13]])
+    # trend, phi = 1, alpha = beta = gamma = 0.5:
+    #   t=2: e = 6 - 3.5 - 3 - 0.5 = -1   -> level 6,    b 2.5, s_2 = 0
+    #   t=3: e = 10 - 6 - 2.5 + 0.5 = 2   -> level 9.5,  b 3.5, s_3 = 0.5
+    #   t=4: e = 15 - 9.5 - 3.5 - 0 = 2   -> level 14,   b 4.5, s_4 = 1
+    #   forecasts: 14 + 4.5 + 0.5, 14 + 9 + 1, 14 + 13.5 + 0.5
+    np.testing.assert_allclose(smoothed_forecast(y, 3, 2, (0.5, 0.5, 0.5, 1.0)), [[19, 24, 28]])
+    np.testing.assert_allclose(anchor_forecast(y, "smoothed", 3, 2, (0.5, 0.5, 0.5, 1.0)), [[19, 24, 28]])
+    # a line plus a season that sums to 0 is continued exactly, whatever alpha, beta, gamma
+    t = np.arange(40)
+    season = np.asarray([1.0, -1.0, 0.5, -0.5])
+    line = (2 + 0.5 * t + season[t % 4])[None]
+    for p in [(0.1, 0.0, 0.9, 1.0), (1.0, 1.0, 0.0, 1.0), (0.3, 0.2, 0.3, 1.0)]:
+        np.testing.assert_allclose(smoothed_forecast(line[:, :32], 8, 4, p)[0], line[0, 32:], atol=1e-9)
+
+
+def test_smoothed_anchor_layer_is_the_numpy_recursion():
+    rng = np.random.default_rng(1)
+    frames = rng.normal(size=(4, 30, 3)).astype(np.float32)
+    logits = rng.normal(size=(4, 7 * 2)).astype(np.float32)
+    for p in [(0.3, 0.0, 0.3, 0.98), (0.8, 0.1, 0.05, 0.9), (1.0, 0.0, 0.0, 0.0)]:
+        got = np.asarray(Anchor("smoothed", horizon=7, levels=2, season=6, smoothing=p)(frames, logits))
+        want = logits + np.repeat(smoothed_forecast(frames[..., 0], 7, 6, p), 2, axis=1)
+        np.testing.assert_allclose(got, want, atol=1e-5)
+    with pytest.raises(ValueError, match=r"in \[0, 1\]"):
+        Anchor("smoothed", 7, 1, 6, smoothing=(0.3, 0.0, 1.5, 0.9))
+    with pytest.raises(ValueError, match="at least 2 seasons"):
+        Anchor("smoothed", 7, 1, 16)(frames, logits[:, :7])
+
+
+def test_smoothed_anchor_needs_two_seasons_of_context():
+    from seqkit.errors import RecipeError
+    from seqkit.recipe import Recipe
+    from seqkit_forecast.head import ForecastHead
+
+    recipe = {"name": "r", "data": {"source": "timeseries", "path": "x.csv", "context": 20, "horizon": 6},
+              "model": {"cell": "gru", "units": 4}, "head": {"type": "forecast", "season": 12, "anchor": "smoothed"}}
+    with pytest.raises(RecipeError) as e:
+        ForecastHead(Recipe.from_dict(recipe))
+    assert "head.anchor" in str(e.value) and "data.context (20)" in str(e.value) and "24" in str(e.value)
+    recipe["head"].update(anchor="seasonal", inputs="deseasonalised")
+    with pytest.raises(RecipeError, match=r"head.inputs: deseasonalised .* data.context \(20\)"):
+        ForecastHead(Recipe.from_dict(recipe))
+    recipe["head"].update(anchor="smoothed", inputs="difference")
+    recipe["data"]["context"] = 24
+    head = ForecastHead(Recipe.from_dict(recipe))
+    assert head.options.smoothing.values() == (0.3, 0.0, 0.3, 0.98)
+    recipe["head"]["smoothing"] = {"level": 0.5, "season": 1.2}
+    with pytest.raises(RecipeError, match="head.smoothing.season"):
+        Recipe.from_dict(recipe)
 
 
 def test_log_transform_and_seasonal_mae_scale():
@@ -81,21 +147,22 @@ def test_window_stepper_streams_what_the_model_answers():
     import keras
 
     C, D, H = 5, 2, 3
-    inp = keras.Input((C, D))
-    x = TargetInputs("difference")(inp)
-    x = keras.layers.LSTM(4, name="lstm")(x)
-    out = Anchor("seasonal", H, 1, 2)(inp, keras.layers.Dense(H)(x))
-    model = keras.Model(inp, out)
-    st = WindowStepper(model, C, D)
-    assert st.state_names() == ["window"] and st.state_sizes() == [C * D]
-    rng = np.random.default_rng(0)
-    series = rng.normal(size=(2, 9, D)).astype(np.float32)
-    states = st.initial_state(2)
-    for t in range(series.shape[1]):
-        logits, states = st.step(series[:, t], states)
-        if t + 1 >= C:  # a full window ends at t: the step answers the model on it
-            want = np.asarray(model(series[:, t + 1 - C:t + 1]))
-            np.testing.assert_allclose(np.asarray(logits), want, atol=1e-5)
+    for kind, inputs in (("seasonal", "difference"), ("smoothed", "deseasonalised")):
+        inp = keras.Input((C, D))
+        x = TargetInputs(inputs, 2, (0.4, 0.1, 0.3, 0.9))(inp)
+        x = keras.layers.LSTM(4, name="lstm")(x)
+        out = Anchor(kind, H, 1, 2, (0.4, 0.1, 0.3, 0.9))(inp, keras.layers.Dense(H)(x))
+        model = keras.Model(inp, out)
+        st = WindowStepper(model, C, D)
+        assert st.state_names() == ["window"] and st.state_sizes() == [C * D]
+        rng = np.random.default_rng(0)
+        series = rng.normal(size=(2, 9, D)).astype(np.float32)
+        states = st.initial_state(2)
+        for t in range(series.shape[1]):
+            logits, states = st.step(series[:, t], states)
+            if t + 1 >= C:  # a full window ends at t: the step answers the model on it
+                want = np.asarray(model(series[:, t + 1 - C:t + 1]))
+                np.testing.assert_allclose(np.asarray(logits), want, atol=1e-5, err_msg=kind)
 
 
 def test_future_calendar_is_the_calendar_of_the_steps_ahead():
