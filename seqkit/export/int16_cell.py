@@ -1,0 +1,198 @@
+"""int8 LSTM step models with an int16 cell (``seqkit export --quantize int8 --int16-cell``).
+
+TFLite's integer LSTM kernel keeps 8-bit weights and matrix products and a 16-bit cell state (the
+"8x8_16" scheme); the converter emits it only for a fused LSTM op, whose states live inside the
+interpreter, not in a step model's inputs and outputs. Google's ai-edge-quantizer quantizes a float
+``.tflite`` op by op, which gives the same split on seqkit's explicit-state step model:
+
+* the float32 step model of the cell-scaled stepper (:mod:`seqkit.export.cell_scaling`: one gate
+  product ``[x, h] [W; U] + b``, the cell state carried as ``ĉ = c / s``) **without the clip**
+  before ``tanh`` (an int16 ``tanh`` input needs none, and the quantizer has no ``MINIMUM`` /
+  ``MAXIMUM`` configuration);
+* int8 activations and per-channel int8 weights for the lookup, the concatenation and the
+  ``FULLY_CONNECTED`` products (XNNPACK's int8 kernels in LiteRT's default interpreter);
+* int16 activations for the element-wise ops (:data:`INT16_OPS`: the gates' ``LOGISTIC`` /
+  ``TANH``, ``f ⊙ ĉ + i ⊙ g``, ``tanh(c)``, ``h``), LiteRT's builtin int16 kernels;
+* float inputs and outputs (the states are carried in float between steps, as the other int8
+  step models with ``--io-type float``); :func:`float_outputs` repairs the quantizer's outputs
+  where a state is also an op's input (an LSTM's ``h``).
+
+It keeps int8's size; docs/export.md has its agreement and latency on ``lm-pydoc-chars`` beside
+the converter's int8 (on x86 a step costs about what float32's does: LiteRT has no XNNPACK
+kernels for int16 element-wise ops).
+
+ai-edge-quantizer (the ``quantizer`` extra) and TensorFlow are imported inside the functions that
+use them.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from seqkit.errors import SeqkitError
+from seqkit.export.cell_scaling import ScaledLSTMCell
+
+#: ops given int16 activations (int8 weights); every other op gets int8 activations
+INT16_OPS = ("MUL", "ADD", "SUB", "TANH", "LOGISTIC", "SPLIT")
+
+
+def _op_config(bits: int) -> dict:
+    return {"activation_tensor_config": {"num_bits": bits, "symmetric": bits == 16,
+                                         "granularity": "TENSORWISE", "dtype": "INT"},
+            "weight_tensor_config": {"num_bits": 8, "symmetric": True,
+                                     "granularity": "CHANNELWISE", "dtype": "INT"},
+            "compute_precision": "INTEGER", "explicit_dequantize": False}
+
+
+def recipe() -> list[dict]:
+    """The ai-edge-quantizer recipe (a list of JSON-able dicts): a8w8 for every op, a16w8 for
+    :data:`INT16_OPS`, the model's inputs and outputs left float."""
+    rec = [{"regex": ".*", "operation": "*", "algorithm_key": "min_max_uniform_quantize",
+            "op_config": _op_config(8)}]
+    rec += [{"regex": ".*", "operation": op, "algorithm_key": "min_max_uniform_quantize",
+             "op_config": _op_config(16)} for op in INT16_OPS]
+    rec += [{"regex": ".*", "operation": op, "algorithm_key": "no_quantize"} for op in ("INPUT", "OUTPUT")]
+    return rec
+
+
+class UnclippedScaledLSTMCell(ScaledLSTMCell):
+    """:class:`~seqkit.export.cell_scaling.ScaledLSTMCell` without the clip:
+    ``h = o ⊙ tanh(s ⊙ ĉ)``; in float32 Keras's ``LSTMCell`` step to round-off. Same arguments."""
+
+    def __call__(self, x, states, training=False):
+        import tensorflow as tf
+
+        c = self.cell
+        z = tf.matmul(tf.concat([x, states[0]], axis=-1), tf.concat([c.kernel, c.recurrent_kernel], axis=0))
+        if c.use_bias:
+            z = z + c.bias
+        zi, zf, zg, zo = tf.split(z, 4, axis=-1)
+        i, f, o, g = tf.sigmoid(zi), tf.sigmoid(zf), tf.sigmoid(zo), tf.tanh(zg)
+        c_new = f * states[1] + (i * g) * tf.constant(1.0 / self.scale)
+        h = o * tf.tanh(c_new * tf.constant(self.scale))
+        return h, [h, c_new]
+
+
+def unclipped(scaled):
+    """A copy of a cell-scaled stepper (:func:`~seqkit.export.cell_scaling.scaled_stepper`) whose
+    scaled LSTM cells are :class:`UnclippedScaledLSTMCell` s (sharing the weights)."""
+    out = copy.copy(scaled)
+    out.cells = [UnclippedScaledLSTMCell(cell.cell, cell.scale, cell.clip)
+                 if isinstance(cell, ScaledLSTMCell) else cell for cell in scaled.cells]
+    return out
+
+
+def quantizer_version() -> str:
+    """``"ai-edge-quantizer X.Y.Z"``.
+
+    Raises:
+        SeqkitError: ai-edge-quantizer is not installed (names the extra to install).
+    """
+    try:
+        import ai_edge_quantizer  # noqa: F401
+    except ImportError as exc:
+        raise SeqkitError("--int16-cell quantizes with Google's ai-edge-quantizer, which is not "
+                          "installed: pip install \"seqkit[quantizer]\" (or ai-edge-quantizer), or "
+                          "export without --int16-cell.") from exc
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"ai-edge-quantizer {version('ai-edge-quantizer')}"
+    except PackageNotFoundError:
+        return "ai-edge-quantizer"
+
+
+def quantize(float_model: bytes, samples: list[dict], signature: str = "step") -> bytes:
+    """Quantize a float32 step model by :func:`recipe`, every output left as the float model has it.
+
+    Args:
+        float_model: the ``.tflite`` of :func:`unclipped`'s stepper, float32.
+        samples: calibration inputs of ``signature``, ``{input name: array}`` each
+            (:func:`seqkit.export.calibration.step_samples`).
+
+    Returns:
+        The quantized model's bytes; its signature outputs have the float model's dtypes (a
+        state fed back as it comes matches its input), see :func:`float_outputs`.
+
+    Raises:
+        SeqkitError: ai-edge-quantizer is missing, or it refused the model (its message), or an
+            output's dtype could not be restored.
+    """
+    quantizer_version()
+    from ai_edge_quantizer import quantizer
+
+    try:
+        q = quantizer.Quantizer(float_model, recipe())
+        result = q.quantize(q.calibrate({signature: samples}))
+    except Exception as exc:  # the quantizer's own errors (ValueError, RuntimeError, ...)
+        raise SeqkitError(f"--int16-cell: ai-edge-quantizer refused the {signature} model "
+                          f"({type(exc).__name__}: {str(exc).splitlines()[0][:300]}). Nothing was "
+                          f"written. Export without --int16-cell.") from exc
+    return float_outputs(bytes(result.quantized_model), float_model)
+
+
+def _output_types(model) -> dict:
+    """``{(signature key, output name): TensorType}`` of a ``ModelT``."""
+    return {(sd.signatureKey, o.name): model.subgraphs[sd.subgraphIndex].tensors[o.tensorIndex].type
+            for sd in model.signatureDefs for o in sd.outputs}
+
+
+def float_outputs(quantized: bytes, float_model: bytes) -> bytes:
+    """Point every signature output of ``quantized`` back at a tensor of the float model's dtype.
+
+    ai-edge-quantizer (0.10) mishandles a tensor that is both a model output and an op's input
+    when the two need different types -- an LSTM's ``h``: returned as a state, and (as int8) the
+    next layer's or the next step's product input. It inserts the ``DEQUANTIZE`` that makes the
+    float output, but the subgraph's output list ends up naming the int8 ``QUANTIZE`` made for the
+    consumer, and the signature the int16 tensor itself, which is then no graph output at all:
+    the interpreter reuses its memory for later tensors, so what the signature returns is int16
+    and overwritten (arg-max agreement 0.64 on a tiny two-layer LSTM, 1.000 once repaired). Here
+    each such output, and the subgraph output list entry that stands for it, is pointed at the
+    ``DEQUANTIZE`` of the tensor the signature names.
+
+    Args:
+        quantized: the quantizer's ``.tflite`` bytes.
+        float_model: the float ``.tflite`` it was made from (the dtypes each output must have).
+
+    Returns:
+        The repaired model's bytes (unchanged when every output already has its dtype).
+
+    Raises:
+        SeqkitError: an output whose dtype differs and that has no ``DEQUANTIZE`` to point at.
+    """
+    from ai_edge_litert import schema_py_generated as schema
+    from ai_edge_litert.tools import flatbuffer_utils
+
+    want = _output_types(flatbuffer_utils.convert_bytearray_to_object(bytearray(float_model)))
+    m = flatbuffer_utils.convert_bytearray_to_object(bytearray(quantized))
+    if _output_types(m) == want:
+        return quantized
+    codes = [c.builtinCode for c in m.operatorCodes]
+    for sd in m.signatureDefs:
+        g = m.subgraphs[sd.subgraphIndex]
+        dequantized = {op.inputs[0]: op.outputs[0] for op in g.operators
+                       if codes[op.opcodeIndex] == schema.BuiltinOperator.DEQUANTIZE}
+        requantized = {op.outputs[0]: op.inputs[0] for op in g.operators
+                       if codes[op.opcodeIndex] == schema.BuiltinOperator.QUANTIZE}
+        for out in sd.outputs:
+            t = out.tensorIndex
+            if g.tensors[t].type == want[(sd.signatureKey, out.name)]:
+                continue
+            d = dequantized.get(t)
+            if d is None or g.tensors[d].type != want[(sd.signatureKey, out.name)]:
+                raise SeqkitError(f"--int16-cell: ai-edge-quantizer made the '{out.name.decode()}' "
+                                  f"output of the {sd.signatureKey.decode()} model "
+                                  f"{_type_name(g.tensors[t].type)} where the float model has "
+                                  f"{_type_name(want[(sd.signatureKey, out.name)])}, with no "
+                                  f"dequantization to return instead. Nothing was written. Export "
+                                  f"without --int16-cell.")
+            g.outputs = [d if o == t or requantized.get(o) == t else o for o in g.outputs]
+            out.tensorIndex = d
+    return bytes(flatbuffer_utils.convert_object_to_bytearray(m))
+
+
+def _type_name(code: int) -> str:
+    from ai_edge_litert import schema_py_generated as schema
+
+    names = {v: k for k, v in vars(schema.TensorType).items() if not k.startswith("_")}
+    return names.get(code, str(code)).lower()
