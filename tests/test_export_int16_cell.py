@@ -23,14 +23,23 @@ def test_int16_cell_is_refused_outside_explicit_float_io_int8(kw, named):
     assert named in str(err.value)
 
 
-def test_missing_quantizer_is_a_one_paragraph_error(monkeypatch):
+def test_missing_quantizer_is_the_same_one_paragraph_error_in_api_and_cli(monkeypatch, tiny_lm, tmp_path):
     import sys
 
-    from seqkit.export import int16_cell
+    from click.testing import CliRunner
 
-    monkeypatch.setitem(sys.modules, "ai_edge_quantizer", None)  # import fails
-    with pytest.raises(SeqkitError, match=r'pip install "seqkit\[quantizer\]"'):
-        int16_cell.quantizer_version()
+    from seqkit.cli import main
+    from seqkit.runs.run import Run
+
+    monkeypatch.setitem(sys.modules, "ai_edge_quantizer", None)  # as if not installed
+    run = tiny_lm("lstm")
+    with pytest.raises(SeqkitError, match=r'pip install "seqkit\[quantizer\]"') as err:
+        Run(run).export(tmp_path / "api", quantize="int8", int16_cell=True)
+    assert "\n" not in str(err.value)
+    res = CliRunner().invoke(main, ["export", run, "--quantize", "int8", "--int16-cell",
+                                    "--out", str(tmp_path / "cli")])
+    assert res.exit_code != 0 and str(err.value) in " ".join(res.output.split())
+    assert not (tmp_path / "api").exists() and not (tmp_path / "cli").exists()
 
 
 def test_unclipped_cell_steps_as_keras(tiny_lm, keras):

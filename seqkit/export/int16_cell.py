@@ -83,19 +83,23 @@ def unclipped(scaled):
 
 
 def quantizer_version() -> str:
-    """``"ai-edge-quantizer X.Y.Z"``.
+    """``"ai-edge-quantizer X.Y.Z"``, checking that it is installed without importing it (an
+    import takes seconds: it loads TensorFlow).
 
     Raises:
         SeqkitError: ai-edge-quantizer is not installed (names the extra to install).
     """
-    try:
-        import ai_edge_quantizer  # noqa: F401
-    except ImportError as exc:
-        raise SeqkitError("--int16-cell quantizes with Google's ai-edge-quantizer, which is not "
-                          "installed: pip install \"seqkit[quantizer]\" (or ai-edge-quantizer), or "
-                          "export without --int16-cell.") from exc
+    import importlib.util
     from importlib.metadata import PackageNotFoundError, version
 
+    try:
+        found = importlib.util.find_spec("ai_edge_quantizer") is not None
+    except (ImportError, ValueError):  # a module entry without a spec
+        found = False
+    if not found:
+        raise SeqkitError("--int16-cell quantizes with Google's ai-edge-quantizer, which is not "
+                          "installed: pip install \"seqkit[quantizer]\" (or ai-edge-quantizer), or "
+                          "export without --int16-cell.")
     try:
         return f"ai-edge-quantizer {version('ai-edge-quantizer')}"
     except PackageNotFoundError:

@@ -84,6 +84,10 @@ class ExportOptions:
                               f"{' --state ' + self.state if self.state != 'explicit' else ''}"
                               f"{' --no-cell-scaling' if not self.cell_scaling else ''}. Drop "
                               f"--int16-cell or those options.")
+        if self.int16_cell:
+            from seqkit.export.int16_cell import quantizer_version
+
+            quantizer_version()  # before anything loads
         if self.calibration_examples < 1:
             raise SeqkitError(f"--calibration-examples {self.calibration_examples}: at least 1 needed.")
         if self.parity_examples < 1:
