@@ -115,8 +115,9 @@ def quantize(float_model: bytes, samples: list[dict], signature: str = "step") -
             (:func:`seqkit.export.calibration.step_samples`).
 
     Returns:
-        The quantized model's bytes; its signature outputs have the float model's dtypes (a
-        state fed back as it comes matches its input), see :func:`float_outputs`.
+        The quantized model's bytes, one plain flatbuffer (:func:`inline_buffers`) whose
+        signature outputs have the float model's dtypes (a state fed back as it comes matches
+        its input; :func:`float_outputs`).
 
     Raises:
         SeqkitError: ai-edge-quantizer is missing, or it refused the model (its message), or an
@@ -132,13 +133,50 @@ def quantize(float_model: bytes, samples: list[dict], signature: str = "step") -
         raise SeqkitError(f"--int16-cell: ai-edge-quantizer refused the {signature} model "
                           f"({type(exc).__name__}: {str(exc).splitlines()[0][:300]}). Nothing was "
                           f"written. Export without --int16-cell.") from exc
-    return float_outputs(bytes(result.quantized_model), float_model)
+    return float_outputs(inline_buffers(bytes(result.quantized_model)), float_model)
+
+
+def inline_buffers(model: bytes) -> bytes:
+    """``model`` with every buffer inside the flatbuffer.
+
+    ai-edge-quantizer writes a model whose buffers pack to 256 KiB or more with the buffers after
+    the flatbuffer, found by offset (the layout TFLite has for models over 2 GiB). LiteRT reads
+    it, but seqkit's metadata embedding and readers that walk the flatbuffer expect the usual
+    layout the converter writes below 2 GiB; so the data is moved back into the buffers.
+
+    Args:
+        model: ``.tflite`` bytes.
+
+    Returns:
+        The same bytes when no buffer lies outside; else the repacked model.
+
+    Raises:
+        SeqkitError: a model too large for one flatbuffer (2 GiB).
+    """
+    from ai_edge_litert.tools import flatbuffer_utils
+
+    m = flatbuffer_utils.convert_bytearray_to_object(bytearray(model))
+    outside = [b for b in m.buffers or [] if b.offset > 1]  # offset 1: the quantizer's placeholder
+    if not outside:
+        return bytes(model)
+    if sum(b.size for b in outside) >= 2**31 - 2**24:
+        raise SeqkitError(f"--int16-cell: the quantized model holds {sum(b.size for b in outside):,} "
+                          f"bytes of weights, too many for one TFLite flatbuffer (2 GiB). Export "
+                          f"without --int16-cell.")
+    for b in outside:
+        b.data, b.offset, b.size = bytes(model[b.offset: b.offset + b.size]), 0, 0
+    return bytes(flatbuffer_utils.convert_object_to_bytearray(m))
 
 
 def _output_types(model) -> dict:
-    """``{(signature key, output name): TensorType}`` of a ``ModelT``."""
-    return {(sd.signatureKey, o.name): model.subgraphs[sd.subgraphIndex].tensors[o.tensorIndex].type
-            for sd in model.signatureDefs for o in sd.outputs}
+    """``{(signature key, output name): TensorType}`` of a read ``schema.Model``."""
+    out = {}
+    for i in range(model.SignatureDefsLength()):
+        sd = model.SignatureDefs(i)
+        g = model.Subgraphs(sd.SubgraphIndex())
+        for j in range(sd.OutputsLength()):
+            out[(sd.SignatureKey(), sd.Outputs(j).Name())] = g.Tensors(sd.Outputs(j).TensorIndex()).Type()
+    return out
 
 
 def float_outputs(quantized: bytes, float_model: bytes) -> bytes:
@@ -154,45 +192,60 @@ def float_outputs(quantized: bytes, float_model: bytes) -> bytes:
     each such output, and the subgraph output list entry that stands for it, is pointed at the
     ``DEQUANTIZE`` of the tensor the signature names.
 
+    The two integer fields are rewritten in place: the quantizer stores a larger model's buffers
+    after the flatbuffer, by offset, which unpacking and packing the flatbuffer would lose.
+
     Args:
         quantized: the quantizer's ``.tflite`` bytes.
         float_model: the float ``.tflite`` it was made from (the dtypes each output must have).
 
     Returns:
-        The repaired model's bytes (unchanged when every output already has its dtype).
+        The repaired model's bytes (the same bytes when every output already has its dtype).
 
     Raises:
         SeqkitError: an output whose dtype differs and that has no ``DEQUANTIZE`` to point at.
     """
-    from ai_edge_litert import schema_py_generated as schema
-    from ai_edge_litert.tools import flatbuffer_utils
+    import struct
 
-    want = _output_types(flatbuffer_utils.convert_bytearray_to_object(bytearray(float_model)))
-    m = flatbuffer_utils.convert_bytearray_to_object(bytearray(quantized))
+    from ai_edge_litert import schema_py_generated as schema
+
+    want = _output_types(schema.Model.GetRootAs(bytes(float_model), 0))
+    data = bytearray(quantized)
+    m = schema.Model.GetRootAs(data, 0)
     if _output_types(m) == want:
-        return quantized
-    codes = [c.builtinCode for c in m.operatorCodes]
-    for sd in m.signatureDefs:
-        g = m.subgraphs[sd.subgraphIndex]
-        dequantized = {op.inputs[0]: op.outputs[0] for op in g.operators
-                       if codes[op.opcodeIndex] == schema.BuiltinOperator.DEQUANTIZE}
-        requantized = {op.outputs[0]: op.inputs[0] for op in g.operators
-                       if codes[op.opcodeIndex] == schema.BuiltinOperator.QUANTIZE}
-        for out in sd.outputs:
-            t = out.tensorIndex
-            if g.tensors[t].type == want[(sd.signatureKey, out.name)]:
+        return bytes(quantized)
+    codes = [max(c.BuiltinCode(), c.DeprecatedBuiltinCode())
+             for c in (m.OperatorCodes(i) for i in range(m.OperatorCodesLength()))]
+    for i in range(m.SignatureDefsLength()):
+        sd = m.SignatureDefs(i)
+        g = m.Subgraphs(sd.SubgraphIndex())
+        ops = [g.Operators(k) for k in range(g.OperatorsLength())]
+        dequantized = {op.Inputs(0): op.Outputs(0) for op in ops
+                       if codes[op.OpcodeIndex()] == schema.BuiltinOperator.DEQUANTIZE}
+        requantized = {op.Outputs(0): op.Inputs(0) for op in ops
+                       if codes[op.OpcodeIndex()] == schema.BuiltinOperator.QUANTIZE}
+        for j in range(sd.OutputsLength()):
+            out = sd.Outputs(j)
+            t, need = out.TensorIndex(), want[(sd.SignatureKey(), out.Name())]
+            if g.Tensors(t).Type() == need:
                 continue
             d = dequantized.get(t)
-            if d is None or g.tensors[d].type != want[(sd.signatureKey, out.name)]:
-                raise SeqkitError(f"--int16-cell: ai-edge-quantizer made the '{out.name.decode()}' "
-                                  f"output of the {sd.signatureKey.decode()} model "
-                                  f"{_type_name(g.tensors[t].type)} where the float model has "
-                                  f"{_type_name(want[(sd.signatureKey, out.name)])}, with no "
-                                  f"dequantization to return instead. Nothing was written. Export "
-                                  f"without --int16-cell.")
-            g.outputs = [d if o == t or requantized.get(o) == t else o for o in g.outputs]
-            out.tensorIndex = d
-    return bytes(flatbuffer_utils.convert_object_to_bytearray(m))
+            field = out._tab.Offset(6)  # TensorMap.tensor_index (absent: the default 0)
+            if d is None or g.Tensors(d).Type() != need or not field:
+                raise SeqkitError(f"--int16-cell: ai-edge-quantizer made the '{out.Name().decode()}' "
+                                  f"output of the {sd.SignatureKey().decode()} model "
+                                  f"{_type_name(g.Tensors(t).Type())} where the float model has "
+                                  f"{_type_name(need)}, with no dequantization to return instead. "
+                                  f"Nothing was written. Export without --int16-cell.")
+            struct.pack_into("<I", data, out._tab.Pos + field, d)
+            vec = g._tab.Vector(g._tab.Offset(8))  # SubGraph.outputs
+            for k in range(g.OutputsLength()):
+                if g.Outputs(k) in (t,) or requantized.get(g.Outputs(k)) == t:
+                    struct.pack_into("<i", data, vec + 4 * k, d)
+    if _output_types(schema.Model.GetRootAs(data, 0)) != want:  # a repair that did not take
+        raise SeqkitError("--int16-cell: the quantized model's output dtypes could not be made those "
+                          "of the float model. Nothing was written. Export without --int16-cell.")
+    return bytes(data)
 
 
 def _type_name(code: int) -> str:
