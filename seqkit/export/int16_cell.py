@@ -27,7 +27,9 @@ use them.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
 
 from seqkit.errors import SeqkitError
 from seqkit.export.cell_scaling import ScaledLSTMCell
@@ -127,8 +129,9 @@ def quantize(float_model: bytes, samples: list[dict], signature: str = "step") -
     from ai_edge_quantizer import quantizer
 
     try:
-        q = quantizer.Quantizer(float_model, recipe())
-        result = q.quantize(q.calibrate({signature: samples}))
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            q = quantizer.Quantizer(float_model, recipe())  # (it prints sizes and a progress bar)
+            result = q.quantize(q.calibrate({signature: samples}))
     except Exception as exc:  # the quantizer's own errors (ValueError, RuntimeError, ...)
         raise SeqkitError(f"--int16-cell: ai-edge-quantizer refused the {signature} model "
                           f"({type(exc).__name__}: {str(exc).splitlines()[0][:300]}). Nothing was "
