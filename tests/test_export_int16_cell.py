@@ -91,3 +91,13 @@ def test_int16_cell_export_agrees_with_keras_and_returns_states_as_it_takes_them
     t16 = rep["tflite"]
     assert t16["argmax_agreement"] >= 0.98, t16
     assert abs(t16["task"]["export"] - t16["task"]["keras"]) <= 0.01 * t16["task"]["keras"], t16
+
+
+def test_int16_cell_refuses_a_run_without_lstm_cells_and_writes_nothing(tiny_lm, tmp_path):
+    pytest.importorskip("ai_edge_quantizer")
+    from seqkit.export.writer import export_run
+
+    with pytest.raises(SeqkitError, match="not stock Keras LSTM cells") as err:
+        export_run(tiny_lm("gru"), str(tmp_path / "e"), quantize="int8", int16_cell=True)
+    assert "cell 'gru'" in str(err.value) and "\n" not in str(err.value)
+    assert not (tmp_path / "e").exists()
