@@ -102,7 +102,7 @@ def main(argv=None) -> None:
     except SeqkitError as exc:
         print(f"{exc} (its row is left out)")
     else:
-        src = source(int16_cell.unclipped(scaled), "unclipped")
+        src = source(int16_cell.unclipped(scaled, *stepper_inputs(prep, calib)), "int16_cell")
         measure("int8 + int16 cell (ai-edge-quantizer)", int16_cell.quantize(
             convert_step(src, "none"), step_samples(prep, calib, src, name_in)))
 

@@ -43,7 +43,8 @@ def test_missing_quantizer_is_the_same_one_paragraph_error_in_api_and_cli(monkey
 
 
 def test_unclipped_cell_steps_as_keras(tiny_lm, keras):
-    """In float32 the step of the unclipped scaled cells equals Keras's LSTM step (c = s * ĉ)."""
+    """In float32 the step of the unclipped scaled cells, gate pre-activations scaled per unit,
+    equals Keras's LSTM step (c = s * ĉ)."""
     import tensorflow as tf
 
     from seqkit.export.archive import stepper_for
@@ -53,8 +54,12 @@ def test_unclipped_cell_steps_as_keras(tiny_lm, keras):
 
     prep, model = load_for_export(tiny_lm("lstm"))
     base = stepper_for(prep, model)
-    scaled, scaling = scaled_stepper(base, *stepper_inputs(prep, calibration_for(prep, "int8", 16)))
-    ours = unclipped(scaled)
+    inputs = stepper_inputs(prep, calibration_for(prep, "int8", 16))
+    scaled, scaling = scaled_stepper(base, *inputs)
+    ours = unclipped(scaled, *inputs)
+    r = [cell.gate_scale for cell in ours.cells]
+    assert [v.shape for v in r] == [(64,), (64,)]  # 4 gates x 16 units, per layer
+    assert all((v > 0).all() and v.max() > 2 * v.min() for v in r)  # per unit, not one number
     x = np.array([5, 9, 12, 3, 7, 30, 4, 4], np.int32)
     sa, sb = base.initial_state(1), ours.initial_state(1)
     for t in x:

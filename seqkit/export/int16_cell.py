@@ -31,6 +31,8 @@ import contextlib
 import copy
 import io
 
+import numpy as np
+
 from seqkit.errors import SeqkitError
 from seqkit.export.cell_scaling import ScaledLSTMCell
 
@@ -58,29 +60,106 @@ def recipe() -> list[dict]:
 
 
 class UnclippedScaledLSTMCell(ScaledLSTMCell):
-    """:class:`~seqkit.export.cell_scaling.ScaledLSTMCell` without the clip:
-    ``h = o ⊙ tanh(s ⊙ ĉ)``; in float32 Keras's ``LSTMCell`` step to round-off. Same arguments."""
+    """:class:`~seqkit.export.cell_scaling.ScaledLSTMCell` without the clip, and with per-unit
+    scaled gate pre-activations.
+
+    Args:
+        cell, scale, clip: as :class:`~seqkit.export.cell_scaling.ScaledLSTMCell` (``clip`` is
+            kept for the record, not applied).
+        gate_scale: ``[4H]`` float, positive, or None (1): the product is computed as
+            ``z' = [x, h] ([W; U] / r) + b / r`` and each gate's part multiplied back by its
+            ``r`` after the split, so the one int8 product tensor holds every unit within about
+            ±1 instead of the widest unit's range (a multiply right after the product would be
+            folded into its weights by the converter; after the split it is not).
+
+    ``h = o ⊙ tanh(s ⊙ ĉ)``: in float32 Keras's ``LSTMCell`` step to round-off.
+    """
+
+    def __init__(self, cell, scale, clip, gate_scale=None):
+        super().__init__(cell, scale, clip)
+        self.gate_scale = None if gate_scale is None else np.asarray(gate_scale, np.float32)
+
+    def gates(self, x, h):
+        """The gate pre-activations ``[x, h] [W; U] + b``, ``[B, 4H]`` float32, unscaled."""
+        import tensorflow as tf
+
+        c = self.cell
+        z = tf.matmul(tf.concat([x, h], axis=-1), tf.concat([c.kernel, c.recurrent_kernel], axis=0))
+        return z + c.bias if c.use_bias else z
 
     def __call__(self, x, states, training=False):
         import tensorflow as tf
 
         c = self.cell
-        z = tf.matmul(tf.concat([x, states[0]], axis=-1), tf.concat([c.kernel, c.recurrent_kernel], axis=0))
-        if c.use_bias:
-            z = z + c.bias
-        zi, zf, zg, zo = tf.split(z, 4, axis=-1)
+        w = tf.concat([c.kernel, c.recurrent_kernel], axis=0)
+        if self.gate_scale is None:
+            z = self.gates(x, states[0])
+            zi, zf, zg, zo = tf.split(z, 4, axis=-1)
+        else:
+            inv = tf.constant(1.0 / self.gate_scale)
+            z = tf.matmul(tf.concat([x, states[0]], axis=-1), w * inv)
+            if c.use_bias:
+                z = z + c.bias * inv
+            zi, zf, zg, zo = (part * tf.constant(r) for part, r in
+                              zip(tf.split(z, 4, axis=-1), np.split(self.gate_scale, 4)))
         i, f, o, g = tf.sigmoid(zi), tf.sigmoid(zf), tf.sigmoid(zo), tf.tanh(zg)
         c_new = f * states[1] + (i * g) * tf.constant(1.0 / self.scale)
         h = o * tf.tanh(c_new * tf.constant(self.scale))
         return h, [h, c_new]
 
 
-def unclipped(scaled):
+class _GateRecorder(UnclippedScaledLSTMCell):
+    """Steps as its parent (unscaled gates) and keeps the largest ``|z|`` per unit of the rows
+    ``self.keep`` (eager only)."""
+
+    def __call__(self, x, states, training=False):
+        z = np.abs(np.asarray(self.gates(x, states[0])))[self.keep]
+        if len(z):
+            self.top = np.maximum(self.top, z.max(axis=0))
+        return super().__call__(x, states, training)
+
+
+def gate_maxima(scaled, x: np.ndarray, valid: np.ndarray) -> list:
+    """Stream ``x`` through ``scaled`` (float32, eagerly) and return, per cell, the largest
+    ``|z|`` of each gate pre-activation over the ``valid`` positions (``[4H]`` float32; None for
+    a cell that is not a :class:`~seqkit.export.cell_scaling.ScaledLSTMCell`).
+
+    Args:
+        scaled: a cell-scaled stepper (:func:`~seqkit.export.cell_scaling.scaled_stepper`).
+        x, valid: as :func:`~seqkit.export.cell_scaling.cell_state_maxima`.
+    """
+    import tensorflow as tf
+
+    rec = copy.copy(scaled)
+    rec.cells = [_GateRecorder(c.cell, c.scale, c.clip) if isinstance(c, ScaledLSTMCell) else c
+                 for c in scaled.cells]
+    for c in rec.cells:
+        if isinstance(c, _GateRecorder):
+            c.top = np.zeros(4 * int(c.cell.units), np.float32)
+    states = rec.initial_state(len(x))
+    for t in range(x.shape[1]):
+        if not valid[:, t].any():
+            break  # past every record's end (records start at position 0)
+        for c in rec.cells:
+            c.keep = valid[:, t]
+        states = rec.step(tf.constant(x[:, t]), list(states))[1]
+    return [c.top if isinstance(c, _GateRecorder) else None for c in rec.cells]
+
+
+#: smallest per-unit gate scale (a pre-activation that never leaves 0 on the calibration data)
+MIN_GATE_SCALE = 1e-3
+
+
+def unclipped(scaled, x: np.ndarray | None = None, valid: np.ndarray | None = None):
     """A copy of a cell-scaled stepper (:func:`~seqkit.export.cell_scaling.scaled_stepper`) whose
-    scaled LSTM cells are :class:`UnclippedScaledLSTMCell` s (sharing the weights)."""
+    scaled LSTM cells are :class:`UnclippedScaledLSTMCell` s (sharing the weights), their gate
+    pre-activations scaled per unit by :func:`gate_maxima` of ``x`` / ``valid`` (the calibration
+    positions) when given."""
+    tops = gate_maxima(scaled, x, valid) if x is not None else [None] * len(scaled.cells)
     out = copy.copy(scaled)
-    out.cells = [UnclippedScaledLSTMCell(cell.cell, cell.scale, cell.clip)
-                 if isinstance(cell, ScaledLSTMCell) else cell for cell in scaled.cells]
+    out.cells = [UnclippedScaledLSTMCell(cell.cell, cell.scale, cell.clip,
+                                         None if top is None else np.maximum(top, MIN_GATE_SCALE))
+                 if isinstance(cell, ScaledLSTMCell) else cell for cell, top in zip(scaled.cells, tops)]
     return out
 
 

@@ -458,15 +458,16 @@ def write_step_export(prep, model, out: str, options: ExportOptions, calib: list
                     tflite_tags = _viterbi_rows(z, case.lengths, crf)
             elif options.int16_cell:
                 src = os.path.join(tmp, "int16_cell_saved_model")
-                build_archive(prep, model, step_only=True,
-                              stepper=int16_cell.unclipped(scaled))[0].write_out(src, verbose=False)
+                stepper = int16_cell.unclipped(scaled, *stepper_inputs(prep, calib))
+                build_archive(prep, model, step_only=True, stepper=stepper)[0].write_out(src, verbose=False)
                 rep = step_samples(prep, calib, src, meta["input"]["name"])
                 data = int16_cell.quantize(convert_step(src, "none"), rep)
                 shutil.rmtree(src)
                 meta["quantizer"] = {"tool": int16_cell.quantizer_version(),
                                      "int16_ops": list(int16_cell.INT16_OPS),
-                                     "meaning": "int8 weights and matrix products, int16 element-wise "
-                                                "ops (the cell state), float inputs and outputs"}
+                                     "meaning": "int8 weights and matrix products (gate pre-activations "
+                                                "scaled per unit), int16 element-wise ops (the cell "
+                                                "state), float inputs and outputs"}
                 rt = StreamingModel(model_bytes=data, metadata=meta)
                 z = stream_logits(rt.step, rt.reset, case.stream_input())
                 report["tflite"] = case.check_stream(z)
