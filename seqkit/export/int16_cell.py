@@ -8,7 +8,9 @@ interpreter, not in a step model's inputs and outputs. Google's ai-edge-quantize
 * the float32 step model of the cell-scaled stepper (:mod:`seqkit.export.cell_scaling`: one gate
   product ``[x, h] [W; U] + b``, the cell state carried as ``ĉ = c / s``) **without the clip**
   before ``tanh`` (an int16 ``tanh`` input needs none, and the quantizer has no ``MINIMUM`` /
-  ``MAXIMUM`` configuration);
+  ``MAXIMUM`` configuration), its gate pre-activations scaled per unit
+  (:class:`UnclippedScaledLSTMCell`, :func:`gate_maxima`: the int8 product tensor is the
+  largest source of error left);
 * int8 activations and per-channel int8 weights for the lookup, the concatenation and the
   ``FULLY_CONNECTED`` products (XNNPACK's int8 kernels in LiteRT's default interpreter);
 * int16 activations for the element-wise ops (:data:`INT16_OPS`: the gates' ``LOGISTIC`` /
