@@ -93,13 +93,12 @@ class UnclippedScaledLSTMCell(ScaledLSTMCell):
         import tensorflow as tf
 
         c = self.cell
-        w = tf.concat([c.kernel, c.recurrent_kernel], axis=0)
         if self.gate_scale is None:
-            z = self.gates(x, states[0])
-            zi, zf, zg, zo = tf.split(z, 4, axis=-1)
+            zi, zf, zg, zo = tf.split(self.gates(x, states[0]), 4, axis=-1)
         else:
             inv = tf.constant(1.0 / self.gate_scale)
-            z = tf.matmul(tf.concat([x, states[0]], axis=-1), w * inv)
+            z = tf.matmul(tf.concat([x, states[0]], axis=-1),
+                          tf.concat([c.kernel, c.recurrent_kernel], axis=0) * inv)
             if c.use_bias:
                 z = z + c.bias * inv
             zi, zf, zg, zo = (part * tf.constant(r) for part, r in
@@ -143,7 +142,8 @@ def gate_maxima(scaled, x: np.ndarray, valid: np.ndarray) -> list:
         if not valid[:, t].any():
             break  # past every record's end (records start at position 0)
         for c in rec.cells:
-            c.keep = valid[:, t]
+            if isinstance(c, _GateRecorder):
+                c.keep = valid[:, t]
         states = rec.step(tf.constant(x[:, t]), list(states))[1]
     return [c.top if isinstance(c, _GateRecorder) else None for c in rec.cells]
 
