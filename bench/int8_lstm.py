@@ -11,11 +11,9 @@ Rows (all with float inputs and outputs, states carried in float between steps, 
 * ``int8 (converter)``: what ``seqkit export --quantize int8`` writes (TensorFlow's converter,
   per-unit cell-state scaling with the clip, :mod:`seqkit.export.cell_scaling`).
 * ``int16x8 (converter)``: ``--quantize int16x8``.
-* ``int8 + int16 cell (ai-edge-quantizer)``: ai-edge-quantizer on the float32 step model with the
-  gate product concatenated and the per-unit scale but no clip: int8 lookup, concatenation and
-  matrix products (``FULLY_CONNECTED``, XNNPACK's int8 kernels), int16 element-wise ops (the
-  gates' ``LOGISTIC`` / ``TANH``, the products and sum that make the cell state, ``tanh(c)``),
-  in the manner of TFLite's integer LSTM kernel (8-bit weights, 16-bit cell state).
+* ``int8 + int16 cell (ai-edge-quantizer)``: ``--quantize int8 --int16-cell``
+  (:mod:`seqkit.export.int16_cell`): int8 lookup, concatenation and matrix products, int16
+  element-wise cell ops.
 
 The parity records and calibration are the export's (the run's data or its
 ``export_sample.json``: 128 training records, the first ``--examples`` held-out ones); latency
@@ -26,60 +24,12 @@ is the median / p95 of ``--steps`` batch-1 steps of seqkit's runtime after 20 wa
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import os
 import tempfile
 import time
 
 import numpy as np
-
-INT16_OPS = ("MUL", "ADD", "SUB", "TANH", "LOGISTIC", "SPLIT")
-
-
-def _op_config(bits: int) -> dict:
-    return {"activation_tensor_config": {"num_bits": bits, "symmetric": bits == 16,
-                                         "granularity": "TENSORWISE", "dtype": "INT"},
-            "weight_tensor_config": {"num_bits": 8, "symmetric": True,
-                                     "granularity": "CHANNELWISE", "dtype": "INT"},
-            "compute_precision": "INTEGER", "explicit_dequantize": False}
-
-
-def int16_cell_recipe() -> list[dict]:
-    """The ai-edge-quantizer recipe: a8w8 everywhere, a16w8 for :data:`INT16_OPS`, the model's
-    inputs and outputs left float."""
-    rec = [{"regex": ".*", "operation": "*", "algorithm_key": "min_max_uniform_quantize",
-            "op_config": _op_config(8)}]
-    rec += [{"regex": ".*", "operation": op, "algorithm_key": "min_max_uniform_quantize",
-             "op_config": _op_config(16)} for op in INT16_OPS]
-    rec += [{"regex": ".*", "operation": op, "algorithm_key": "no_quantize"} for op in ("INPUT", "OUTPUT")]
-    return rec
-
-
-def unclipped(scaled):
-    """A copy of a cell-scaled stepper whose LSTM cells skip the clip before ``tanh`` (an int16
-    product needs no clip; ai-edge-quantizer has no MINIMUM / MAXIMUM kernel config)."""
-    import tensorflow as tf
-
-    from seqkit.export.cell_scaling import ScaledLSTMCell
-
-    class Unclipped(ScaledLSTMCell):
-        def __call__(self, x, states, training=False):
-            c = self.cell
-            z = tf.matmul(tf.concat([x, states[0]], axis=-1),
-                          tf.concat([c.kernel, c.recurrent_kernel], axis=0))
-            if c.use_bias:
-                z = z + c.bias
-            zi, zf, zg, zo = tf.split(z, 4, axis=-1)
-            i, f, o, g = tf.sigmoid(zi), tf.sigmoid(zf), tf.sigmoid(zo), tf.tanh(zg)
-            c_new = f * states[1] + (i * g) * tf.constant(1.0 / self.scale)
-            h = o * tf.tanh(c_new * tf.constant(self.scale))
-            return h, [h, c_new]
-
-    out = copy.copy(scaled)
-    out.cells = [Unclipped(cell.cell, cell.scale, cell.clip) if isinstance(cell, ScaledLSTMCell) else cell
-                 for cell in scaled.cells]
-    return out
 
 
 def main(argv=None) -> None:
@@ -90,6 +40,8 @@ def main(argv=None) -> None:
     ap.add_argument("--out", help="keep the .tflite files and results.json here")
     a = ap.parse_args(argv)
 
+    from seqkit.errors import SeqkitError
+    from seqkit.export import int16_cell
     from seqkit.export.archive import build_archive, stepper_for
     from seqkit.export.calibration import step_samples
     from seqkit.export.cell_scaling import scaled_stepper, stepper_inputs
@@ -146,14 +98,13 @@ def main(argv=None) -> None:
     measure("int16x8 (converter)", convert_step(plain, "int16x8", representative=step_samples(
         prep, calib, plain, name_in)))
     try:
-        from ai_edge_quantizer import quantizer
-    except ImportError:
-        print("ai-edge-quantizer is not installed (pip install -e \".[quantizer]\"): its row is left out")
+        int16_cell.quantizer_version()
+    except SeqkitError as exc:
+        print(f"{exc} (its row is left out)")
     else:
-        src = source(unclipped(scaled), "unclipped")
-        q = quantizer.Quantizer(convert_step(src, "none"), int16_cell_recipe())
-        cal = q.calibrate({"step": step_samples(prep, calib, src, name_in)})
-        measure("int8 + int16 cell (ai-edge-quantizer)", bytes(q.quantize(cal).quantized_model))
+        src = source(int16_cell.unclipped(scaled, *stepper_inputs(prep, calib)), "int16_cell")
+        measure("int8 + int16 cell (ai-edge-quantizer)", int16_cell.quantize(
+            convert_step(src, "none"), step_samples(prep, calib, src, name_in)))
 
     with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
         json.dump({"run": os.path.abspath(a.run_dir), "examples": len(case.x), "rows": rows}, f, indent=1)

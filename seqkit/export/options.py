@@ -33,6 +33,8 @@ class ExportOptions:
         io_type: ``"float"`` or ``"int"`` inputs/outputs of a full-integer model.
         calibration_examples: training records a full-integer model calibrates on (>= 1).
         cell_scaling: int8 step models carry LSTM cell states divided by a per-unit scale.
+        int16_cell: int8 explicit-state step models of LSTM runs: int8 products, int16
+            element-wise cell ops, by ai-edge-quantizer (:mod:`seqkit.export.int16_cell`).
         calibration, parity: JSON Lines files of records to calibrate on / check parity on,
             instead of the run's data or its ``export_sample.json`` (:mod:`seqkit.export.sample`).
     """
@@ -50,6 +52,7 @@ class ExportOptions:
     io_type: str = "float"
     calibration_examples: int = 128
     cell_scaling: bool = True
+    int16_cell: bool = False
     calibration: str | None = None
     parity: str | None = None
 
@@ -71,6 +74,20 @@ class ExportOptions:
             raise SeqkitError(f"--quantize {self.quantize} applies to the TFLite model; a SavedModel "
                               f"keeps float32 weights. Use --format tflite or --format all with --quantize.")
         check_modes(self.quantize, self.io_type)
+        if self.int16_cell and (self.quantize != "int8" or self.io_type != "float" or self.full_sequence
+                                or self.state != "explicit" or not self.cell_scaling):
+            raise SeqkitError(f"--int16-cell: it quantizes an explicit-state int8 step model with "
+                              f"float inputs and outputs and cell scaling (--quantize int8, the "
+                              f"defaults otherwise); this export asks --quantize {self.quantize}"
+                              f"{' --io-type int' if self.io_type != 'float' else ''}"
+                              f"{' --full-sequence' if self.full_sequence else ''}"
+                              f"{' --state ' + self.state if self.state != 'explicit' else ''}"
+                              f"{' --no-cell-scaling' if not self.cell_scaling else ''}. Drop "
+                              f"--int16-cell or those options.")
+        if self.int16_cell:
+            from seqkit.export.int16_cell import quantizer_version
+
+            quantizer_version()  # before anything loads
         if self.calibration_examples < 1:
             raise SeqkitError(f"--calibration-examples {self.calibration_examples}: at least 1 needed.")
         if self.parity_examples < 1:

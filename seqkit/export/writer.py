@@ -49,7 +49,7 @@ from seqkit import log
 from seqkit.data.subword import SUBWORD_MODEL
 from seqkit.data.vocab import END_ID, PAD_ID, START_ID, UNK_ID
 from seqkit.errors import DataError, SeqkitError, refuse_bidirectional
-from seqkit.export import embedded_metadata
+from seqkit.export import embedded_metadata, int16_cell
 from seqkit.export.archive import build_archive, build_full_sequence_archive, predict_input_spec, stepper_for
 from seqkit.export.calibration import calibration_records, full_sequence_samples, step_samples
 from seqkit.export.cell_scaling import scaled_stepper, stepper_inputs
@@ -341,6 +341,12 @@ def write_step_export(prep, model, out: str, options: ExportOptions, calib: list
     scaled = scaling = None
     if quantize == "int8" and options.cell_scaling and can_step and not full_sequence:
         scaled, scaling = scaled_stepper(stepper_for(prep, model), *stepper_inputs(prep, calib))
+    if options.int16_cell:
+        if scaled is None:
+            raise SeqkitError(f"--int16-cell: the run's cells are not stock Keras LSTM cells (cell "
+                              f"'{prep.recipe.model.cell}'), whose cell state it keeps in int16. "
+                              f"Export with --quantize int8 alone, or int16x8.")
+        scaling = {**scaling, "clip": None}  # no clip before tanh (seqkit.export.int16_cell)
     length = (length or prep.recipe.data.max_length) if full_sequence else None
     held_out = prep.splits.get("test") or prep.splits.get("valid") or prep.splits["train"]
     case = ParityCase(prep, model, held_out[:parity_examples], length)
@@ -448,6 +454,23 @@ def write_step_export(prep, model, out: str, options: ExportOptions, calib: list
                                                                    quantize, batch, conv_dir,
                                                                    calibration=calib, io_type=io_type,
                                                                    stepper=scaled)
+                if crf is not None:
+                    tflite_tags = _viterbi_rows(z, case.lengths, crf)
+            elif options.int16_cell:
+                src = os.path.join(tmp, "int16_cell_saved_model")
+                stepper = int16_cell.unclipped(scaled, *stepper_inputs(prep, calib))
+                build_archive(prep, model, step_only=True, stepper=stepper)[0].write_out(src, verbose=False)
+                rep = step_samples(prep, calib, src, meta["input"]["name"])
+                data = int16_cell.quantize(convert_step(src, "none"), rep)
+                shutil.rmtree(src)
+                meta["quantizer"] = {"tool": int16_cell.quantizer_version(),
+                                     "int16_ops": list(int16_cell.INT16_OPS),
+                                     "meaning": "int8 weights and matrix products (gate pre-activations "
+                                                "scaled per unit), int16 element-wise ops (the cell "
+                                                "state), float inputs and outputs"}
+                rt = StreamingModel(model_bytes=data, metadata=meta)
+                z = stream_logits(rt.step, rt.reset, case.stream_input())
+                report["tflite"] = case.check_stream(z)
                 if crf is not None:
                     tflite_tags = _viterbi_rows(z, case.lengths, crf)
             else:

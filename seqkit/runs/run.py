@@ -616,7 +616,7 @@ class Run:
                batch: int = 1, length: int | None = None, state: str = "explicit",
                io_type: str = "float", calibration_examples: int = 128,
                cell_scaling: bool = True, calibration: str | None = None,
-               parity: str | None = None) -> dict:
+               parity: str | None = None, int16_cell: bool = False) -> dict:
         """Export the run, checked against Keras before anything is written (``seqkit export``).
 
         Args:
@@ -643,6 +643,8 @@ class Run:
                 :mod:`seqkit.export.stateful`). :class:`seqkit.runtime.StreamingModel` runs both.
             cell_scaling: ``int8`` step models: LSTM cell states carried divided by a per-unit
                 scale (:mod:`seqkit.export.cell_scaling`); False: the plain cell state.
+            int16_cell: ``int8`` explicit-state step models of LSTM runs: int8 products, int16
+                element-wise cell ops (:mod:`seqkit.export.int16_cell`; needs ai-edge-quantizer).
             calibration / parity: JSON Lines files of records for calibration / the parity
                 check; without them the run's data, or where it is missing the run's
                 ``export_sample.json`` (:mod:`seqkit.export.sample`).
@@ -666,7 +668,7 @@ class Run:
                                 overwrite=overwrite, full_sequence=full_sequence, batch=batch,
                                 length=length, state=state, io_type=io_type,
                                 calibration_examples=calibration_examples, cell_scaling=cell_scaling,
-                                calibration=calibration, parity=parity)
+                                calibration=calibration, parity=parity, int16_cell=int16_cell)
         if format != "keras":
             options.check()  # before anything loads
         out = os.fspath(out) if out is not None else os.path.join("exports", self.recipe.name)

@@ -497,12 +497,17 @@ class Seq2SeqHead(Head):
         (:func:`seqkit.heads.seq2seq.export.export_seq2seq`).
 
         Raises:
-            SeqkitError: ``batch`` other than 1, ``full_sequence``; as ``export_seq2seq``.
+            SeqkitError: ``batch`` other than 1, ``full_sequence``, ``int16_cell``; as
+                ``export_seq2seq``.
         """
         if options.batch != 1:
             raise SeqkitError(f"--batch {options.batch}: a seq2seq export pins its encoder to one source "
                               f"per call ([1, --length]); drop --batch. Beam search still steps "
                               f"its K beams together (decode_step takes any number of rows).")
+        if options.int16_cell:
+            raise SeqkitError("--int16-cell quantizes a single LSTM step model; a seq2seq export "
+                              "(encode + decode_step) has no such option. Export with --quantize "
+                              "int8 alone, or int16x8.")
         o = options
         return export_seq2seq(prep, model, out, fmt=o.fmt, quantize=o.quantize, tolerance=o.tolerance,
                               min_agreement=o.min_agreement, parity_examples=o.parity_examples,
