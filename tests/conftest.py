@@ -195,3 +195,111 @@ def tiny_stream_lm(shared_dir, keras):
         train(recipe_from_dict(raw), path, verbose=0)
 
     return built_once(shared_dir, "tiny_stream_lm", build)
+
+
+#: Word/TAG lines (3 sentences x 5) of the tiny taggers (tests/test_export_sequence.py and others).
+TAG_TRAIN = "".join(["the/D dog/N runs/V\n", "a/D cat/N sleeps/V fast/R\n", "the/D cat/N runs/V\n"] * 5)
+
+#: The header of the tiny two-dimensional ``.ts`` frame files (labels up / down).
+TS_HEAD = "@problemName toy\n@dimensions 2\n@classLabel true up down\n@data\n"
+
+
+def ts_case(i, label=True):
+    """Line ``i`` of a tiny ``.ts`` file: 3-6 frames of 2 values, rising ("up") for even ``i``."""
+    n, up = 3 + i % 4, i % 2 == 0
+    a = [f"{(j if up else -j) + 0.5 * (i % 3):g}" for j in range(n)]
+    b = [f"{10 + j * (i % 5):g}" for j in range(n)]
+    return ",".join(a) + ":" + ",".join(b) + (":" + ("up" if up else "down") if label else "") + "\n"
+
+
+def tiny_tagger_recipe(path: str) -> dict:
+    """A tiny 1-layer GRU tagger (8 units, embedding 6) trained 8 epochs on :data:`TAG_TRAIN`
+    (written at ``path``; 30% held out as test, no validation split): the int8 export tests' run."""
+    return {"name": "tag", "seed": 1,
+            "data": {"source": "word_tag", "path": path, "max_length": 8,
+                     "split": {"valid": 0.0, "test": 0.3, "shuffle": True}},
+            "model": {"cell": "gru", "units": 8, "embedding_dim": 6, "layers": 1},
+            "head": {"type": "tagger"},
+            "training": {"epochs": 8, "batch_size": 4, "learning_rate": 0.02, "early_stopping": None}}
+
+
+@pytest.fixture(scope="session")
+def tiny_tagger(shared_dir, keras):
+    """The run directory of :func:`tiny_tagger_recipe`, trained once per session (read only)."""
+    from seqkit.recipe import recipe_from_dict
+    from seqkit.training.train import train
+
+    def build(path):
+        data = shared_dir / "tiny_tagger.txt"
+        data.write_text(TAG_TRAIN, encoding="utf-8")
+        train(recipe_from_dict(tiny_tagger_recipe(str(data))), path, verbose=0)
+
+    return built_once(shared_dir, "tiny_tagger", build)
+
+
+def tiny_acceptor_recipe(path: str) -> dict:
+    """A tiny 1-layer LSTM acceptor (8 units, mean pooling) trained 8 epochs on 20 lines of
+    :func:`ts_case` frames (written at ``path``; 30% held out as test): the int8 export tests' run."""
+    return {"name": "acc", "seed": 1,
+            "data": {"source": "ts", "train_path": path, "max_length": 6,
+                     "split": {"valid": 0.0, "test": 0.3, "shuffle": True}},
+            "model": {"cell": "lstm", "units": 8, "layers": 1},
+            "head": {"type": "acceptor", "pooling": "mean"},
+            "training": {"epochs": 8, "batch_size": 4, "learning_rate": 0.02, "early_stopping": None}}
+
+
+@pytest.fixture(scope="session")
+def tiny_acceptor(shared_dir, keras):
+    """The run directory of :func:`tiny_acceptor_recipe`, trained once per session (read only)."""
+    from seqkit.recipe import recipe_from_dict
+    from seqkit.training.train import train
+
+    def build(path):
+        data = shared_dir / "tiny_acceptor.ts"
+        data.write_text(TS_HEAD + "".join(ts_case(i) for i in range(20)), encoding="utf-8")
+        train(recipe_from_dict(tiny_acceptor_recipe(str(data))), path, verbose=0)
+
+    return built_once(shared_dir, "tiny_acceptor", build)
+
+
+#: Word -> phonemes pairs of the tiny pronunciation dictionary (cmudict format) of the seq2seq runs.
+G2P_WORDS = {"ab": "AE B", "ba": "B AA", "abba": "AE B B AA", "baba": "B AA B AA", "aab": "AE AE B",
+             "bab": "B AA B", "abab": "AE B AE B", "bba": "B B AA", "aa": "AE AE", "bb": "B B",
+             "abb": "AE B B", "baa": "B AA AA"}
+
+
+def tiny_seq2seq_recipe(path: str, model: dict | None = None, head: dict | None = None) -> dict:
+    """A tiny encoder-decoder on :data:`G2P_WORDS` (written at ``path``; 30% held out as test):
+    8 units, embedding 8, a 12-unit decoder, 20 epochs, beam 3 with length penalty 0.6, sources of
+    at most 6 symbols. ``model`` / ``head`` update those sections; without them it is a
+    bidirectional LSTM encoder with Bahdanau attention, :func:`tiny_seq2seq`'s run."""
+    return {"name": "tiny-g2p", "seed": 1,
+            "data": {"source": "cmudict", "path": path, "max_length": 6,
+                     "split": {"valid": 0.0, "test": 0.3, "shuffle": True}},
+            "model": {"units": 8, "embedding_dim": 8,
+                      **(model if model is not None else {"cell": "lstm", "bidirectional": True})},
+            "head": {"type": "seq2seq", "decoder_units": 12,
+                     **(head if head is not None else {"attention": "bahdanau"})},
+            "training": {"epochs": 20, "batch_size": 4, "learning_rate": 0.02, "early_stopping": None},
+            "decoding": {"beam_width": 3, "max_length": 6, "length_penalty": 0.6}}
+
+
+def write_g2p_words(path) -> str:
+    """Write :data:`G2P_WORDS` as a cmudict file at ``path``; returns ``str(path)``."""
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(f"{w} {p}" for w, p in G2P_WORDS.items()) + "\n")
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def tiny_seq2seq(shared_dir, keras):
+    """``tiny_seq2seq()``: the run directory of :func:`tiny_seq2seq_recipe` (bidirectional LSTM
+    encoder, Bahdanau attention), trained once per session on first use (read only)."""
+    from seqkit.recipe import recipe_from_dict
+    from seqkit.training.train import train
+
+    def build(path):
+        data = write_g2p_words(shared_dir / "tiny_seq2seq.dict")
+        train(recipe_from_dict(tiny_seq2seq_recipe(data)), path, verbose=0)
+
+    return lambda: built_once(shared_dir, "tiny_seq2seq", build)

@@ -43,15 +43,17 @@ def _tree(root) -> dict:
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory, keras):
-    """Two tiny finished runs (units 16 and 24) and an export of the first, made once."""
+def trained(tmp_path_factory, keras, tiny_lm):
+    """Two tiny finished runs and an export of the first, made once: "run", a copy of the
+    session's 2-layer LSTM LM (conftest ``tiny_lm``, 16 units), and "other" (1 layer, 24 units),
+    trained here through the CLI."""
     d = tmp_path_factory.mktemp("made")
     runner = CliRunner()
-    for name, units in (("run", 16), ("other", 24)):
-        r = d / f"{name}.yaml"
-        r.write_text(yaml.safe_dump(make_recipe(model={"units": units, "embedding_dim": 8}, **TINY)))
-        res = runner.invoke(main, ["train", str(r), "--run-dir", str(d / name), "--quiet"])
-        assert res.exit_code == 0, res.output
+    shutil.copytree(tiny_lm("lstm"), d / "run")
+    r = d / "other.yaml"
+    r.write_text(yaml.safe_dump(make_recipe(model={"units": 24, "embedding_dim": 8}, **TINY)))
+    res = runner.invoke(main, ["train", str(r), "--run-dir", str(d / "other"), "--quiet"])
+    assert res.exit_code == 0, res.output
     res = runner.invoke(main, ["export", str(d / "run"), "--out", str(d / "export"), "--format", "tflite"])
     assert res.exit_code == 0, res.output
     return d

@@ -8,21 +8,15 @@ import struct
 import numpy as np
 import pytest
 
-from seqkit.recipe import recipe_from_dict
-from tests.conftest import make_recipe
-
 
 @pytest.fixture(scope="module")
-def lm(tmp_path_factory, keras):
-    """A tiny LM run and its step export; ``converted``: the converter's bytes before embedding."""
+def lm(tmp_path_factory, keras, tiny_lm):
+    """A tiny LM run (the session's, conftest ``tiny_lm``; read only) and its step export;
+    ``converted``: the converter's bytes before embedding."""
     from seqkit.export import embedded_metadata
     from seqkit.export.writer import export_run
-    from seqkit.training.train import train
 
-    d = tmp_path_factory.mktemp("emb")
-    run, out = str(d / "run"), str(d / "export")
-    train(recipe_from_dict(make_recipe(data={"limit": 60}, model={"units": 8},
-                                       training={"epochs": 1})), run, verbose=0)
+    run, out = tiny_lm("lstm"), str(tmp_path_factory.mktemp("emb") / "export")
     seen = []
     real = embedded_metadata.embed
 

@@ -10,7 +10,7 @@ import os
 import numpy as np
 import pytest
 
-from tests.test_export_sequence import TAG_TRAIN, TS_HEAD, _train, ts_case
+from tests.test_export_sequence import TS_HEAD, _train, ts_case
 
 WORDS = {"ab": "AE B", "ba": "B AA", "abba": "AE B B AA", "baba": "B AA B AA", "aab": "AE AE B",
          "bab": "B AA B", "abab": "AE B AE B", "bba": "B B AA", "aa": "AE AE", "bb": "B B",
@@ -19,7 +19,7 @@ FAST = {"parity_examples": 6, "calibration_examples": 16}
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory, keras):
+def runs(tmp_path_factory, keras, tiny_tagger, tiny_acceptor):
     from seqkit.recipe import recipe_from_dict
     from seqkit.training.train import train
     from tests.conftest import make_recipe
@@ -30,24 +30,8 @@ def runs(tmp_path_factory, keras):
     train(recipe_from_dict(make_recipe(data={"limit": 60, "max_length": 60},
                                        model={"cell": "lstm", "units": 16, "layers": 1},
                                        training={"epochs": 1})), out["lm"], verbose=0)
-    d = tmp_path_factory.mktemp("q_tag")
-    (d / "train.txt").write_text(TAG_TRAIN, encoding="utf-8")
-    out["tagger"] = _train(d, {
-        "name": "tag", "seed": 1,
-        "data": {"source": "word_tag", "path": str(d / "train.txt"), "max_length": 8,
-                 "split": {"valid": 0.0, "test": 0.3, "shuffle": True}},
-        "model": {"cell": "gru", "units": 8, "embedding_dim": 6, "layers": 1},
-        "head": {"type": "tagger"},
-        "training": {"epochs": 8, "batch_size": 4, "learning_rate": 0.02, "early_stopping": None}})
-    d = tmp_path_factory.mktemp("q_acc")
-    (d / "train.ts").write_text(TS_HEAD + "".join(ts_case(i) for i in range(20)))
-    out["acceptor"] = _train(d, {
-        "name": "acc", "seed": 1,
-        "data": {"source": "ts", "train_path": str(d / "train.ts"), "max_length": 6,
-                 "split": {"valid": 0.0, "test": 0.3, "shuffle": True}},
-        "model": {"cell": "lstm", "units": 8, "layers": 1},
-        "head": {"type": "acceptor", "pooling": "mean"},
-        "training": {"epochs": 8, "batch_size": 4, "learning_rate": 0.02, "early_stopping": None}})
+    out["tagger"] = tiny_tagger  # conftest's session run (also tests/test_export_stateful.py's); read only
+    out["acceptor"] = tiny_acceptor  # conftest's session run (also tests/test_keras_loading.py's); read only
     d = tmp_path_factory.mktemp("q_biacc")  # bidirectional: exported full-sequence, padded rows
     (d / "train.ts").write_text(TS_HEAD + "".join(ts_case(i) for i in range(30)))
     out["bi_acceptor"] = _train(d, {

@@ -10,12 +10,9 @@ import shutil
 import numpy as np
 import pytest
 
-WORDS = {"ab": "AE B", "ba": "B AA", "abba": "AE B B AA", "baba": "B AA B AA", "aab": "AE AE B",
-         "bab": "B AA B", "abab": "AE B AE B", "bba": "B B AA", "aa": "AE AE", "bb": "B B",
-         "abb": "AE B B", "baa": "B AA AA"}
 # name: (model section, head section); tiny, trained a few epochs so outputs vary by source
 RUNS = {
-    "bi-lstm-bahdanau": ({"cell": "lstm", "bidirectional": True}, {"attention": "bahdanau"}),
+    "bi-lstm-bahdanau": ({"cell": "lstm", "bidirectional": True}, {"attention": "bahdanau"}),  # conftest's
     "gru-luong-2xlstm": ({"cell": "gru"}, {"attention": "luong", "decoder_cell": "lstm",
                                             "decoder_layers": 2}),
     "simple_rnn-none": ({"cell": "simple_rnn"}, {"attention": "none"}),
@@ -27,9 +24,9 @@ NAMES = ["bi-lstm-bahdanau", pytest.param("gru-luong-2xlstm", marks=pytest.mark.
 STATES = {"bi-lstm-bahdanau": ["dec_0_h", "dec_0_c"],
           "gru-luong-2xlstm": ["dec_0_h", "dec_0_c", "dec_1_h", "dec_1_c", "feed"],
           "simple_rnn-none": ["dec_0_h"]}
-S_MAX = 6
+S_MAX = 6  # conftest tiny_seq2seq_recipe's data.max_length and decoding.max_length
 SOURCES = ["abba", "bab", "ab", "bbaa", "aabb", "baab", "b", "a", "abbab", "bbbbbb", "aaaa", "ba"]
-BEAM, ALPHA = 3, 0.6
+BEAM, ALPHA = 3, 0.6  # its decoding.beam_width and length_penalty
 
 
 class _Lazy(dict):
@@ -45,23 +42,21 @@ class _Lazy(dict):
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory, keras):
+def runs(tmp_path_factory, keras, tiny_seq2seq):
+    """name -> run directory, trained on first use (conftest ``tiny_seq2seq_recipe``, 20 epochs on
+    12 words, beam 3, length penalty 0.6, sources of at most 6 symbols). bi-lstm-bahdanau is
+    conftest's session run ``tiny_seq2seq()`` (also tests/test_keras_loading.py's); read only."""
     from seqkit.recipe import recipe_from_dict
     from seqkit.training.train import train
+    from tests.conftest import tiny_seq2seq_recipe, write_g2p_words
 
     d = tmp_path_factory.mktemp("s2s")
-    (d / "tiny.dict").write_text("\n".join(f"{w} {p}" for w, p in WORDS.items()) + "\n", encoding="utf-8")
 
     def make(name):
+        if name == "bi-lstm-bahdanau":
+            return tiny_seq2seq()
         model_cfg, head_cfg = RUNS[name]
-        recipe = {"name": "tiny-g2p", "seed": 1,
-                  "data": {"source": "cmudict", "path": str(d / "tiny.dict"), "max_length": S_MAX,
-                           "split": {"valid": 0.0, "test": 0.3, "shuffle": True}},
-                  "model": {"units": 8, "embedding_dim": 8, **model_cfg},
-                  "head": {"type": "seq2seq", "decoder_units": 12, **head_cfg},
-                  "training": {"epochs": 20, "batch_size": 4, "learning_rate": 0.02,
-                               "early_stopping": None},
-                  "decoding": {"beam_width": BEAM, "max_length": S_MAX, "length_penalty": ALPHA}}
+        recipe = tiny_seq2seq_recipe(write_g2p_words(d / "tiny.dict"), model_cfg, head_cfg)
         train(recipe_from_dict(recipe), str(d / name), verbose=0)
         return str(d / name)
 

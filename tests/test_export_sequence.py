@@ -9,16 +9,7 @@ import shutil
 import numpy as np
 import pytest
 
-TAG_TRAIN = "".join(["the/D dog/N runs/V\n", "a/D cat/N sleeps/V fast/R\n", "the/D cat/N runs/V\n"] * 5)
-TS_HEAD = "@problemName toy\n@dimensions 2\n@classLabel true up down\n@data\n"
-
-
-def ts_case(i, label=True):
-    n, up = 3 + i % 4, i % 2 == 0
-    a = [f"{(j if up else -j) + 0.5 * (i % 3):g}" for j in range(n)]
-    b = [f"{10 + j * (i % 5):g}" for j in range(n)]
-    return ",".join(a) + ":" + ",".join(b) + (":" + ("up" if up else "down") if label else "") + "\n"
-
+from tests.conftest import TAG_TRAIN, TS_HEAD, ts_case  # noqa: F401 (also read from here by other files)
 
 def _train(d, recipe):
     import yaml

@@ -11,7 +11,7 @@ import shutil
 import numpy as np
 import pytest
 
-from tests.test_export_sequence import TAG_TRAIN, TS_HEAD, _train, ts_case
+from tests.test_export_sequence import TS_HEAD, _train, ts_case
 
 STATE_OPS = {"VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE"}
 # the explicit-state LM step's builtins (tests/test_export.py) plus the state ops and CALL_ONCE
@@ -144,16 +144,10 @@ def test_refusals_name_what_is_supported_and_write_nothing(lm, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def sequence_runs(tmp_path_factory, keras):
-    d = tmp_path_factory.mktemp("st_tag")
-    (d / "train.txt").write_text(TAG_TRAIN, encoding="utf-8")
-    out = {"tagger": _train(d, {
-        "name": "tag", "seed": 1,
-        "data": {"source": "word_tag", "path": str(d / "train.txt"), "max_length": 8,
-                 "split": {"valid": 0.2, "test": 0.2, "shuffle": True}},
-        "model": {"cell": "gru", "units": 8, "embedding_dim": 6, "layers": 1},
-        "head": {"type": "tagger"},
-        "training": {"epochs": 1, "batch_size": 4, "early_stopping": None}})}
+def sequence_runs(tmp_path_factory, keras, tiny_tagger):
+    """A 1-layer GRU tagger (conftest's session run, shared with tests/test_export_int8.py; read
+    only) and a 1-layer LSTM acceptor with max pooling over frames, trained here."""
+    out = {"tagger": tiny_tagger}
     d = tmp_path_factory.mktemp("st_acc")
     (d / "train.ts").write_text(TS_HEAD + "".join(ts_case(i) for i in range(20)))
     out["acceptor"] = _train(d, {

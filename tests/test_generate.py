@@ -5,20 +5,12 @@ import pytest
 from click.testing import CliRunner
 
 from seqkit.cli import main
-from tests.conftest import make_recipe
 
 
 @pytest.fixture(scope="module")
-def lm_run(tmp_path_factory, keras):
-    import yaml
-
-    d = tmp_path_factory.mktemp("gen")
-    recipe = d / "tiny.yaml"
-    recipe.write_text(yaml.safe_dump(make_recipe(data={"limit": 200}, training={"epochs": 1})))
-    run = d / "run"
-    res = CliRunner().invoke(main, ["train", str(recipe), "--run-dir", str(run), "--quiet"])
-    assert res.exit_code == 0, res.output
-    return run
+def lm_run(tiny_lm):
+    """The session's tiny 2-layer LSTM LM on pydoc text (conftest ``tiny_lm``; read only)."""
+    return tiny_lm("lstm")
 
 
 def test_beam_width_1_generation_equals_greedy_generation(lm_run):

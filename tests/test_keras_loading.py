@@ -20,31 +20,21 @@ from tests.conftest import make_recipe
 ROOT = Path(__file__).resolve().parents[1]
 TRAINING = {"epochs": 1, "batch_size": 8, "early_stopping": None}
 TAG_TRAIN = "".join(["the/D dog/N runs/V\n", "a/D cat/N sleeps/V fast/R\n", "the/D cat/N runs/V\n"] * 4)
-TS_HEAD = "@problemName toy\n@dimensions 2\n@classLabel true up down\n@data\n"
-G2P = {"ab": "AE B", "ba": "B AA", "abba": "AE B B AA", "baba": "B AA B AA", "aab": "AE AE B",
-       "bab": "B AA B", "abab": "AE B AE B", "bba": "B B AA", "aa": "AE AE", "bb": "B B"}
-
-
-def _ts_case(i):
-    n, up = 3 + i % 4, i % 2 == 0
-    a = ",".join(f"{(j if up else -j) + 0.5 * (i % 3):g}" for j in range(n))
-    b = ",".join(f"{10 + j * (i % 5):g}" for j in range(n))
-    return f"{a}:{b}:{'up' if up else 'down'}\n"
 
 
 def _recipes(d: Path) -> dict:
-    """Tiny recipes: each head, each built-in cell and the installed peephole_lstm plugin cell
-    (six runs, not heads x cells, to keep the file short: the cells' Keras classes do not
-    depend on the head)."""
+    """Tiny recipes of three of the six cases (together: each head, each built-in cell and the
+    installed peephole_lstm plugin cell; six runs, not heads x cells, to keep the file short: the
+    cells' Keras classes do not depend on the head). The other three are conftest's session runs:
+    lm_lstm (``tiny_lm("lstm")``), acceptor (LSTM over frames, mean pooling: ``tiny_acceptor``)
+    and seq2seq (bidirectional LSTM encoder, Bahdanau attention: ``tiny_seq2seq()``)."""
     (d / "tags.txt").write_text(TAG_TRAIN, encoding="utf-8")
-    (d / "train.ts").write_text(TS_HEAD + "".join(_ts_case(i) for i in range(16)), encoding="utf-8")
     (d / "d.tsv").write_text("".join(f"{t}\t{y}\n" for t, y in [("aaab", "A"), ("abaa", "A"), ("bbba", "B"),
                                                                  ("babb", "B")] * 4), encoding="utf-8")
-    (d / "tiny.dict").write_text("".join(f"{w} {p}\n" for w, p in G2P.items()), encoding="utf-8")
     lm_data = {"limit": 40, "max_length": 40}
     tiny = {"units": 6, "embedding_dim": 4, "layers": 1}
-    out = {f"lm_{cell}": make_recipe(data=lm_data, model={**tiny, "cell": cell}, training=TRAINING)
-           for cell in ("lstm", "peephole_lstm")}
+    out = {"lm_peephole_lstm": make_recipe(data=lm_data, model={**tiny, "cell": "peephole_lstm"},
+                                           training=TRAINING)}
     split = {"valid": 0.2, "test": 0.2, "shuffle": True}
     out["tagger"] = {"name": "tag", "seed": 1, "training": TRAINING, "head": {"type": "tagger"},
                      "data": {"source": "word_tag", "path": str(d / "tags.txt"), "max_length": 8,
@@ -55,16 +45,6 @@ def _recipes(d: Path) -> dict:
                               "data": {"source": "tsv_text_label", "path": str(d / "d.tsv"),
                                        "tokenizer": "char", "split": split},
                               "model": {**tiny, "cell": "gru", "bidirectional": True}}
-    out["acceptor"] = {"name": "acc", "seed": 1, "training": TRAINING,
-                       "head": {"type": "acceptor", "pooling": "mean"},
-                       "data": {"source": "ts", "train_path": str(d / "train.ts"), "max_length": 6,
-                                "split": {"valid": 0.0, "test": 0.25, "shuffle": True}},
-                       "model": {"units": 6, "layers": 1, "cell": "gru"}}
-    out["seq2seq"] = {"name": "g2p", "seed": 1, "training": TRAINING,
-                      "head": {"type": "seq2seq", "attention": "bahdanau", "decoder_units": 8},
-                      "data": {"source": "cmudict", "path": str(d / "tiny.dict"), "max_length": 6,
-                               "split": split},
-                      "model": {"units": 4, "embedding_dim": 4, "bidirectional": True}}
     return out
 
 
@@ -84,18 +64,24 @@ def _outputs(y) -> list:
 
 
 @pytest.fixture(scope="module")
-def cases(tmp_path_factory, keras):
+def cases(tmp_path_factory, keras, tiny_lm, tiny_acceptor, tiny_seq2seq):
     """Train every recipe (1 epoch), then save a fixed input and the in-process model's output
-    for each of its .keras files; returns the path of a JSON manifest of the cases."""
+    for each of its .keras files; returns the path of a JSON manifest of the cases. The lm_lstm
+    case (first) is the session's tiny 2-layer LSTM LM (conftest ``tiny_lm``), the acceptor and
+    seq2seq cases the session's ``tiny_acceptor`` and ``tiny_seq2seq()``; all three read only."""
     from seqkit.recipe import recipe_from_dict
     from seqkit.training.train import load_model, train
 
     d = tmp_path_factory.mktemp("keras_loading")
     rng = np.random.default_rng(0)
     manifest = []
-    for name, raw in _recipes(d).items():
+    shared = {"lm_lstm": tiny_lm("lstm"), "acceptor": tiny_acceptor, "seq2seq": tiny_seq2seq()}
+    for name, raw in {"lm_lstm": None, **_recipes(d), "acceptor": None, "seq2seq": None}.items():
         run = d / name
-        train(recipe_from_dict(raw), str(run), verbose=0)
+        if raw is None:
+            run = Path(shared[name])
+        else:
+            train(recipe_from_dict(raw), str(run), verbose=0)
         files = sorted(p.name for p in run.iterdir() if p.suffix == ".keras")
         assert {"model.keras", "last.keras"} <= set(files), (name, files)
         # last.keras holds the same classes (plus optimizer state): two runs check it, for time
@@ -292,7 +278,7 @@ def portable(cases, tmp_path_factory):
     made = []
     for c in manifest:
         run, fname = os.path.split(c["path"])
-        name = os.path.basename(run)
+        name = c["case"].split("/")[0]
         if name in PORTABLE and fname == "model.keras":
             report = export_portable_keras(run, str(out / name))
             assert report["max_abs_diff"] <= 1e-6, report

@@ -200,27 +200,11 @@ def _vocab_index(path):
     return {tok: i for i, tok in enumerate(read(str(path))["vocab"])}
 
 
-TAG_TRAIN = "".join(["the/D dog/N runs/V\n", "a/D cat/N sleeps/V fast/R\n", "the/D cat/N runs/V\n",
-                     "a/D dog/N sleeps/V\n"] * 6)
-
-
-def test_web_page_tags_what_seqkit_stream_tags(tmp_path, browser, keras):
-    import yaml
-
+def test_web_page_tags_what_seqkit_stream_tags(tmp_path, browser, tiny_tagger):
+    """A tiny GRU tagger (conftest's session run; read only), exported here."""
     from seqkit.export.writer import export_run
-    from seqkit.recipe import load_recipe
-    from seqkit.training.train import train
 
-    (tmp_path / "train.txt").write_text(TAG_TRAIN, encoding="utf-8")
-    (tmp_path / "r.yaml").write_text(yaml.safe_dump({
-        "name": "tag", "seed": 1,
-        "data": {"source": "word_tag", "path": str(tmp_path / "train.txt"), "max_length": 8,
-                 "split": {"valid": 0.2, "test": 0.2, "shuffle": True}},
-        "model": {"cell": "gru", "units": 8, "embedding_dim": 6, "layers": 1},
-        "head": {"type": "tagger"},
-        "training": {"epochs": 2, "batch_size": 4, "early_stopping": None}}), encoding="utf-8")
-    train(load_recipe(str(tmp_path / "r.yaml")), str(tmp_path / "run"), verbose=0)
-    export_run(str(tmp_path / "run"), str(tmp_path / "e"), parity_examples=4)
+    export_run(tiny_tagger, str(tmp_path / "e"), parity_examples=4)
     models = tmp_path / "m"
     models.mkdir()
     shutil.copy(tmp_path / "e" / "model.tflite", models / "tagger.tflite")

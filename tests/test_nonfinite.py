@@ -99,19 +99,53 @@ def nan_recipe(tmp_path, after: int, epochs: int = 3) -> str:
     return str(p)
 
 
+# One fresh process (each imports TensorFlow, ~8 CPU-s) runs, through the CLI's click entry,
+# `train --plugin nan_cells.py` of a run whose loss turns NaN at epoch 2, then copies the failed run
+# and runs `train --resume --plugin nan_cells.py` on the copy (the same file again: the second
+# --plugin imports nothing new; the NaN counter is a weight, so it comes from the checkpoint).
+TRAIN_THEN_RESUME = """
+import json, shutil, sys
+from click.testing import CliRunner
+from seqkit.cli import main
+
+recipe, run, resumed, plugin = sys.argv[1:]
+out = {}
+for key, args in (("train", ["train", recipe, "--run-dir", run, "--quiet", "--plugin", plugin]),
+                  ("resume", ["train", "--resume", resumed, "--quiet", "--plugin", plugin])):
+    if key == "resume":
+        shutil.copytree(run, resumed)
+    res = CliRunner().invoke(main, args)
+    out[key] = {"returncode": res.exit_code, "stdout": res.stdout, "stderr": res.stderr,
+                "exception": repr(res.exception) if res.exit_code not in (0, 2) else None}
+print(json.dumps(out))
+"""
+
+
 @pytest.fixture(scope="module")
 def nan_in_epoch_2(tmp_path_factory):
-    """``seqkit train`` of a run whose loss turns NaN at epoch 2, step 2 (the 5th training call)."""
+    """``seqkit train`` of a run whose loss turns NaN at epoch 2, step 2 (the 5th training call),
+    and ``train --resume`` of a copy of that failed run, in one fresh process
+    (:data:`TRAIN_THEN_RESUME`): ``(folder, plugin, run, train result, resumed copy, resume result)``,
+    each result a ``subprocess.CompletedProcess`` with that command's exit code and output."""
     d = tmp_path_factory.mktemp("nan2")
     plugin = d / "nan_cells.py"
     plugin.write_text(NAN_PLUGIN, encoding="utf-8")
-    run = d / "run"
-    res = cli(["train", nan_recipe(d, after=4), "--run-dir", str(run), "--quiet", "--plugin", str(plugin)], d)
-    return d, plugin, run, res
+    run, resumed = d / "run", d / "resumed"
+    env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    child = subprocess.run([sys.executable, "-c", TRAIN_THEN_RESUME, nan_recipe(d, after=4), str(run),
+                            str(resumed), str(plugin)], cwd=str(d), env=env, capture_output=True, text=True,
+                           timeout=600)
+    assert child.returncode == 0, child.stderr[-3000:]
+    got = json.loads(child.stdout.strip().splitlines()[-1])
+    for key in got:
+        assert got[key]["exception"] is None, got[key]
+    train, resume = (subprocess.CompletedProcess(key, got[key]["returncode"], got[key]["stdout"],
+                                                 got[key]["stderr"]) for key in ("train", "resume"))
+    return d, plugin, run, train, resumed, resume
 
 
 def test_nan_in_epoch_2_stops_with_an_error_naming_epoch_and_step(nan_in_epoch_2):
-    _, _, _, res = nan_in_epoch_2
+    _, _, _, res, _, _ = nan_in_epoch_2
     assert res.returncode == 2, res.stdout + res.stderr
     msg = res.stderr
     assert "error: training stopped: the training loss became nan at epoch 2, step 2" in msg, msg
@@ -122,7 +156,7 @@ def test_nan_in_epoch_2_stops_with_an_error_naming_epoch_and_step(nan_in_epoch_2
 def test_nan_run_keeps_epoch_1_and_is_marked_failed(nan_in_epoch_2):
     from seqkit.runs.rundir import read_checkpoint_state
 
-    _, _, run, _ = nan_in_epoch_2
+    _, _, run, _, _, _ = nan_in_epoch_2
     state = strict_load((run / "state.json").read_text())
     assert state["status"] == "failed" and state["epoch"] == 1
     assert "epoch 2, step 2" in state["reason"]
@@ -138,23 +172,23 @@ def test_nan_run_keeps_epoch_1_and_is_marked_failed(nan_in_epoch_2):
             assert z.testzip() is None
 
 
-def test_nan_checkpoint_weights_are_finite_and_resume_names_the_same_step(nan_in_epoch_2, tmp_path):
+def test_nan_checkpoint_weights_are_finite_and_resume_names_the_same_step(nan_in_epoch_2):
     import numpy as np
 
     import h5py
 
-    d, plugin, run, _ = nan_in_epoch_2
+    _, _, run, _, resumed, res = nan_in_epoch_2
     # every weight array stored in the checkpoint, read from its weights file (no process of its
     # own to load the plugin cell: the values are what a load would give the model)
     with zipfile.ZipFile(run / "last.keras") as z, z.open("model.weights.h5") as f, h5py.File(f, "r") as h5:
         arrays = []
         h5.visititems(lambda name, obj: arrays.append(obj[()]) if isinstance(obj, h5py.Dataset) else None)
     assert len(arrays) >= 4 and all(np.isfinite(a).all() for a in arrays)
-    # resuming the failed run meets the same NaN at the same step (the counter is in the checkpoint)
-    res = cli(["train", "--resume", str(run), "--quiet", "--plugin", str(plugin)], d)
+    # resuming the failed run (a copy of it, made in the fixture's process) meets the same NaN at
+    # the same step (the counter is in the checkpoint)
     assert res.returncode == 2 and "at epoch 2, step 2" in res.stderr, res.stderr
-    assert strict_load((run / "state.json").read_text())["status"] == "failed"
-    assert np.isfinite(strict_load((run / "state.json").read_text())["best"])
+    assert strict_load((resumed / "state.json").read_text())["status"] == "failed"
+    assert np.isfinite(strict_load((resumed / "state.json").read_text())["best"])
 
 
 @pytest.mark.slow  # -m slow (suite time): a first-epoch stop that keeps nothing is checked in the default run

@@ -1,11 +1,12 @@
-"""Writers in real separate processes: two ``seqkit export`` into one ``--out`` at once (one wins,
-the other is refused at once with a clear error and touches nothing), and a write that fails on a
-file-size limit (``RLIMIT_FSIZE``: writes past it fail with EFBIG, as on a full disk) leaving the
-previous run exactly as it was."""
+"""Writers in real separate processes: two ``seqkit export`` into one ``--out`` at once, one in a
+child process and one in the test's own (one wins, the other is refused at once with a clear error
+and touches nothing), and writes that fail on a file-size limit (``RLIMIT_FSIZE``: writes past it
+fail with EFBIG, as on a full disk) leaving the previous run exactly as it was."""
 
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import os
 import pathlib
@@ -17,7 +18,9 @@ import textwrap
 import time
 
 import yaml
+from click.testing import CliRunner
 
+from seqkit.cli import main
 from tests.conftest import tiny_lm_recipe
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -79,9 +82,10 @@ def test_two_exports_into_one_folder_one_wins_the_other_is_refused(tmp_path, tin
             assert first.poll() is None, first.communicate()[0]
             assert time.monotonic() < deadline, "the first export never took the lock"
             time.sleep(0.1)
-        second = subprocess.run(seqkit_command(*args), cwd=tmp_path, env=child_env(), capture_output=True,
-                                text=True, timeout=WAIT_S)
-        assert second.returncode == 2, second.stdout + second.stderr
+        # the second export runs in this test's own process (another process than the first's;
+        # a fresh one would only add a TensorFlow import), through the CLI's click entry
+        second = CliRunner().invoke(main, list(args))
+        assert second.exit_code == 2, (second.output, second.exception)
         msg = second.stderr
         assert (f"--out {out}: another seqkit export is writing this folder (PID {first.pid} on "
                 in msg), msg
@@ -117,31 +121,45 @@ def test_a_write_past_the_file_size_limit_leaves_the_previous_run_intact(tmp_pat
     assert small < limit < checkpoint, (small, checkpoint)
     recipe = tmp_path / "tiny.yaml"
     recipe.write_text(yaml.safe_dump(tiny_lm_recipe("lstm"), sort_keys=False), encoding="utf-8")
-    prelude = textwrap.dedent(f"""
-        import resource, signal
+    # one fresh process under the limit (each imports TensorFlow, ~8 CPU-s) runs both commands
+    # through the CLI's click entry, and records the run's digest and the folder's listing after each
+    child = textwrap.dedent(f"""
+        import hashlib, json, os, resource, signal, sys
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
         resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+        from click.testing import CliRunner
+        from seqkit.cli import main
+    """) + inspect.getsource(digest) + textwrap.dedent(f"""
+        out = {{}}
+        for key, args in (("overwrite", ["train", {str(recipe)!r}, "--run-dir", {str(run)!r}, "--overwrite", "-q"]),
+                          ("resume", ["train", "--resume", {str(run)!r}, "--set", "training.epochs=2", "-q"])):
+            res = CliRunner().invoke(main, args)
+            out[key] = {{"returncode": res.exit_code, "stdout": res.stdout, "stderr": res.stderr,
+                        "exception": repr(res.exception) if res.exit_code not in (0, 2) else None,
+                        "digest": digest({str(run)!r}), "listing": sorted(os.listdir({str(runs)!r}))}}
+        print(json.dumps(out))
     """)
-    res = subprocess.run(seqkit_command("train", str(recipe), "--run-dir", str(run), "--overwrite", "-q",
-                                        prelude=prelude),
-                         cwd=tmp_path, env=child_env(), capture_output=True, text=True, timeout=WAIT_S)
-    msg = res.stderr
-    assert res.returncode == 2, res.stdout + msg
+    done = subprocess.run([sys.executable, "-c", child], cwd=tmp_path, env=child_env(), capture_output=True,
+                          text=True, timeout=WAIT_S)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stdout + done.stderr
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    res = got["overwrite"]
+    msg = res["stderr"]
+    assert res["returncode"] == 2 and res["exception"] is None, (res, done.stderr)
     assert "file-size limit" in msg and "internal error" not in msg and "Traceback" not in msg, msg
     # names the file it could not write: a checkpoint of the new run, in its staging folder
     assert re.search(re.escape(str(runs)) + r"/\.tiny\.staging-\d+/(model|last)\.tmp\.keras: cannot write it: "
                      r"the file would pass this process's file-size limit", msg), msg
-    assert digest(run) == before  # the previous run is untouched
-    assert sorted(os.listdir(runs)) == ["tiny"]  # no staging folder, no lock file
+    assert res["digest"] == before  # the previous run is untouched
+    assert res["listing"] == ["tiny"]  # no staging folder, no lock file
 
     # resuming must first load last.keras, which Keras unpacks into temporary files: under the same
     # limit that fails, named as such (not as a damaged model or a missing plugin); the run is as it was
-    res = subprocess.run(seqkit_command("train", "--resume", str(run), "--set", "training.epochs=2", "-q",
-                                        prelude=prelude),
-                         cwd=tmp_path, env=child_env(), capture_output=True, text=True, timeout=WAIT_S)
-    assert res.returncode == 2, res.stdout + res.stderr
+    res = got["resume"]
+    assert res["returncode"] == 2 and res["exception"] is None, (res, done.stderr)
     assert (f"{run / 'last.keras'}: cannot load the model: Keras unpacks it into temporary files, and "
-            f"writing them failed: the file would pass this process's file-size limit") in res.stderr, res.stderr
-    assert "plugin" not in res.stderr and "internal error" not in res.stderr
-    assert digest(run) == before
-    assert sorted(os.listdir(runs)) == ["tiny"]
+            f"writing them failed: the file would pass this process's file-size limit") in res["stderr"], res
+    assert "plugin" not in res["stderr"] and "internal error" not in res["stderr"]
+    assert res["digest"] == before
+    assert res["listing"] == ["tiny"]
+    assert digest(run) == before and sorted(os.listdir(runs)) == ["tiny"]
