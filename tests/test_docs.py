@@ -270,7 +270,7 @@ def test_readme_is_a_front_page_with_the_two_commands():
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     assert len(text.splitlines()) <= 210
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
-    test_cmd = ('pip install -e ".[dev,examples,plot,text,hf,parquet,subword]" -e plugins/seqkit-peephole '
+    test_cmd = ('pip install -e ".[dev,examples,plot,text,hf,parquet,subword,quantizer]" -e plugins/seqkit-peephole '
                 '-e plugins/seqkit-mingru -e plugins/seqkit-forecast && python -m pytest -q')
     assert test_cmd in text
     # CI runs the same install and pytest, then builds the site strictly
