@@ -553,7 +553,8 @@ def _check(res: dict, what: str, tolerance: float | None, min_agreement: float) 
                           + (f" Held-out {task['metric']}: {task['export']:.4g} against "
                              f"{task['keras']:.4g} for Keras float32." if task else "")
                           + " Lower --min-agreement to accept it, or export a finer precision "
-                            "(--quantize int16x8, dynamic-range, float16 or none).")
+                            "(--quantize int16x8, dynamic-range, float16 or none; an LSTM step model may keep int8 "
+                            "products with an int16 cell state: --quantize int8 --int16-cell).")
 
 
 def load_for_export(run_dir: str, *, calibration: str | None = None, parity: str | None = None):
