@@ -10,6 +10,8 @@ import shutil
 import numpy as np
 import pytest
 
+from tests.conftest import G2P_WORDS as WORDS  # noqa: F401 (read from here by other test files)
+
 # name: (model section, head section); tiny, trained a few epochs so outputs vary by source
 RUNS = {
     "bi-lstm-bahdanau": ({"cell": "lstm", "bidirectional": True}, {"attention": "bahdanau"}),  # conftest's
