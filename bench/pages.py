@@ -180,12 +180,17 @@ def read_bench_records(records_dir: str = RECORDS) -> list[dict]:
 
 # --------------------------------------------------------------------------------------- blocks
 
+def _unrecorded(runs: list[tables.RunFiles], recipes_dir: str) -> list[str]:
+    """Names of the shipped recipes that no record in ``runs`` belongs to."""
+    have = {re.sub(r"-seed\d+$", "", r.name) for r in runs}
+    return [n for n, _ in tables.shipped(recipes_dir) if n not in have]
+
+
 def render_results(runs: list[tables.RunFiles], recipes_dir: str = tables.RECIPES) -> str:
     """The ``results`` block: every table of :mod:`bench.tables` from the records, and the shipped
     recipes that have no record yet."""
     parts = [tables.render(t, recipes_dir) for t in tables.all_tables(runs)] if runs else []
-    have = {re.sub(r"-seed\d+$", "", r.name) for r in runs}
-    missing = [n for n, _ in tables.shipped(recipes_dir) if n not in have]
+    missing = _unrecorded(runs, recipes_dir)
     if missing:
         parts.append("Shipped recipes with no record yet (their earlier figures, measured by hand, are on the "
                      "in-depth pages linked below): "
@@ -233,8 +238,7 @@ def render_readme(runs: list[tables.RunFiles], recipes_dir: str = tables.RECIPES
         fig, base = _readme_figure(r)
         code = r.provenance.get("commit", "not recorded")
         lines.append(f"| `{name}` | {fig} | {base} | {ANCHORS.get(name, '')} | {code}, {r.written} |")
-    have = {re.sub(r"-seed\d+$", "", r.name) for r in runs}
-    missing = [n for n, _ in tables.shipped(recipes_dir) if n not in have]
+    missing = _unrecorded(runs, recipes_dir)
     out = "\n".join(lines) + "\n"
     if missing:
         out += f"\nNo record yet: {', '.join(f'`{n}`' for n in missing)} (earlier figures: see Results).\n"
