@@ -52,7 +52,7 @@ from bench.common import git_describe  # noqa: F401  (re-exported: the commit a 
 
 RECIPES = "recipes"
 RUNS = "runs"
-PROVENANCE = "provenance.json"
+from seqkit.runs.rundir import PROVENANCE  # noqa: E402  (a name run directories may hold)
 
 
 # ---------------------------------------------------------------------------------------- values
@@ -521,26 +521,43 @@ def machine() -> dict:
 
 def train_run(recipe_path: str, run_dir: str, seeds: int | None = None, verbose: int = 1) -> None:
     """Train ``recipe_path`` with its defaults into ``run_dir`` (``seqkit.train``), or with
-    ``seeds`` seeds into ``run_dir-seed<S>`` (``seqkit.train_seeds``), and write
-    ``provenance.json`` into each new run: commit, date, machine, wall seconds of the call."""
+    ``seeds`` seeds into ``run_dir-seed<S>`` (``seqkit.train_seeds``: a seed that finished earlier
+    with the same recipe is kept), and write ``provenance.json`` into each run as it is trained:
+    commit, date, machine, load at its start, wall seconds."""
     import seqkit
 
-    started, t0 = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), time.perf_counter()
-    commit, info = git_describe(), machine()
     name = _yaml(recipe_path).get("name") or os.path.splitext(os.path.basename(recipe_path))[0]
+    command = f"python -m bench.tables --train{f' --seeds {seeds}' if seeds else ''} --only {name}"
+    start = {}
+
+    def begin():
+        start.update(started=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+                     t0=time.perf_counter(), commit=git_describe(), info=machine())
+
+    def record(path, how="trained"):
+        if how != "kept":
+            write_provenance(path, start["commit"], start["started"], time.perf_counter() - start["t0"],
+                             command, start["info"], resumed=how == "resumed")
+        begin()
+
+    begin()
     if seeds:
-        summary = seqkit.train_seeds(recipe_path, seeds, run_dir, verbose=verbose)
-        dirs = summary["runs"]
+        seqkit.train_seeds(recipe_path, seeds, run_dir, verbose=verbose, on_run=record)
     else:
         seqkit.train(recipe_path, run_dir, verbose=verbose)
-        dirs = [run_dir]
-    wall = time.perf_counter() - t0
-    for d in dirs:
-        with open(os.path.join(d, PROVENANCE + ".tmp"), "w", encoding="utf-8") as f:
-            json.dump({"commit": commit, "started": started, "wall_seconds": round(wall / len(dirs), 1),
-                       "command": f"python -m bench.tables --train{f' --seeds {seeds}' if seeds else ''} --only {name}",
-                       **info}, f, indent=2)
-        os.replace(os.path.join(d, PROVENANCE + ".tmp"), os.path.join(d, PROVENANCE))
+        record(run_dir)
+
+
+def write_provenance(run_dir: str, commit: str, started: str, wall: float, command: str, info: dict,
+                     resumed: bool = False) -> None:
+    """Write ``run_dir/provenance.json`` (staged and renamed): what trained the run, where, when."""
+    data = {"commit": commit, "started": started, "wall_seconds": round(wall, 1), "command": command, **info}
+    if resumed:
+        data["note"] = "resumed: wall_seconds and load are those of the resumed part"
+    tmp = os.path.join(run_dir, PROVENANCE + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=2)
+    os.replace(tmp, os.path.join(run_dir, PROVENANCE))
 
 
 def shipped(recipes_dir: str = RECIPES) -> list[tuple[str, str]]:

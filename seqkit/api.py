@@ -110,13 +110,17 @@ def train(recipe=None, run_dir=None, *, overwrite: bool = False, resume: bool = 
     return Run(run_dir)
 
 
-def train_seeds(recipe, seeds: int, run_dir=None, *, overwrite: bool = False, verbose: int = 0) -> dict:
+def train_seeds(recipe, seeds: int, run_dir=None, *, overwrite: bool = False, verbose: int = 0,
+                on_run=None) -> dict:
     """Train a recipe with ``seeds`` seeds and summarise the spread, as ``seqkit train --seeds N``.
 
     Run ``i`` uses seed ``recipe.seed + i`` and goes to ``RUN_DIR-seed<S>`` (``RUN_DIR``
     default ``runs/NAME``); the summary (mean, sample sd with ``n - 1``, min, max and the
     per-seed values of every numeric valid/test figure) is written to ``RUN_DIR-seeds.json``
-    (:mod:`seqkit.training.seeds`).
+    (:mod:`seqkit.training.seeds`). Run again after a stop, it continues: a seed's run that
+    finished with the same recipe is kept, an unfinished one resumed (``overwrite`` retrains all).
+    ``on_run(path, how)`` (optional) is called as each seed's run is ready, ``how`` one of
+    ``"trained"``, ``"resumed"``, ``"kept"``.
 
     Returns:
         The summary dict; ``summary["runs"]`` lists the run directories (open each with
@@ -129,7 +133,7 @@ def train_seeds(recipe, seeds: int, run_dir=None, *, overwrite: bool = False, ve
     rec = _recipe(recipe, "train_seeds")
     with _shown(verbose):
         return do_train_seeds(rec, int(seeds), os.fspath(run_dir) if run_dir is not None else None,
-                              overwrite=overwrite, verbose=verbose)
+                              overwrite=overwrite, verbose=verbose, on_run=on_run)
 
 
 def load(run_dir) -> Run:

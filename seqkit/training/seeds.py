@@ -10,6 +10,11 @@ the ``n`` runs::
     mean = sum x_i / n,   sd = sqrt(sum (x_i - mean)^2 / (n - 1))   (sample sd; null for n = 1),
     min, max, and the per-seed values.
 
+A stopped ``--seeds`` command continues where it stopped when run again: a seed's run that
+already finished with the same recipe is kept (its ``metrics.json`` is read, nothing retrains), an
+unfinished one with the same recipe is resumed from its last finished epoch, and any other existing
+run is refused unless ``--overwrite`` (which retrains every seed).
+
 Note: the data split follows the seed when it is shuffled (``data.split.shuffle: true``, the default
 for examples that carry a class label), so the spread then includes the choice of test set.
 """
@@ -20,11 +25,13 @@ import dataclasses
 import math
 import os
 
-from seqkit.errors import RecipeError, SeqkitError
+import json
+
+from seqkit.errors import RecipeError, RunDirError, SeqkitError
 from seqkit.guards import check_writable
 from seqkit.runs.lifecycle import check_target
-from seqkit.runs.rundir import atomic_write_json
-from seqkit.training.train import train
+from seqkit.runs.rundir import atomic_write_json, not_a_run_because
+from seqkit.training.train import _flatten, train
 
 SPLITS = ("valid", "test")
 
@@ -92,35 +99,94 @@ def summary_path(base: str) -> str:
     return f"{os.path.normpath(base)}-seeds.json"
 
 
+def existing_seed_run(path: str, recipe) -> str | None:
+    """How :func:`train_seeds` may continue the run at ``path`` for ``recipe`` (one seed's recipe).
+
+    Returns:
+        ``"finished"`` (a seqkit run trained from the same recipe, with ``state.json`` status
+        ``finished`` and a ``metrics.json``: kept as it is), ``"unfinished"`` (same recipe, not
+        finished: resumed), or None (absent, empty, another recipe, or not a seqkit run: the
+        usual refusal or ``overwrite`` applies).
+    """
+    import yaml
+
+    if not os.path.isdir(path) or os.path.islink(path) or not_a_run_because(path):
+        return None
+    try:
+        with open(os.path.join(path, "recipe.yaml"), encoding="utf-8") as f:
+            saved = _flatten(yaml.safe_load(f))
+        with open(os.path.join(path, "state.json"), encoding="utf-8") as f:
+            state = json.load(f)
+    except (OSError, ValueError, yaml.YAMLError):
+        return None
+    if not isinstance(state, dict) or saved != _flatten(yaml.safe_load(recipe.to_yaml())):
+        return None
+    finished = state.get("status") == "finished" and os.path.isfile(os.path.join(path, "metrics.json"))
+    return "finished" if finished else "unfinished"
+
+
+def _read_metrics(path: str) -> dict:
+    file = os.path.join(path, "metrics.json")
+    try:
+        with open(file, encoding="utf-8") as f:
+            metrics = json.load(f)
+    except (OSError, ValueError) as e:
+        raise RunDirError(f"{file}: cannot be read as JSON ({e}); retrain this seed with --overwrite.") from e
+    if not isinstance(metrics, dict):
+        raise RunDirError(f"{file}: is not a JSON object of figures; retrain this seed with --overwrite.")
+    return metrics
+
+
 def train_seeds(recipe, n: int, base: str | None = None, *, overwrite: bool = False,
-                verbose: int = 1) -> dict:
+                verbose: int = 1, on_run=None, log=None) -> dict:
     """Train ``recipe`` with ``n`` seeds; write and return the summary (see the module docstring).
 
     Args:
         recipe: the validated recipe.
         n: number of seeds (>= 1).
         base: the runs' path prefix (default ``runs/NAME``).
-        overwrite: replace existing seed runs (only seqkit runs).
+        overwrite: replace existing seed runs (only seqkit runs); without it a seed's run that
+            finished with the same recipe is kept and an unfinished one is resumed
+            (:func:`existing_seed_run`).
         verbose: Keras ``fit`` verbosity.
+        on_run: called as ``on_run(path, how)`` after each seed's run is ready (``how``:
+            ``"trained"``, ``"resumed"`` or ``"kept"``), e.g. to record provenance as each ends.
+        log: called with one line per kept or resumed seed (default: seqkit's logger).
 
     Returns:
         The summary dict (also in ``BASE-seeds.json``; ``"path"`` names that file).
 
     Raises:
         SeqkitError: ``n < 1``; and what :func:`seqkit.training.train.train` raises (a run that exists
-            without ``overwrite`` is refused before anything is trained).
+            with another recipe, without ``overwrite``, is refused before anything is trained).
     """
+    if log is None:
+        import logging
+
+        log = logging.getLogger("seqkit").info
     if n < 1:
         raise SeqkitError(f"--seeds {n}: give a number of seeds >= 1.")
     base = base if base is not None else os.path.join("runs", recipe.name)
     seeds = [recipe.seed + i for i in range(n)]
     plan = [(seed_recipe(recipe, s), f"{os.path.normpath(base)}-seed{s}") for s in seeds]
+    how = {}
     for rec, path in plan:  # every refusal before the first run trains
         check_writable(path, "train")
-        check_target(path, rec, overwrite)
+        how[path] = None if overwrite else existing_seed_run(path, rec)
+        if how[path] is None:
+            check_target(path, rec, overwrite)
     metrics = []
     for rec, path in plan:
-        metrics.append(train(rec, path, overwrite=overwrite, verbose=verbose))
+        if how[path] == "finished":
+            log(f"{path}: finished earlier with this recipe; kept (--overwrite retrains it)")
+            metrics.append(_read_metrics(path))
+        else:
+            if how[path] == "unfinished":
+                log(f"{path}: unfinished run of this recipe; resuming from its last finished epoch")
+            metrics.append(train(rec, path, resume=how[path] == "unfinished", overwrite=overwrite,
+                                 verbose=verbose))
+        if on_run is not None:
+            on_run(path, {"finished": "kept", "unfinished": "resumed"}.get(how[path], "trained"))
     summary = {"recipe": recipe.name, **summarize(metrics, seeds, [p for _, p in plan])}
     out = summary_path(base)
     os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
