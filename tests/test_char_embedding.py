@@ -322,3 +322,16 @@ def test_full_sequence_int16x8_export_converts_and_agrees(char_run, tmp_path):
                      quantize="int16x8")
     assert rep["tflite"]["argmax_agreement"] >= 0.98
     assert not {"SELECT_V2", "CAST", "NOT_EQUAL"} & set(rep["tflite"]["ops"]), rep["tflite"]["ops"]
+
+
+def test_a_run_with_character_features_is_recognised_as_a_seqkit_run(char_run):
+    """char_vocab.json is a name a run holds, so --overwrite and train --seeds accept the run."""
+    from seqkit.data.word_chars import CHAR_VOCAB
+    from seqkit.runs.lifecycle import check_target
+    from seqkit.runs.rundir import RUN_NAMES, not_a_run_because
+    from seqkit.recipe import recipe_from_dict
+
+    path, _ = char_run
+    assert CHAR_VOCAB in RUN_NAMES and os.path.isfile(os.path.join(path, CHAR_VOCAB))
+    assert not_a_run_because(path) is None
+    assert check_target(path, recipe_from_dict(_raw()), overwrite=True) == "run"

@@ -68,6 +68,22 @@ def test_cli_seeds_trains_one_run_per_seed_and_summarises(tmp_path, keras):
     import seqkit
     from seqkit.errors import RunDirError
 
-    with pytest.raises(RunDirError, match="seed7"):  # refused before anything trains
+    # run again: both finished seeds are kept as they are (nothing retrains) and the summary is the same
+    seen, mtimes = [], [os.stat(os.path.join(r, "metrics.json")).st_mtime_ns for r in runs]
+    again = seqkit.train_seeds(str(path), 2, base, on_run=lambda p, how: seen.append((p, how)))
+    assert seen == [(runs[0], "kept"), (runs[1], "kept")]
+    assert [os.stat(os.path.join(r, "metrics.json")).st_mtime_ns for r in runs] == mtimes
+    assert again["test"] == summary["test"]
+    # a seed whose training stopped is resumed from its last finished epoch
+    state_file = os.path.join(runs[1], "state.json")
+    state = json.load(open(state_file, encoding="utf-8"))
+    json.dump({**state, "status": "failed", "reason": "interrupted"}, open(state_file, "w", encoding="utf-8"))
+    seen.clear()
+    seqkit.train_seeds(str(path), 2, base, on_run=lambda p, how: seen.append((p, how)))
+    assert seen == [(runs[0], "kept"), (runs[1], "resumed")]
+    assert json.load(open(state_file, encoding="utf-8"))["status"] == "finished"
+    # another recipe: the existing seeds are refused before anything trains
+    path.write_text(yaml.safe_dump({**raw, "training": {**raw["training"], "epochs": 2}}), encoding="utf-8")
+    with pytest.raises(RunDirError, match="seed7"):
         seqkit.train_seeds(str(path), 3, base)
     assert not os.path.exists(f"{base}-seed9")

@@ -35,7 +35,8 @@ def _default_run_dir(recipe) -> str:
 @click.option("--overwrite", is_flag=True, help="Replace an existing run directory.")
 @click.option("--seeds", type=click.IntRange(min=1), default=None, metavar="N",
               help="Train N runs with seeds SEED, SEED+1, ... into RUN_DIR-seed<S> and write "
-                   "RUN_DIR-seeds.json: mean, sample sd, min and max of every test figure.")
+                   "RUN_DIR-seeds.json: mean, sample sd, min and max of every test figure. Run "
+                   "again after a stop, it keeps finished seeds and resumes an unfinished one.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the final metrics and the run directory as JSON (Keras's progress bar goes to stderr).")
 @with_common_options
@@ -49,9 +50,9 @@ def train(recipe, overrides, run_dir, resume_dir, overwrite, seeds, as_json=Fals
 
     if seeds is not None:
         if resume_dir:
-            raise SeqkitError("--seeds trains new runs; resume one seed's run with "
-                              "`seqkit train --resume RUN_DIR-seed<S>` (then run --seeds again with "
-                              "--overwrite, or summarise by hand).")
+            raise SeqkitError("--seeds and --resume do not combine: run the same --seeds command "
+                              "again instead; it keeps the seeds that finished with the same recipe "
+                              "and resumes an unfinished one.")
         if not recipe:
             raise click.UsageError("give a RECIPE file with --seeds.")
         from seqkit.training.seeds import format_summary, train_seeds

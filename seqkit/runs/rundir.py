@@ -58,13 +58,14 @@ PLUGINS, TARGET_VOCAB, BACKUP = "plugins.json", "target_vocab.json", "backup"
 SUBWORD_MODEL, TARGET_SUBWORD_MODEL = "subword.model", "target_subword.model"
 DYNAMIC_STATS = "dynamic_stats.npz"  # seqkit.heads.language_model.dynamic_stats_cache.CACHE
 EXPORT_SAMPLE = "export_sample.json"  # seqkit.export.sample: what export needs of the data
+CHAR_VOCAB = "char_vocab.json"  # seqkit.data.word_chars: the character vocabulary of word inputs
 PROVENANCE = "provenance.json"  # bench.tables --train: commit, command, machine and load of the run
 # every name a run directory can hold (seqkit.plugins.PLUGINS, seqkit.heads.seq2seq.TARGET_VOCAB and
 # seqkit.data.subword's SUBWORD_MODEL / TARGET_SUBWORD_MODEL are the same strings; tests/test_rundir_safety.py
 # and tests/test_subword.py check; tests/test_dynamic_stats_cache.py checks DYNAMIC_STATS)
 RUN_NAMES = frozenset((RECIPE, VOCAB, BEST, LAST, STATE, METRICS, HISTORY, LOGS, LABELS, NORMALIZER,
                        INPUTS, PLUGINS, TARGET_VOCAB, BACKUP, SUBWORD_MODEL, TARGET_SUBWORD_MODEL,
-                       DYNAMIC_STATS, EXPORT_SAMPLE, PROVENANCE))
+                       DYNAMIC_STATS, EXPORT_SAMPLE, CHAR_VOCAB, PROVENANCE))
 
 
 def is_run_name(name: str) -> bool:
