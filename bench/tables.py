@@ -230,7 +230,7 @@ def recipe_drift(run: RunFiles, recipes_dir: str = RECIPES) -> list[str] | None:
 
 
 def provenance_line(runs: list[RunFiles], recipes_dir: str = RECIPES) -> str:
-    """One markdown line per table: where its figures come from."""
+    """Where a table's figures come from, in markdown: one sentence for one run, a list for several."""
     parts = []
     for r in runs:
         p, m = r.provenance, r.metrics.get("machine") or {}
@@ -251,7 +251,9 @@ def provenance_line(runs: list[RunFiles], recipes_dir: str = RECIPES) -> str:
         seeds = ", ".join(str(s) for s in r.seeds)
         parts.append(f"`{r.path}` (seed{'s' if len(r.seeds) > 1 else ''} {seeds}; written {r.written}; "
                      f"{code}{rec})")
-    return "From " + "; ".join(parts) + "."
+    if len(parts) == 1:
+        return f"From {parts[0]}."
+    return "From:\n" + "\n".join(f"- {p}" for p in parts)
 
 
 # --------------------------------------------------------------------------------------- tables
