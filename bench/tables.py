@@ -188,8 +188,29 @@ def read_seeds(summary_path: str) -> RunFiles:
             kept = {k: v for k, v in (first.metrics.get(split) or {}).items() if isinstance(v, (dict, list))}
             metrics[split] = {**kept, **{k: Stat(s["mean"], s["sd"], s["n"]) for k, s in summary[split].items()}}
     first_recipe = dict(first.recipe, name=summary.get("recipe", first.name))
+    provenance = merged_provenance([_json(os.path.join(r, PROVENANCE), {}) for r in summary["runs"]],
+                                   list(summary["seeds"]))
     return dataclasses.replace(first, path=summary_path, recipe=first_recipe, metrics=metrics,
-                               seeds=list(summary["seeds"]), written=_mtime(summary_path))
+                               seeds=list(summary["seeds"]), written=_mtime(summary_path),
+                               provenance=provenance)
+
+
+def merged_provenance(provenances: list[dict], seeds: list) -> dict:
+    """One provenance for several seeds' runs: the first run's, where a commit, command or start
+    load differs between seeds each value is named with its seeds (``"0b9ac71 (seed 1234),
+    7c1d2e0 (seeds 1235, 1236)"``; a run without provenance counts as ``"?"``)."""
+    if not provenances or not any(provenances):
+        return {}
+    out = dict(next(p for p in provenances if p))
+    for key in ("commit", "command", "load_average_1min"):
+        groups: dict = {}
+        for p, seed in zip(provenances, seeds):
+            v = p.get(key, "?")
+            groups.setdefault(f"{v:.1f}" if isinstance(v, float) else str(v), []).append(str(seed))
+        if len(groups) > 1:
+            out[key] = ", ".join(f"{v} (seed{'s' if len(ss) > 1 else ''} {', '.join(ss)})"
+                                 for v, ss in groups.items())
+    return out
 
 
 def best_epoch(run: RunFiles) -> int | None:
@@ -236,8 +257,9 @@ def provenance_line(runs: list[RunFiles], recipes_dir: str = RECIPES) -> str:
         p, m = r.provenance, r.metrics.get("machine") or {}
         if p.get("commit"):
             code = f"code {p['commit']}, {p.get('cpu_kind', '?')} CPU ({p.get('cpu', '?')}, {p.get('cpus', '?')} cores"
-            if p.get("load_average_1min") is not None:
-                code += f", load {p['load_average_1min']:.1f} at start"
+            load = p.get("load_average_1min")
+            if load is not None:
+                code += f", load {load:.1f} at start" if isinstance(load, (int, float)) else f", load at start {load}"
             code += ")"
             if p.get("command"):
                 code += f", command `{p['command']}`"

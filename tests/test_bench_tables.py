@@ -232,3 +232,20 @@ def test_train_writes_a_real_run_whose_files_the_tables_read(tmp_path, tf, recip
 
 def best_epoch_is_one(run):
     return tables.best_epoch(run) == 1 and run.metrics["epochs"] == 1
+
+
+def test_a_seeds_summary_names_each_seeds_commit_and_command_when_they_differ(tmp_path):
+    """Seeds trained by two commands: the provenance names both commits with their seeds; one
+    command for all seeds gives its values once."""
+    paths = [acceptor_run(tmp_path, f"acceptor-japanese-vowels-seed{s}", s, 0.97) for s in (1234, 1235, 1236)]
+    for p, commit, load in zip(paths, ("0b9ac71", "2bfe024", "2bfe024"), (5.0, 0.5, 2.25)):
+        with open(os.path.join(p, "provenance.json"), "w") as f:
+            json.dump({"commit": commit, "command": "python -m bench.tables --train --seeds 3", "cpu": "AMD EPYC",
+                       "cpu_kind": "avx512", "cpus": 2, "load_average_1min": load}, f)
+    metrics = [json.load(open(os.path.join(p, "metrics.json"))) for p in paths]
+    sp = tmp_path / "acceptor-japanese-vowels-seeds.json"
+    sp.write_text(json.dumps({"recipe": "acceptor-japanese-vowels", **summarize(metrics, [1234, 1235, 1236], paths)}))
+    line = tables.provenance_line([tables.read_seeds(str(sp))], str(tmp_path))
+    assert "code 0b9ac71 (seed 1234), 2bfe024 (seeds 1235, 1236), avx512 CPU (AMD EPYC, 2 cores" in line
+    assert "load at start 5.0 (seed 1234), 0.5 (seed 1235), 2.2 (seed 1236))" in line
+    assert line.count("command `python -m bench.tables --train --seeds 3`") == 1
