@@ -86,3 +86,33 @@ def baseline_forecasts(records: list, H: int, m: int, ets: dict | None = None) -
     if ets:
         out["ets"] = np.stack([ets[r.label].forecast(r.history[:r.origin], H) for r in records])
     return out
+
+
+def fit_smoothing(z, m: int) -> tuple[float, float, float, float]:
+    """The smoothing parameters ``(alpha, beta, gamma, phi)`` of ETS(A,Ad,A) (additive errors,
+    additive damped trend, additive season of period ``m``; no season when ``m <= 1``: ``gamma =
+    0``) fitted by maximum likelihood on one series' training values ``z [n]`` with statsmodels'
+    :class:`~statsmodels.tsa.exponential_smoothing.ets.ETSModel` (its default bounds and
+    admissible region; initial states estimated with them), as ETS estimation is described in
+    Hyndman & Athanasopoulos, *Forecasting: Principles and Practice*, 3rd ed., sections 8.5-8.6.
+    ETSModel's recursion is the error-correction form of
+    :func:`seqkit_forecast.window.smooth_window` (``l += phi b + alpha e``, ``b = phi b + beta
+    e``, ``s_t = s_{t-m} + gamma e``), so the values carry over unchanged.
+
+    Raises:
+        ValueError: fewer than ``2 m + 2`` values (or 4 without a season), or values that are
+            not finite.
+    """
+    from statsmodels.tsa.exponential_smoothing.ets import ETSModel
+
+    z = np.asarray(z, float)
+    seasonal = m > 1
+    need = 2 * m + 2 if seasonal else 4
+    if len(z) < need or not np.isfinite(z).all():
+        raise ValueError(f"{len(z)} values ({'some not finite' if len(z) >= need else f'at least {need} needed'})")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = ETSModel(z, error="add", trend="add", damped_trend=True, seasonal="add" if seasonal else None,
+                       seasonal_periods=m if seasonal else None).fit(disp=False)
+    p = dict(zip(res.model.param_names, np.asarray(res.params, float)))
+    return (p["smoothing_level"], p["smoothing_trend"], p.get("smoothing_seasonal", 0.0), p["damping_trend"])

@@ -19,6 +19,13 @@ the training windows alone (:meth:`ForecastHead.fit`); forecasts are scaled back
 back. The scaling travels in the run (``forecast_assets.json``) and in an export's metadata
 (``forecast.scaling``, ``forecast.transform``), so the lone ``.tflite`` is enough to stream.
 
+``head.smoothing: fitted``: the smoothing parameters of ``anchor: smoothed`` and ``inputs:
+deseasonalised`` are each series' own, fitted by maximum likelihood as ETS(A,Ad,A) on its scaled
+training period (:func:`seqkit_forecast.baselines.fit_smoothing`; ETS estimation as in Hyndman &
+Athanasopoulos, FPP3 8.6; per-series smoothing as in Smyl's ES-RNN, 2020); they travel with the
+scaling (``smoothing`` in ``forecast_assets.json`` and the export's ``forecast`` metadata) and
+reach the model as the last four columns of every frame (``D + 4`` input columns).
+
 Export: the step model (:class:`seqkit_forecast.window.WindowStepper`) takes one scaled observation
 ``frame [B, D] float32`` and its state, the last ``context`` frames, and returns the forecasts of
 the next ``horizon`` steps as if the series ended there: from the ``context``-th observation on,
@@ -32,7 +39,7 @@ import os
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
 from seqkit.errors import DataError, RecipeError, RunDirError, SeqkitError
 from seqkit.heads.base import Head
@@ -46,15 +53,18 @@ ASSETS = "forecast_assets.json"
 
 
 class SmoothingOptions(BaseModel):
-    """``head.smoothing``: the fixed parameters of ``head.anchor: smoothed`` (additive damped-trend
-    Holt-Winters run over each window, :func:`seqkit_forecast.window.smoothed_forecast`), each in
-    ``[0, 1]``.
+    """``head.smoothing``: the parameters of ``head.anchor: smoothed`` and ``head.inputs:
+    deseasonalised`` (additive damped-trend Holt-Winters run over each window,
+    :func:`seqkit_forecast.window.smoothed_forecast`): one fixed set for every series, each in
+    ``[0, 1]``, or ``head.smoothing: fitted`` (read as ``fitted: true``): each series' own, fitted
+    as ETS(A,Ad,A) on its training period (:func:`seqkit_forecast.baselines.fit_smoothing`).
 
     Attributes:
         level: ``alpha``, how fast the level follows a surprise (1: the last deseasonalised value).
         trend: ``beta``, how fast the trend does (0: the trend the window's first two seasons show).
         season: ``gamma``, how fast the seasonal profile does (0: the window's first season's).
         damping: ``phi``, the trend's damping per step (0: no trend).
+        fitted: fit the four per series instead (then none of them is given).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -62,6 +72,30 @@ class SmoothingOptions(BaseModel):
     trend: float = Field(0.0, ge=0, le=1)
     season: float = Field(0.3, ge=0, le=1)
     damping: float = Field(0.98, ge=0, le=1)
+    fitted: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _word(cls, v):
+        if isinstance(v, str):
+            if v.strip() != "fitted":
+                raise ValueError(f"{v!r}: write 'fitted' (each series' own parameters) or a mapping of "
+                                 f"level, trend, season, damping")
+            return {"fitted": True}
+        return v
+
+    @model_validator(mode="after")
+    def _alone(self):
+        given = sorted(self.model_fields_set - {"fitted"})
+        if self.fitted and given:
+            raise ValueError(f"fitted fits all four parameters per series; drop {', '.join(given)} "
+                             f"(or drop fitted to fix them for every series)")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler):
+        # a run's resolved recipe writes ``smoothing: fitted``, as a recipe does, and reads back
+        return "fitted" if self.fitted else handler(self)
 
     def values(self) -> tuple:
         """``(alpha, beta, gamma, phi)``."""
@@ -91,8 +125,9 @@ class ForecastOptions(BaseModel):
             (:class:`seqkit_forecast.window.Anchor`): ``none``, ``last``, ``seasonal``, or
             ``smoothed`` (Holt-Winters over the window, with ``smoothing``; ``data.context`` must
             hold two seasons).
-        smoothing: :class:`SmoothingOptions`, read with ``anchor: smoothed`` and
-            ``inputs: deseasonalised``.
+        smoothing: :class:`SmoothingOptions` (one set for every series), or ``fitted``: each
+            series' own, fitted as ETS(A,Ad,A) on its training period (see the module docstring);
+            read with ``anchor: smoothed`` and ``inputs: deseasonalised``.
         balance: weigh each series the same in the training loss, whatever its number of
             training windows (each window's weight: windows / (series x that series' windows)).
         future_calendar: the calendar features (``data.calendar``) of the ``horizon`` steps
@@ -123,6 +158,10 @@ class ForecastOptions(BaseModel):
         if q and self.loss != "pinball":
             raise ValueError(f"quantiles are trained with loss: pinball (not {self.loss}); set head.loss: "
                              f"pinball or drop head.quantiles")
+        if self.smoothing.fitted and self.anchor != "smoothed" and self.inputs != "deseasonalised":
+            raise ValueError("head.smoothing: fitted fits the parameters of head.anchor: smoothed and head.inputs: "
+                             f"deseasonalised, and this recipe uses neither (anchor {self.anchor}, inputs "
+                             f"{self.inputs}); set one of them or drop head.smoothing")
         return self
 
 
@@ -222,12 +261,15 @@ class Scaler:
         stats: ``{series id: {"mean": [D], "std": [D]}}`` (the target is column 0; calendar
             columns keep mean 0, std 1); mase_scale: ``{series id: float}``; fitted_until:
             ``{series id: ISO time}``, the last time stamp the statistics read; frequency: the
-            pandas frequency of the time steps.
+            pandas frequency of the time steps; smoothing: None, or ``{series id: [alpha, beta,
+            gamma, phi]}`` (``head.smoothing: fitted``), appended to every frame of the series.
     """
 
-    def __init__(self, stats=None, mase_scale=None, fitted_until=None, frequency=None, transform="none"):
+    def __init__(self, stats=None, mase_scale=None, fitted_until=None, frequency=None, transform="none",
+                 smoothing=None):
         self.stats, self.mase_scale = stats or {}, mase_scale or {}
         self.fitted_until, self.frequency, self.transform = fitted_until or {}, frequency, transform
+        self.smoothing = smoothing
 
     def forward(self, y, where: str = "data"):
         """The transformed target (``log`` or unchanged), float64 like ``y``.
@@ -251,12 +293,21 @@ class Scaler:
 
     @classmethod
     def fit(cls, records: list, data: TimeSeriesOptions, season: int, transform: str = "none",
-            scale: str = "std") -> "Scaler":
+            scale: str = "std", smoothing: bool = False) -> "Scaler":
         """Statistics of each series' training period, read from the training windows alone
         (every value a window holds, each time stamp once): the mean of each input column and,
         for the target, the standard deviation (``scale: std``) or the in-sample seasonal naive
-        MAE (``seasonal_mae``) of the transformed values; MASE's scale in the series' units."""
+        MAE (``seasonal_mae``) of the transformed values; MASE's scale in the series' units;
+        with ``smoothing``, the ETS(A,Ad,A) parameters fitted on the transformed, scaled target
+        (:func:`seqkit_forecast.baselines.fit_smoothing`).
+
+        Raises:
+            seqkit.errors.DataError: ``log`` of a value <= 0; with ``smoothing``, a training
+                period too short to fit (the series named).
+        """
         import pandas as pd
+
+        from seqkit_forecast.baselines import fit_smoothing
 
         C, K = data.context, 1 + len(data.covariates)
         rows: dict = {}
@@ -279,6 +330,15 @@ class Scaler:
             std = np.where(std > 0, std, 1.0)
             n_cal = 2 * len(data.calendar)
             out.stats[sid] = {"mean": [*map(float, mean), *[0.0] * n_cal], "std": [*map(float, std), *[1.0] * n_cal]}
+            if smoothing:
+                try:
+                    fitted = fit_smoothing((v[:, 0] - mean[0]) / std[0], season)
+                except ValueError as exc:
+                    raise DataError(f"series '{sid}': head.smoothing: fitted cannot fit ETS on its training "
+                                    f"period ({exc}). Lengthen the training period (fewer data.valid_steps "
+                                    f"/ test_steps) or give head.smoothing fixed values.") from None
+                out.smoothing = out.smoothing or {}
+                out.smoothing[sid] = [float(min(max(p, 0.0), 1.0)) for p in fitted]
             out.mase_scale[sid] = M.seasonal_scale(raw, season)
             out.fitted_until[sid] = _iso(times[-1])
             if out.frequency is None and len(times) > 2:
@@ -286,21 +346,45 @@ class Scaler:
         return out
 
     def to_dict(self) -> dict:
-        return {"scaling": self.stats, "mase_scale": self.mase_scale, "fitted_until": self.fitted_until,
-                "frequency": self.frequency, "transform": self.transform}
+        """What the run's ``forecast_assets.json`` and an export's ``forecast`` metadata hold
+        (``smoothing`` only when fitted)."""
+        out = {"scaling": self.stats, "mase_scale": self.mase_scale, "fitted_until": self.fitted_until,
+               "frequency": self.frequency, "transform": self.transform}
+        if self.smoothing is not None:
+            out["smoothing"] = self.smoothing
+        return out
 
     @classmethod
     def from_dict(cls, d: dict) -> "Scaler":
+        """The inverse of :meth:`to_dict` (unchecked; see :meth:`check_smoothing`)."""
         return cls(d["scaling"], d.get("mase_scale"), d.get("fitted_until"), d.get("frequency"),
-                   d.get("transform", "none"))
+                   d.get("transform", "none"), d.get("smoothing"))
+
+    def check_smoothing(self) -> str | None:
+        """None when every series with a scaling has four finite fitted smoothing parameters in
+        ``[0, 1]``; else the first bad key (e.g. ``smoothing.air.2``) and what is wrong with it."""
+        if not isinstance(self.smoothing, dict):
+            return "smoothing: missing (the run was fitted with head.smoothing: fitted)"
+        for sid in self.stats:
+            p = self.smoothing.get(sid)
+            if not isinstance(p, list) or len(p) != 4:
+                return f"smoothing.{sid}: {'missing' if p is None else repr(p)}, not four values (alpha, beta, gamma, phi)"
+            for k, v in enumerate(p):
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0:
+                    return f"smoothing.{sid}.{k}: {v!r}, not a number in [0, 1]"
+        return None
 
     def frames(self, frames, sid: str, where: str) -> np.ndarray:
         """Raw input columns ``[T, D]`` -> the model's input ``[T, D]`` float32: the target
-        transformed, then every column less its mean and over its scale."""
+        transformed, then every column less its mean and over its scale; with fitted smoothing,
+        ``[T, D + 4]``: the series' ``(alpha, beta, gamma, phi)`` appended to every row."""
         m, s = self.of(sid, where)
         x = np.array(frames, np.float64)
         x[:, 0] = self.forward(x[:, 0], where)
-        return ((x - m) / s).astype(np.float32)
+        x = (x - m) / s
+        if self.smoothing is not None:
+            x = np.concatenate([x, np.broadcast_to(np.asarray(self.smoothing[sid], np.float64), (len(x), 4))], axis=1)
+        return x.astype(np.float32)
 
     def target(self, y, sid: str, where: str) -> np.ndarray:
         """Raw future values ``[H]`` -> scaled units ``[H]`` float32."""
@@ -350,6 +434,9 @@ class ForecastHead(Head):
                                   f"data.context ({self.data.context}) must be at least 2 x head.season = "
                                   f"{2 * o.season}. Raise data.context or use head.{key}: {other}.")
         self.scaler = Scaler()
+        #: each series' smoothing fitted on its training period, appended to its frames
+        self.fitted = o.smoothing.fitted
+        self.width = self.data.width + (4 if self.fitted else 0)
         q = list(self.options.quantiles)
         self.quantiles = q
         self.levels = max(1, len(q))
@@ -371,7 +458,7 @@ class ForecastHead(Head):
         if not train:
             raise DataError("data: no training windows (the training periods are too short).")
         o = self.options
-        self.scaler = Scaler.fit(train, self.data, o.season, o.transform, o.scale)
+        self.scaler = Scaler.fit(train, self.data, o.season, o.transform, o.scale, smoothing=self.fitted)
 
     def save_assets(self, run_dir):
         path = os.path.join(run_dir, ASSETS)
@@ -388,9 +475,16 @@ class ForecastHead(Head):
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise RunDirError(f"{path}: missing or unreadable ({exc}); the run's scaling is lost. "
                               f"Train the run again.") from exc
+        bad = self.scaler.check_smoothing() if self.fitted else None
+        if bad:
+            raise RunDirError(f"{path}: key {bad}. The recipe's head.smoothing: fitted keeps each series' "
+                              f"fitted smoothing parameters in this file, and they are damaged or missing, "
+                              f"so the run cannot forecast as it was trained. Restore the file or train "
+                              f"the run again.")
 
     def describe_assets(self) -> str:
-        return f"{len(self.scaler.stats)} series, scaling fitted until {max(self.scaler.fitted_until.values(), default='?')}"
+        out = f"{len(self.scaler.stats)} series, scaling fitted until {max(self.scaler.fitted_until.values(), default='?')}"
+        return out + (", smoothing fitted per series" if self.scaler.smoothing is not None else "")
 
     def arrays(self, records):
         """``(x [N, T, D] float32 scaled, y [N, H] float32 scaled or None)``."""
@@ -426,14 +520,15 @@ class ForecastHead(Head):
         from seqkit_forecast.window import Anchor, TargetInputs
 
         cfg, o, d = self.recipe.model, self.options, self.data
-        inp = keras.Input((d.context, d.width), name="frames")
-        x = TargetInputs(o.inputs, o.season, o.smoothing.values(), name="target_inputs")(inp)
+        inp = keras.Input((d.context, self.width), name="frames")
+        x = TargetInputs(o.inputs, o.season, o.smoothing.values(), self.fitted, name="target_inputs")(inp)
         x = apply_stack(x, make_plugin(cfg, self.recipe.cell_options), cfg, causal=True)
         x = SequencePooling("final", False, name="pooling")(x)
         if o.future_calendar:
             x = keras.layers.Concatenate(name="with_future_calendar")([x, self._future_calendar()(inp)])
         out = QuantileOutput(d.horizon, self.levels, name="logits")(x)
-        out = Anchor(o.anchor, d.horizon, self.levels, o.season, o.smoothing.values(), name="anchor")(inp, out)
+        out = Anchor(o.anchor, d.horizon, self.levels, o.season, o.smoothing.values(), self.fitted,
+                     name="anchor")(inp, out)
         return keras.Model(inp, out, name="forecast")
 
     def _future_calendar(self):
@@ -551,7 +646,7 @@ class ForecastHead(Head):
 
         if self.recipe.model.bidirectional:
             raise SeqkitError("a forecast run's encoder reads forward only (model.bidirectional is refused).")
-        return WindowStepper(model, self.data.context, self.data.width)
+        return WindowStepper(model, self.data.context, self.width)
 
     def export(self, prep, model, out, options, calibration):
         """seqkit's step export (:func:`seqkit.export.writer.write_step_export`), gated by the
@@ -577,7 +672,9 @@ class ForecastHead(Head):
                              "id_column": d.id_column, "target": d.target, "covariates": list(d.covariates),
                              "calendar": list(d.calendar), "input": "frame [B, D]: (raw - mean) / std of "
                                                                     "the series; columns: target, covariates, "
-                                                                    "calendar sin/cos pairs",
+                                                                    "calendar sin/cos pairs" + (
+                                                                        ", then forecast.smoothing[series] "
+                                                                        "(4 values)" if self.fitted else ""),
                              **self.scaler.to_dict()}}
 
     def parity_targets(self, records, T):

@@ -4,13 +4,14 @@ A ``.tflite`` file is whatever a user hands seqkit; seqkit's own schema
 (:mod:`seqkit.export.metadata_schema`) checks the fields every export has and lets a head's own
 entry through. :func:`read_forecast_metadata` checks this head's entry strictly (pydantic strict
 mode: JSON integers are integers, names are strings) and within bounds before ``seqkit stream``
-uses it: the columns, the window sizes, the quantile levels, and a scaling for every series with
-one mean and one positive scale per input column.
+uses it: the columns, the window sizes, the quantile levels, a scaling for every series with
+one mean and one positive scale per input column, and (``head.smoothing: fitted``) four smoothing
+parameters in ``[0, 1]`` for every series.
 """
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Annotated, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -53,6 +54,7 @@ class ForecastMetadata(_Strict):
     scaling: dict[str, SeriesScaling] = Field(max_length=MAX_SERIES)
     frequency: Optional[str] = Field(None, max_length=64)
     transform: Literal["none", "log"] = "none"
+    smoothing: Optional[dict[str, list[Annotated[float, Field(ge=0, le=1)]]]] = Field(None, max_length=MAX_SERIES)
 
     @model_validator(mode="after")
     def _consistent(self):
@@ -66,6 +68,8 @@ class ForecastMetadata(_Strict):
             if len(s.mean) != width:
                 raise ValueError(f"series {sid!r} has {len(s.mean)} scaled columns; the columns "
                                  f"(target, covariates, calendar pairs) are {width}")
+            if self.smoothing is not None and len(self.smoothing.get(sid) or ()) != 4:
+                raise ValueError(f"series {sid!r} has no four smoothing parameters (alpha, beta, gamma, phi)")
         return self
 
 

@@ -47,14 +47,15 @@ def forecast_stream(export: str, metadata: dict, request) -> Iterator[str]:
 
     fc = read_forecast_metadata(metadata, export)  # untrusted: checked before use
     C, H, Q, p = fc.context, fc.horizon, max(1, len(fc.quantiles)), fc.point_level
-    width = 1 + len(fc.covariates) + 2 * len(fc.calendar)
+    width = 1 + len(fc.covariates) + 2 * len(fc.calendar) + (4 if fc.smoothing is not None else 0)
     shape = (metadata.get("input") or {}).get("shape") or []
     if shape and shape[-1] != width:
         raise SeqkitError(f"{export}: the model reads frames of {shape[-1]} columns; its 'forecast' "
-                          f"metadata describes {width} (target, covariates, calendar pairs). The "
-                          f"metadata was edited or copied from another export; export the run again.")
+                          f"metadata describes {width} (target, covariates, calendar pairs, fitted "
+                          f"smoothing). The metadata was edited or copied from another export; export "
+                          f"the run again.")
     scaler = Scaler({k: {"mean": v.mean, "std": v.std} for k, v in fc.scaling.items()},
-                    frequency=fc.frequency, transform=fc.transform)
+                    frequency=fc.frequency, transform=fc.transform, smoothing=fc.smoothing)
     step = None
     if fc.frequency:
         try:

@@ -30,6 +30,20 @@ INPUTS = ("level", "difference", "relative", "deseasonalised")
 ANCHORS = ("none", "last", "seasonal", "smoothed")
 #: ``head.smoothing`` defaults: ``(level alpha, trend beta, season gamma, damping phi)``
 SMOOTHING = (0.3, 0.0, 0.3, 0.98)
+#: ``head.smoothing: fitted`` appends each series' fitted ``(alpha, beta, gamma, phi)`` to every
+#: frame as this many last columns, read by :class:`TargetInputs` and :class:`Anchor`
+FITTED_COLUMNS = 4
+
+
+def _param(v):
+    """A smoothing parameter: a Python float for a scalar, else the array or tensor ``[N]`` as is."""
+    return float(v) if len(getattr(v, "shape", ())) == 0 else v
+
+
+def frame_parameters(frames):
+    """``frames [B, T, D + 4]`` of ``head.smoothing: fitted`` -> ``(alpha, beta, gamma, phi)``,
+    each ``[B]`` (the last frame's last :data:`FITTED_COLUMNS` columns)."""
+    return tuple(frames[:, -1, k - FITTED_COLUMNS] for k in range(FITTED_COLUMNS))
 
 
 @keras.saving.register_keras_serializable(package="seqkit_forecast")
@@ -43,24 +57,34 @@ class TargetInputs(keras.layers.Layer):
 
     Args:
         mode: one of :data:`INPUTS`; season: ``m`` and smoothing: ``(alpha, beta, gamma, phi)``
-            (``deseasonalised``; the window must hold at least ``2 m`` steps).
+            (``deseasonalised``; the window must hold at least ``2 m`` steps);
+        fitted: the frames' last :data:`FITTED_COLUMNS` columns hold each series' own ``(alpha,
+            beta, gamma, phi)`` (``head.smoothing: fitted``), used instead of ``smoothing`` and
+            dropped from the output (``[B, T, D + 4] -> [B, T, D]``).
 
     Raises:
         ValueError: an unknown mode.
     """
 
-    def __init__(self, mode: str = "level", season: int = 1, smoothing=SMOOTHING, **kwargs):
+    def __init__(self, mode: str = "level", season: int = 1, smoothing=SMOOTHING, fitted: bool = False,
+                 **kwargs):
         super().__init__(**kwargs)
         if mode not in INPUTS:
             raise ValueError(f"TargetInputs mode {mode!r}: one of {', '.join(INPUTS)}")
         self.mode, self.season, self.smoothing = mode, int(season), [float(v) for v in smoothing]
+        self.fitted = bool(fitted)
 
     def get_config(self):
-        return {**super().get_config(), "mode": self.mode, "season": self.season, "smoothing": self.smoothing}
+        return {**super().get_config(), "mode": self.mode, "season": self.season, "smoothing": self.smoothing,
+                "fitted": self.fitted}
 
     def call(self, frames):
         from keras import ops
 
+        smoothing = self.smoothing
+        if self.fitted:
+            smoothing = frame_parameters(frames)
+            frames = frames[:, :, :-FITTED_COLUMNS]
         if self.mode == "level":
             return frames
         y = frames[:, :, :1]
@@ -69,16 +93,17 @@ class TargetInputs(keras.layers.Layer):
         elif self.mode == "relative":
             y = y - y[:, -1:]
         else:
-            lvl, _, s = smooth_window(frames[:, :, 0], self.season, self.smoothing,
+            lvl, _, s = smooth_window(frames[:, :, 0], self.season, smoothing,
                                       mean=lambda x: ops.mean(x, axis=1))
             y = (frames[:, :, 0] - ops.stack(s, axis=1) - lvl[:, None])[:, :, None]
         return ops.concatenate([y, frames[:, :, 1:]], axis=-1)
 
 
-def smooth_window(y, season: int, smoothing=SMOOTHING, mean=None, stack=None):
+def smooth_window(y, season: int, smoothing=SMOOTHING, mean=None):
     """Additive damped-trend Holt-Winters (ETS(A,Ad,A)) run over each window ``y [N, T]`` with
-    fixed parameters (numpy, or Keras tensors with ``mean(x) -> [N]`` over axis 1 and
-    ``stack(list) -> [N, k]`` given; ``T >= 2 m``).
+    fixed parameters (numpy, or Keras tensors with ``mean(x) -> [N]`` over axis 1 given;
+    ``T >= 2 m``). ``smoothing``: four floats shared by every window, or four arrays/tensors
+    ``[N]``, each window's own (``head.smoothing: fitted``).
 
     Error-correction form (Hyndman & Athanasopoulos, *Forecasting: Principles and Practice*, 3rd
     ed., sections 8.3 and 8.4; the normalising role of the level and season follows Smyl's
@@ -97,7 +122,7 @@ def smooth_window(y, season: int, smoothing=SMOOTHING, mean=None, stack=None):
         ``(level [N], trend [N], seasons)``: the level and trend after the window's last step and
         ``seasons``, the ``T`` seasonal terms ``s_0 .. s_{T-1}`` (each ``[N]``).
     """
-    a, b_, g, phi = (float(v) for v in smoothing)
+    a, b_, g, phi = (_param(v) for v in smoothing)
     mean = mean or (lambda x: np.mean(x, axis=1))
     m, T = season, y.shape[1]
     first, second = mean(y[:, :m]), mean(y[:, m:2 * m])
@@ -114,12 +139,17 @@ def smooth_window(y, season: int, smoothing=SMOOTHING, mean=None, stack=None):
 
 def smoothed_forecast(y: np.ndarray, horizon: int, season: int, smoothing=SMOOTHING) -> np.ndarray:
     """``[N, H]`` forecasts of :func:`smooth_window` run over the windows ``y [N, T]`` (numpy):
-    step ``h = 1..H`` ahead is ``l + (phi + phi^2 + ... + phi^h) b + s_{T - m + ((h - 1) mod m)}``."""
+    step ``h = 1..H`` ahead is ``l + (phi + phi^2 + ... + phi^h) b + s_{T - m + ((h - 1) mod m)}``.
+    ``smoothing``: ``(alpha, beta, gamma, phi)`` for every window, or ``[N, 4]``, each window's own."""
     y = np.asarray(y, np.float64)
+    p = np.asarray(smoothing, np.float64)
+    if p.ndim == 2:
+        smoothing = tuple(p[:, k] for k in range(4))
     lvl, b, s = smooth_window(y, season, smoothing)
     T, m = y.shape[1], season
-    damp = np.cumsum(float(smoothing[3]) ** np.arange(1, horizon + 1))
-    return np.stack([lvl + damp[h] * b + s[T - m + (h % m)] for h in range(horizon)], axis=1)
+    phi = p[:, 3:4] if p.ndim == 2 else p[3]
+    damp = np.cumsum(phi ** np.arange(1, horizon + 1), axis=-1)  # [H] or [N, H]
+    return np.stack([lvl + damp[..., h] * b + s[T - m + (h % m)] for h in range(horizon)], axis=1)
 
 
 def anchor_forecast(y: np.ndarray, kind: str, horizon: int, season: int, smoothing=SMOOTHING) -> np.ndarray:
@@ -127,7 +157,7 @@ def anchor_forecast(y: np.ndarray, kind: str, horizon: int, season: int, smoothi
     (numpy; the same as :class:`Anchor`): ``none``: zeros; ``last``: ``y_{T-1}`` at every step
     (naive); ``seasonal``: step ``h = 1..H`` is ``y_{T - m + ((h - 1) mod m)}`` (seasonal naive,
     Hyndman & Athanasopoulos, *Forecasting: Principles and Practice*, 3rd ed., section 5.2);
-    ``smoothed``: :func:`smoothed_forecast` with ``smoothing``."""
+    ``smoothed``: :func:`smoothed_forecast` with ``smoothing`` (four values, or ``[N, 4]``)."""
     y = np.asarray(y)
     if kind == "none":
         return np.zeros((len(y), horizon), y.dtype)
@@ -148,14 +178,16 @@ class Anchor(keras.layers.Layer):
     Args:
         kind: one of :data:`ANCHORS`; horizon: ``H``; levels: ``Q``; season: ``m`` (``seasonal``:
             the window must hold at least ``m`` steps; ``smoothed``: at least ``2 m``);
-        smoothing: ``(alpha, beta, gamma, phi)`` of ``smoothed``, each in ``[0, 1]``.
+        smoothing: ``(alpha, beta, gamma, phi)`` of ``smoothed``, each in ``[0, 1]``;
+        fitted: read each window's ``(alpha, beta, gamma, phi)`` from the frames' last
+            :data:`FITTED_COLUMNS` columns instead (``head.smoothing: fitted``).
 
     Raises:
         ValueError: an unknown kind, smoothing parameters outside ``[0, 1]``.
     """
 
     def __init__(self, kind: str = "none", horizon: int = 1, levels: int = 1, season: int = 1,
-                 smoothing=SMOOTHING, **kwargs):
+                 smoothing=SMOOTHING, fitted: bool = False, **kwargs):
         super().__init__(**kwargs)
         if kind not in ANCHORS:
             raise ValueError(f"Anchor kind {kind!r}: one of {', '.join(ANCHORS)}")
@@ -163,22 +195,29 @@ class Anchor(keras.layers.Layer):
         if len(smoothing) != 4 or not all(0.0 <= v <= 1.0 for v in smoothing):
             raise ValueError(f"Anchor smoothing {smoothing}: four values (alpha, beta, gamma, phi) in [0, 1]")
         self.kind, self.horizon, self.levels, self.season = kind, int(horizon), int(levels), int(season)
-        self.smoothing = smoothing
+        self.smoothing, self.fitted = smoothing, bool(fitted)
 
     def get_config(self):
         return {**super().get_config(), "kind": self.kind, "horizon": self.horizon, "levels": self.levels,
-                "season": self.season, "smoothing": self.smoothing}
+                "season": self.season, "smoothing": self.smoothing, "fitted": self.fitted}
 
-    def _smoothed(self, y):
-        """:func:`smoothed_forecast` in Keras ops: ``y [B, T]`` -> ``[B, H]`` (``T`` static)."""
+    def _smoothed(self, y, params=None):
+        """:func:`smoothed_forecast` in Keras ops: ``y [B, T]`` -> ``[B, H]`` (``T`` static);
+        ``params``: each window's ``(alpha, beta, gamma, phi)`` (each ``[B]``), else ``smoothing``."""
         from keras import ops
 
         m, T, H = self.season, y.shape[1], self.horizon
         if T is None or T < 2 * m:
             raise ValueError(f"Anchor smoothed needs a window of at least 2 seasons ({2 * m} steps), not {T}")
-        lvl, b, s = smooth_window(y, m, self.smoothing, mean=lambda x: ops.mean(x, axis=1))
-        damp = np.cumsum(self.smoothing[3] ** np.arange(1, H + 1))
-        return ops.stack([lvl + float(damp[h]) * b + s[T - m + (h % m)] for h in range(H)], axis=1)
+        lvl, b, s = smooth_window(y, m, params or self.smoothing, mean=lambda x: ops.mean(x, axis=1))
+        if params is None:
+            damp = [float(d) for d in np.cumsum(self.smoothing[3] ** np.arange(1, H + 1))]
+        else:  # phi + phi^2 + ... + phi^h, each window's phi
+            phi, power, damp = params[3], params[3], [params[3]]
+            for _ in range(1, H):
+                power = power * phi
+                damp.append(damp[-1] + power)
+        return ops.stack([lvl + damp[h] * b + s[T - m + (h % m)] for h in range(H)], axis=1)
 
     def call(self, frames, logits):
         from keras import ops
@@ -190,7 +229,7 @@ class Anchor(keras.layers.Layer):
         if self.kind == "last":
             ref = ops.repeat(y[:, -1:], H, axis=1)
         elif self.kind == "smoothed":
-            ref = self._smoothed(y)
+            ref = self._smoothed(y, frame_parameters(frames) if self.fitted else None)
         else:
             T = frames.shape[1]
             if T is None:  # a dynamic window: the last m steps, tiled over the horizon
