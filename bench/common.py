@@ -126,7 +126,9 @@ def report_markdown(doc: dict, level: int = 2) -> str:
     values as ``key: value`` lines."""
     env = doc.get("environment") or {}
     env_line = ", ".join(f"{k} {v}" for k, v in env.items() if v is not None)
-    out = f"{'#' * level} bench suite `{doc.get('suite')}`\n\n{env_line}\n\n{markdown_table(doc.get('rows') or [])}\n"
+    out = f"{'#' * level} bench suite `{doc.get('suite')}`\n\n{env_line}\n"
+    if doc.get("rows"):  # a suite may give its whole table as its own markdown
+        out += f"\n{markdown_table(doc['rows'])}\n"
     if isinstance(doc.get("markdown"), str):
         out += f"\n{doc['markdown']}"
     for k, v in doc.items():

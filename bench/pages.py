@@ -8,7 +8,7 @@ by hand. Two kinds of files are kept in git under ``bench/records/`` (small JSON
   ``history.json``, ``state.json``, ``provenance.json``) or from a ``--seeds`` summary (figures as
   mean, sample sd and n), written by ``--record``;
 * a **bench record** ``bench/records/bench/SUITE.json``: a ``python -m bench`` report
-  (``bench/results/SUITE.json``), copied by ``--record-bench``.
+  (``bench/results/SUITE.json``; also ``python -m bench.lm_adaptive``'s), copied by ``--record-bench``.
 
 ``--write`` renders them into the blocks of the pages that say where they begin and end::
 
@@ -17,7 +17,8 @@ by hand. Two kinds of files are kept in git under ``bench/records/`` (small JSON
     <!-- end generated: results -->
 
 (``results`` in ``docs/results.md``, ``readme`` in ``README.md``, ``benchmarks`` in
-``docs/benchmarks.md``); ``--check`` exits 1 when a block differs from what the records give, so a
+``docs/benchmarks.md``; a bench record of :data:`RESULT_SUITES`, such as the stream LM's adaptive
+evaluation over its seeds, goes on the results page); ``--check`` exits 1 when a block differs from what the records give, so a
 page cannot drift from its records. Every table names its runs' seeds, date, commit, CPU kind and
 the command that trained them; every bench report names its commit, date, CPU and command.
 
@@ -46,6 +47,9 @@ RECORD_SCHEMA = 1
 PAGES = {"results": os.path.join("docs", "results.md"), "readme": "README.md",
          "benchmarks": os.path.join("docs", "benchmarks.md")}
 MAX_RECORD_BYTES = 2_000_000
+# bench reports whose figures are results of shipped recipes (they go on the results page, after
+# the tables; every other report goes on the benchmarks page)
+RESULT_SUITES = frozenset({"lm-adaptive"})
 
 # Published figures a recipe's result is read against (a reference, not a measurement of seqkit's).
 ANCHORS = {
@@ -186,10 +190,13 @@ def _unrecorded(runs: list[tables.RunFiles], recipes_dir: str) -> list[str]:
     return [n for n, _ in tables.shipped(recipes_dir) if n not in have]
 
 
-def render_results(runs: list[tables.RunFiles], recipes_dir: str = tables.RECIPES) -> str:
-    """The ``results`` block: every table of :mod:`bench.tables` from the records, and the shipped
-    recipes that have no record yet."""
+def render_results(runs: list[tables.RunFiles], recipes_dir: str = tables.RECIPES,
+                   reports: list[dict] = ()) -> str:
+    """The ``results`` block: every table of :mod:`bench.tables` from the records, the recorded
+    reports of :data:`RESULT_SUITES` (e.g. the stream LM's adaptive evaluation over its seeds), and
+    the shipped recipes that have no record yet."""
     parts = [tables.render(t, recipes_dir) for t in tables.all_tables(runs)] if runs else []
+    parts += [report_markdown(doc, level=3) for doc in reports if doc.get("suite") in RESULT_SUITES]
     missing = _unrecorded(runs, recipes_dir)
     if missing:
         parts.append("Shipped recipes with no record yet (their earlier figures, measured by hand, are on the "
@@ -248,6 +255,7 @@ def render_readme(runs: list[tables.RunFiles], recipes_dir: str = tables.RECIPES
 def render_benchmarks(reports: list[dict]) -> str:
     """The ``benchmarks`` block: each recorded bench report with its environment line (commit,
     date, CPU, command) and its tables."""
+    reports = [doc for doc in reports if doc.get("suite") not in RESULT_SUITES]
     if not reports:
         return "No bench report is recorded yet: `python -m bench --suite NAME`, then " \
                "`python -m bench.pages --record-bench bench/results/NAME.json --write`.\n"
@@ -256,9 +264,9 @@ def render_benchmarks(reports: list[dict]) -> str:
 
 def blocks(records_dir: str = RECORDS, recipes_dir: str = tables.RECIPES) -> dict[str, str]:
     """``{block name: markdown}`` of every generated block, from the records."""
-    runs = read_records(records_dir, recipes_dir)
-    return {"results": render_results(runs, recipes_dir), "readme": render_readme(runs, recipes_dir),
-            "benchmarks": render_benchmarks(read_bench_records(records_dir))}
+    runs, reports = read_records(records_dir, recipes_dir), read_bench_records(records_dir)
+    return {"results": render_results(runs, recipes_dir, reports), "readme": render_readme(runs, recipes_dir),
+            "benchmarks": render_benchmarks(reports)}
 
 
 def _markers(name: str) -> tuple[str, str]:
