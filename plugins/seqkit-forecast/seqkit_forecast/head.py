@@ -25,6 +25,10 @@ training period (:func:`seqkit_forecast.baselines.fit_smoothing`; ETS estimation
 Athanasopoulos, FPP3 8.6; per-series smoothing as in Smyl's ES-RNN, 2020); they travel with the
 scaling (``smoothing`` in ``forecast_assets.json`` and the export's ``forecast`` metadata) and
 reach the model as the last four columns of every frame (``D + 4`` input columns).
+``head.smoothing.learn``: one set for all series, learned with the network as weights of
+:class:`seqkit_forecast.window.LearnedSmoothing`, which appends them to the frames inside the model
+(the input stays ``D`` columns wide). ``head.smoothing.start``: where each window's initial
+seasonal terms come from (:func:`seqkit_forecast.window.smooth_window`).
 
 Export: the step model (:class:`seqkit_forecast.window.WindowStepper`) takes one scaled observation
 ``frame [B, D] float32`` and its state, the last ``context`` frames, and returns the forecasts of

@@ -11,6 +11,8 @@
   (seasonal naive), or exponential smoothing run over the window (``smoothed``: a level that
   follows shifts, a damped trend and a seasonal profile smoothed over the window's seasons); the
   network then learns a correction of that forecast.
+* :class:`LearnedSmoothing` (``head.smoothing.learn``): the smoothing parameters as weights of the
+  model, appended to the frames for the two layers above to read.
 * :class:`FutureCalendar` (``head.future_calendar``): the calendar features of the ``horizon``
   steps after the window, known in advance, computed inside the model from the last observation's
   (so the step model needs no second input).
