@@ -25,6 +25,10 @@ training period (:func:`seqkit_forecast.baselines.fit_smoothing`; ETS estimation
 Athanasopoulos, FPP3 8.6; per-series smoothing as in Smyl's ES-RNN, 2020); they travel with the
 scaling (``smoothing`` in ``forecast_assets.json`` and the export's ``forecast`` metadata) and
 reach the model as the last four columns of every frame (``D + 4`` input columns).
+``head.smoothing.learn``: one set for all series, learned with the network as weights of
+:class:`seqkit_forecast.window.LearnedSmoothing`, which appends them to the frames inside the model
+(the input stays ``D`` columns wide). ``head.smoothing.start``: where each window's initial
+seasonal terms come from (:func:`seqkit_forecast.window.smooth_window`).
 
 Export: the step model (:class:`seqkit_forecast.window.WindowStepper`) takes one scaled observation
 ``frame [B, D] float32`` and its state, the last ``context`` frames, and returns the forecasts of
@@ -65,6 +69,12 @@ class SmoothingOptions(BaseModel):
         season: ``gamma``, how fast the seasonal profile does (0: the window's first season's).
         damping: ``phi``, the trend's damping per step (0: no trend).
         fitted: fit the four per series instead (then none of them is given).
+        start: where the window's initial seasonal terms come from: ``first`` (its first season,
+            less the line through its first two seasons' means) or ``all`` (the mean over all its
+            whole seasons, less the least-squares line through their means: the classical
+            decomposition's seasonal indices); see :func:`seqkit_forecast.window.smooth_window`.
+        learn: start from the four values and learn those strictly inside ``(0, 1)`` with the
+            network, one set for all series (:class:`seqkit_forecast.window.LearnedSmoothing`).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -73,6 +83,8 @@ class SmoothingOptions(BaseModel):
     season: float = Field(0.3, ge=0, le=1)
     damping: float = Field(0.98, ge=0, le=1)
     fitted: bool = False
+    start: Literal["first", "all"] = "first"
+    learn: bool = False
 
     @model_validator(mode="before")
     @classmethod
@@ -86,7 +98,10 @@ class SmoothingOptions(BaseModel):
 
     @model_validator(mode="after")
     def _alone(self):
-        given = sorted(self.model_fields_set - {"fitted"})
+        given = sorted(self.model_fields_set - {"fitted", "start"})
+        if self.fitted and self.learn:
+            raise ValueError("fitted fixes each series' own parameters and learn learns one set with the "
+                             "network; give one of them")
         if self.fitted and given:
             raise ValueError(f"fitted fits all four parameters per series; drop {', '.join(given)} "
                              f"(or drop fitted to fix them for every series)")
@@ -95,7 +110,9 @@ class SmoothingOptions(BaseModel):
     @model_serializer(mode="wrap")
     def _dump(self, handler):
         # a run's resolved recipe writes ``smoothing: fitted``, as a recipe does, and reads back
-        return "fitted" if self.fitted else handler(self)
+        if self.fitted:
+            return "fitted" if self.start == "first" else {"fitted": True, "start": self.start}
+        return handler(self)
 
     def values(self) -> tuple:
         """``(alpha, beta, gamma, phi)``."""
@@ -158,6 +175,10 @@ class ForecastOptions(BaseModel):
         if q and self.loss != "pinball":
             raise ValueError(f"quantiles are trained with loss: pinball (not {self.loss}); set head.loss: "
                              f"pinball or drop head.quantiles")
+        if self.smoothing.learn and self.anchor != "smoothed" and self.inputs != "deseasonalised":
+            raise ValueError("head.smoothing.learn learns the parameters of head.anchor: smoothed and head.inputs: "
+                             f"deseasonalised, and this recipe uses neither (anchor {self.anchor}, inputs "
+                             f"{self.inputs}); set one of them or drop head.smoothing.learn")
         if self.smoothing.fitted and self.anchor != "smoothed" and self.inputs != "deseasonalised":
             raise ValueError("head.smoothing: fitted fits the parameters of head.anchor: smoothed and head.inputs: "
                              f"deseasonalised, and this recipe uses neither (anchor {self.anchor}, inputs "
@@ -517,18 +538,22 @@ class ForecastHead(Head):
         from seqkit.layers.pooling import SequencePooling
         from seqkit.layers.stack import apply_stack, make_plugin
 
-        from seqkit_forecast.window import Anchor, TargetInputs
+        from seqkit_forecast.window import Anchor, LearnedSmoothing, TargetInputs
 
         cfg, o, d = self.recipe.model, self.options, self.data
         inp = keras.Input((d.context, self.width), name="frames")
-        x = TargetInputs(o.inputs, o.season, o.smoothing.values(), self.fitted, name="target_inputs")(inp)
+        src, fitted = inp, self.fitted
+        if o.smoothing.learn:  # the learned parameters travel as the frames' last four columns
+            src, fitted = LearnedSmoothing(o.smoothing.values(), name="smoothing")(inp), True
+        x = TargetInputs(o.inputs, o.season, o.smoothing.values(), fitted, o.smoothing.start,
+                         name="target_inputs")(src)
         x = apply_stack(x, make_plugin(cfg, self.recipe.cell_options), cfg, causal=True)
         x = SequencePooling("final", False, name="pooling")(x)
         if o.future_calendar:
             x = keras.layers.Concatenate(name="with_future_calendar")([x, self._future_calendar()(inp)])
         out = QuantileOutput(d.horizon, self.levels, name="logits")(x)
-        out = Anchor(o.anchor, d.horizon, self.levels, o.season, o.smoothing.values(), self.fitted,
-                     name="anchor")(inp, out)
+        out = Anchor(o.anchor, d.horizon, self.levels, o.season, o.smoothing.values(), fitted,
+                     o.smoothing.start, name="anchor")(src, out)
         return keras.Model(inp, out, name="forecast")
 
     def _future_calendar(self):

@@ -11,6 +11,8 @@
   (seasonal naive), or exponential smoothing run over the window (``smoothed``: a level that
   follows shifts, a damped trend and a seasonal profile smoothed over the window's seasons); the
   network then learns a correction of that forecast.
+* :class:`LearnedSmoothing` (``head.smoothing.learn``): the smoothing parameters as weights of the
+  model, appended to the frames for the two layers above to read.
 * :class:`FutureCalendar` (``head.future_calendar``): the calendar features of the ``horizon``
   steps after the window, known in advance, computed inside the model from the last observation's
   (so the step model needs no second input).
@@ -30,6 +32,9 @@ INPUTS = ("level", "difference", "relative", "deseasonalised")
 ANCHORS = ("none", "last", "seasonal", "smoothed")
 #: ``head.smoothing`` defaults: ``(level alpha, trend beta, season gamma, damping phi)``
 SMOOTHING = (0.3, 0.0, 0.3, 0.98)
+#: ``head.smoothing.start``: the initial seasonal terms from the window's first season, or from
+#: all its whole seasons (:func:`smooth_window`)
+STARTS = ("first", "all")
 #: ``head.smoothing: fitted`` appends each series' fitted ``(alpha, beta, gamma, phi)`` to every
 #: frame as this many last columns, read by :class:`TargetInputs` and :class:`Anchor`
 FITTED_COLUMNS = 4
@@ -60,23 +65,26 @@ class TargetInputs(keras.layers.Layer):
             (``deseasonalised``; the window must hold at least ``2 m`` steps);
         fitted: the frames' last :data:`FITTED_COLUMNS` columns hold each series' own ``(alpha,
             beta, gamma, phi)`` (``head.smoothing: fitted``), used instead of ``smoothing`` and
-            dropped from the output (``[B, T, D + 4] -> [B, T, D]``).
+            dropped from the output (``[B, T, D + 4] -> [B, T, D]``);
+        start: the smoothing's initial seasonal terms, one of :data:`STARTS` (:func:`smooth_window`).
 
     Raises:
-        ValueError: an unknown mode.
+        ValueError: an unknown mode or start.
     """
 
     def __init__(self, mode: str = "level", season: int = 1, smoothing=SMOOTHING, fitted: bool = False,
-                 **kwargs):
+                 start: str = "first", **kwargs):
         super().__init__(**kwargs)
         if mode not in INPUTS:
             raise ValueError(f"TargetInputs mode {mode!r}: one of {', '.join(INPUTS)}")
+        if start not in STARTS:
+            raise ValueError(f"TargetInputs start {start!r}: one of {', '.join(STARTS)}")
         self.mode, self.season, self.smoothing = mode, int(season), [float(v) for v in smoothing]
-        self.fitted = bool(fitted)
+        self.fitted, self.start = bool(fitted), start
 
     def get_config(self):
         return {**super().get_config(), "mode": self.mode, "season": self.season, "smoothing": self.smoothing,
-                "fitted": self.fitted}
+                "fitted": self.fitted, "start": self.start}
 
     def call(self, frames):
         from keras import ops
@@ -94,16 +102,69 @@ class TargetInputs(keras.layers.Layer):
             y = y - y[:, -1:]
         else:
             lvl, _, s = smooth_window(frames[:, :, 0], self.season, smoothing,
-                                      mean=lambda x: ops.mean(x, axis=1))
+                                      mean=lambda x: ops.mean(x, axis=1), start=self.start)
             y = (frames[:, :, 0] - ops.stack(s, axis=1) - lvl[:, None])[:, :, None]
         return ops.concatenate([y, frames[:, :, 1:]], axis=-1)
 
 
-def smooth_window(y, season: int, smoothing=SMOOTHING, mean=None):
+@keras.saving.register_keras_serializable(package="seqkit_forecast")
+class LearnedSmoothing(keras.layers.Layer):
+    """``frames [B, T, D] float32 -> [B, T, D + 4] float32``: the frames with the smoothing
+    parameters ``(alpha, beta, gamma, phi)`` appended to every step as :data:`FITTED_COLUMNS`
+    columns, for :class:`TargetInputs` and :class:`Anchor` built with ``fitted=True`` to read
+    (``head.smoothing.learn``). Each parameter strictly inside ``(0, 1)`` is ``sigmoid(w)`` of a
+    trainable weight ``w`` started at ``log(v / (1 - v))`` (so the untrained layer gives exactly
+    ``smoothing``) and learned with the network on its multi-step loss, as Smyl's ES-RNN learns its
+    smoothing coefficients (*Int. J. Forecasting* 36(1), 2020); one at 0 or 1 (e.g. no trend update,
+    an undamped trend) is a choice of model and stays fixed. The weights are the model's, so
+    prediction, the step model and the export use the learned values as they are.
+
+    Args:
+        smoothing: the four starting values, each in ``[0, 1]``.
+
+    Raises:
+        ValueError: not four values in ``[0, 1]``.
+    """
+
+    def __init__(self, smoothing=SMOOTHING, **kwargs):
+        super().__init__(**kwargs)
+        smoothing = [float(v) for v in smoothing]
+        if len(smoothing) != 4 or not all(0.0 <= v <= 1.0 for v in smoothing):
+            raise ValueError(f"LearnedSmoothing {smoothing}: four values (alpha, beta, gamma, phi) in [0, 1]")
+        self.smoothing = smoothing
+        self.free = [0.0 < v < 1.0 for v in smoothing]
+        start = [float(np.log(v / (1 - v))) if f else 0.0 for v, f in zip(smoothing, self.free)]
+        self.logits = self.add_weight(name="logits", shape=(FITTED_COLUMNS,),
+                                      initializer=keras.initializers.Constant(start), trainable=True)
+
+    def get_config(self):
+        return {**super().get_config(), "smoothing": self.smoothing}
+
+    def parameters(self):
+        """The current ``(alpha, beta, gamma, phi)`` as a Keras tensor ``[4]`` float32."""
+        from keras import ops
+
+        free = np.asarray(self.free, np.float32)
+        fixed = np.where(self.free, 0.0, self.smoothing).astype(np.float32)
+        return free * ops.sigmoid(ops.cast(self.logits, "float32")) + fixed
+
+    def values(self) -> list[float]:
+        """The current ``(alpha, beta, gamma, phi)`` as Python floats."""
+        return [float(v) for v in np.asarray(keras.ops.convert_to_numpy(self.parameters()))]
+
+    def call(self, frames):
+        from keras import ops
+
+        cols = ops.zeros_like(frames[:, :, :1]) + ops.cast(self.parameters(), frames.dtype)[None, None, :]
+        return ops.concatenate([frames, cols], axis=-1)
+
+
+def smooth_window(y, season: int, smoothing=SMOOTHING, mean=None, start: str = "first"):
     """Additive damped-trend Holt-Winters (ETS(A,Ad,A)) run over each window ``y [N, T]`` with
     fixed parameters (numpy, or Keras tensors with ``mean(x) -> [N]`` over axis 1 given;
     ``T >= 2 m``). ``smoothing``: four floats shared by every window, or four arrays/tensors
-    ``[N]``, each window's own (``head.smoothing: fitted``).
+    ``[N]``, each window's own (``head.smoothing: fitted``). ``start``: one of :data:`STARTS`,
+    where the initial seasonal terms come from (see below).
 
     Error-correction form (Hyndman & Athanasopoulos, *Forecasting: Principles and Practice*, 3rd
     ed., sections 8.3 and 8.4; the normalising role of the level and season follows Smyl's
@@ -111,7 +172,13 @@ def smooth_window(y, season: int, smoothing=SMOOTHING, mean=None):
 
     * start, from the window's first two seasons: trend ``b = (mean(y_m..y_{2m-1}) -
       mean(y_0..y_{m-1})) / m``; level at step ``m - 1``: ``l = mean(y_0..y_{m-1}) + b (m - 1) / 2``;
-      season ``s_j = y_j - (l - (m - 1 - j) b)`` for ``j < m``;
+      season (``start: first``) ``s_j = y_j - (l - (m - 1 - j) b)`` for ``j < m``, or (``start:
+      all``) the mean over the window's ``K = T // m`` whole seasons of ``y_{km+j}`` less the
+      least-squares line through the season means ``M_k = mean(y_{km}..y_{km+m-1})`` (slope per
+      step ``c = sum_k (k - kbar) M_k / (m sum_k (k - kbar)^2)``, the line ``mean_k M_k + c (t -
+      (Km - 1) / 2)``): the classical decomposition's seasonal indices (Hyndman & Athanasopoulos,
+      FPP3 sec. 3.4; the initial states of ETS in Hyndman et al., *Forecasting with Exponential
+      Smoothing*, 2008, sec. 2.6.1, also average the seasons of a detrended start), which sum to 0;
     * each step ``t = m .. T-1``: ``e = y_t - l - phi b - s_{t-m}``; ``l <- l + phi b + alpha e``;
       ``b <- phi b + beta e``; ``s_t = s_{t-m} + gamma e``.
 
@@ -128,7 +195,18 @@ def smooth_window(y, season: int, smoothing=SMOOTHING, mean=None):
     first, second = mean(y[:, :m]), mean(y[:, m:2 * m])
     b = (second - first) / m
     lvl = first + b * ((m - 1) / 2)
-    s = [y[:, j] - (lvl - (m - 1 - j) * b) for j in range(m)]
+    if start == "all":
+        K = T // m
+        M = [mean(y[:, k * m:(k + 1) * m]) for k in range(K)]
+        w = np.arange(K) - (K - 1) / 2
+        c = sum(float(w[k]) * M[k] for k in range(K)) / float(m * np.sum(w ** 2))
+        mid = sum(M) / K
+        line = [mid + c * (t - (K * m - 1) / 2) for t in range(K * m)]  # [N] each (constants: floats)
+        s = [sum(y[:, k * m + j] - line[k * m + j] for k in range(K)) / K for j in range(m)]
+    elif start == "first":
+        s = [y[:, j] - (lvl - (m - 1 - j) * b) for j in range(m)]
+    else:
+        raise ValueError(f"smoothing start {start!r}: one of {', '.join(STARTS)}")
     for t in range(m, T):
         e = y[:, t] - lvl - phi * b - s[t - m]
         lvl = lvl + phi * b + a * e
@@ -137,34 +215,38 @@ def smooth_window(y, season: int, smoothing=SMOOTHING, mean=None):
     return lvl, b, s
 
 
-def smoothed_forecast(y: np.ndarray, horizon: int, season: int, smoothing=SMOOTHING) -> np.ndarray:
+def smoothed_forecast(y: np.ndarray, horizon: int, season: int, smoothing=SMOOTHING,
+                      start: str = "first") -> np.ndarray:
     """``[N, H]`` forecasts of :func:`smooth_window` run over the windows ``y [N, T]`` (numpy):
     step ``h = 1..H`` ahead is ``l + (phi + phi^2 + ... + phi^h) b + s_{T - m + ((h - 1) mod m)}``.
-    ``smoothing``: ``(alpha, beta, gamma, phi)`` for every window, or ``[N, 4]``, each window's own."""
+    ``smoothing``: ``(alpha, beta, gamma, phi)`` for every window, or ``[N, 4]``, each window's own;
+    ``start``: one of :data:`STARTS` (:func:`smooth_window`)."""
     y = np.asarray(y, np.float64)
     p = np.asarray(smoothing, np.float64)
     if p.ndim == 2:
         smoothing = tuple(p[:, k] for k in range(4))
-    lvl, b, s = smooth_window(y, season, smoothing)
+    lvl, b, s = smooth_window(y, season, smoothing, start=start)
     T, m = y.shape[1], season
     phi = p[:, 3:4] if p.ndim == 2 else p[3]
     damp = np.cumsum(phi ** np.arange(1, horizon + 1), axis=-1)  # [H] or [N, H]
     return np.stack([lvl + damp[..., h] * b + s[T - m + (h % m)] for h in range(horizon)], axis=1)
 
 
-def anchor_forecast(y: np.ndarray, kind: str, horizon: int, season: int, smoothing=SMOOTHING) -> np.ndarray:
+def anchor_forecast(y: np.ndarray, kind: str, horizon: int, season: int, smoothing=SMOOTHING,
+                    start: str = "first") -> np.ndarray:
     """The reference forecast ``[N, H]`` of windows whose target columns are ``y [N, T]``
     (numpy; the same as :class:`Anchor`): ``none``: zeros; ``last``: ``y_{T-1}`` at every step
     (naive); ``seasonal``: step ``h = 1..H`` is ``y_{T - m + ((h - 1) mod m)}`` (seasonal naive,
     Hyndman & Athanasopoulos, *Forecasting: Principles and Practice*, 3rd ed., section 5.2);
-    ``smoothed``: :func:`smoothed_forecast` with ``smoothing`` (four values, or ``[N, 4]``)."""
+    ``smoothed``: :func:`smoothed_forecast` with ``smoothing`` (four values, or ``[N, 4]``) and
+    ``start``."""
     y = np.asarray(y)
     if kind == "none":
         return np.zeros((len(y), horizon), y.dtype)
     if kind == "last":
         return np.repeat(y[:, -1:], horizon, axis=1)
     if kind == "smoothed":
-        return smoothed_forecast(y, horizon, season, smoothing)
+        return smoothed_forecast(y, horizon, season, smoothing, start)
     T = y.shape[1]
     return y[:, [T - season + (h % season) for h in range(horizon)]]
 
@@ -180,17 +262,21 @@ class Anchor(keras.layers.Layer):
             the window must hold at least ``m`` steps; ``smoothed``: at least ``2 m``);
         smoothing: ``(alpha, beta, gamma, phi)`` of ``smoothed``, each in ``[0, 1]``;
         fitted: read each window's ``(alpha, beta, gamma, phi)`` from the frames' last
-            :data:`FITTED_COLUMNS` columns instead (``head.smoothing: fitted``).
+            :data:`FITTED_COLUMNS` columns instead (``head.smoothing: fitted``);
+        start: the smoothing's initial seasonal terms, one of :data:`STARTS` (:func:`smooth_window`).
 
     Raises:
-        ValueError: an unknown kind, smoothing parameters outside ``[0, 1]``.
+        ValueError: an unknown kind or start, smoothing parameters outside ``[0, 1]``.
     """
 
     def __init__(self, kind: str = "none", horizon: int = 1, levels: int = 1, season: int = 1,
-                 smoothing=SMOOTHING, fitted: bool = False, **kwargs):
+                 smoothing=SMOOTHING, fitted: bool = False, start: str = "first", **kwargs):
         super().__init__(**kwargs)
         if kind not in ANCHORS:
             raise ValueError(f"Anchor kind {kind!r}: one of {', '.join(ANCHORS)}")
+        if start not in STARTS:
+            raise ValueError(f"Anchor start {start!r}: one of {', '.join(STARTS)}")
+        self.start = start
         smoothing = [float(v) for v in smoothing]
         if len(smoothing) != 4 or not all(0.0 <= v <= 1.0 for v in smoothing):
             raise ValueError(f"Anchor smoothing {smoothing}: four values (alpha, beta, gamma, phi) in [0, 1]")
@@ -199,7 +285,7 @@ class Anchor(keras.layers.Layer):
 
     def get_config(self):
         return {**super().get_config(), "kind": self.kind, "horizon": self.horizon, "levels": self.levels,
-                "season": self.season, "smoothing": self.smoothing, "fitted": self.fitted}
+                "season": self.season, "smoothing": self.smoothing, "fitted": self.fitted, "start": self.start}
 
     def _smoothed(self, y, params=None):
         """:func:`smoothed_forecast` in Keras ops: ``y [B, T]`` -> ``[B, H]`` (``T`` static);
@@ -209,7 +295,8 @@ class Anchor(keras.layers.Layer):
         m, T, H = self.season, y.shape[1], self.horizon
         if T is None or T < 2 * m:
             raise ValueError(f"Anchor smoothed needs a window of at least 2 seasons ({2 * m} steps), not {T}")
-        lvl, b, s = smooth_window(y, m, params or self.smoothing, mean=lambda x: ops.mean(x, axis=1))
+        lvl, b, s = smooth_window(y, m, params or self.smoothing, mean=lambda x: ops.mean(x, axis=1),
+                                  start=self.start)
         if params is None:
             damp = [float(d) for d in np.cumsum(self.smoothing[3] ** np.arange(1, H + 1))]
         else:  # phi + phi^2 + ... + phi^h, each window's phi
