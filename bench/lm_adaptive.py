@@ -48,6 +48,13 @@ def _bits(figures: dict, mode: str):
     return row.get("bits_per_token") if isinstance(row, dict) else None
 
 
+def ensemble_key(mode: str) -> str:
+    """The key an ensemble's evaluation gives ``mode`` under (``dynamic+cache`` ->
+    ``dynamic+ensemble+cache``)."""
+    first, _, rest = mode.partition("+")
+    return f"{first}+ensemble" + (f"+{rest}" if rest else "")
+
+
 def _fmt(x, spec=".4f") -> str:
     return "" if x is None else format(x, spec)
 
@@ -126,7 +133,7 @@ def report(runs: list[str], evals: list[dict], ensembles: dict[int, dict], sourc
         valid = [((d.get(m) or {}).get("settings") or {}).get("valid_bits") for d in evals]
         secs = [(d.get(m) or {}).get("seconds") for d in evals]
         mem = [(d.get(m) or {}).get("peak_memory_mb") for d in evals]
-        ens = {n: _bits(ensembles[n], m) for n in sizes}
+        ens = {n: _bits(ensembles[n], ensemble_key(m)) for n in sizes}
         present = [x for x in xs if x is not None]
         figures[m] = {"values": xs, "mean": statistics.mean(present),
                       "sd": statistics.stdev(present) if len(present) > 1 else None,

@@ -28,11 +28,16 @@ def _eval(static, best, seconds=10.0):
             "compressors": {"xz -9e": 1.1691, "zpaq -m5": "absent: no zpaq binary on PATH"}}
 
 
+def _ensemble(static, best):
+    return {f"{k.partition('+')[0]}+ensemble{'+' + k.partition('+')[2] if '+' in k else ''}": v
+            for k, v in _eval(static, best).items() if k != "compressors"}
+
+
 def test_report_gives_mean_sd_per_seed_ensembles_and_the_training_curve_worked_by_hand(tmp_path):
     runs = [_run(tmp_path, 7, [3.0, 2.5, 2.0, 1.9, 1.8], "aaa1111"),
             _run(tmp_path, 8, [3.2, 2.7, 2.2, 2.1, 2.0, 1.95], "bbb2222")]
     doc = lm_adaptive.report(runs, [_eval(1.4, 0.8, 10.0), _eval(1.5, 0.9, 20.0)],
-                             {2: _eval(1.35, 0.75)}, ["two files"], env={"commit": "ccc3333"})
+                             {2: _ensemble(1.35, 0.75)}, ["two files"], env={"commit": "ccc3333"})
     md = doc["markdown"]
     # best mode: 0.8 and 0.9 -> mean 0.85, sample sd sqrt(2 * 0.05^2 / 1) = 0.0707; valid 1.3 and 1.4 -> 1.35
     assert ("| dynamic + cache + n-gram + match | **0.8500 ± 0.0707** | 0.8000 / 0.9000 | 1.3500 | 15 | 1,500 | "
@@ -45,6 +50,8 @@ def test_report_gives_mean_sd_per_seed_ensembles_and_the_training_curve_worked_b
     assert "code aaa1111, 5 epochs, 1,000 s wall, load 0.5 at start; `train it`" in md
     assert "xz -9e 1.1691" in md and "zpaq -m5: absent" in md
     assert "dynamic + cache |" not in md  # a mode no evaluation holds is left out
+    assert lm_adaptive.ensemble_key("dynamic+cache+ngram") == "dynamic+ensemble+cache+ngram"
+    assert lm_adaptive.ensemble_key("static") == "static+ensemble"
 
 
 def test_the_results_page_shows_the_adaptive_report_and_the_benchmarks_page_does_not(tmp_path):
