@@ -111,15 +111,19 @@ def report(runs: list[str], evals: list[dict], ensembles: dict[int, dict], sourc
 
         env = environment()
 
+    import re
+
     import yaml
 
-    seeds = []
+    seeds, names = [], []
     for r in runs:
         try:
             with open(os.path.join(r, "recipe.yaml"), encoding="utf-8") as f:
-                seeds.append((yaml.safe_load(f) or {}).get("seed"))
+                rec = yaml.safe_load(f) or {}
         except (OSError, yaml.YAMLError):
-            seeds.append("?")
+            rec = {}
+        seeds.append(rec.get("seed", "?"))
+        names.append(re.sub(r"-seed\d+$", "", str(rec.get("name", ""))))
     sizes = sorted(ensembles)
     head = (["mode", f"test bits/char, mean ± sd ({len(runs)} seeds)", "per seed (" + ", ".join(map(str, seeds)) + ")",
              "valid (settings chosen on it)", "seconds", "peak MB"]
@@ -169,7 +173,8 @@ def report(runs: list[str], evals: list[dict], ensembles: dict[int, dict], sourc
         md += ["Training curve (valid bits/char of the network alone, mean over the seeds, by epoch): "
                + ", ".join(f"epoch {e}: {b:.3f}" + (f" ({n} run{'s' if n > 1 else ''})" if n != len(runs) else "")
                            for e, b, n in curve) + ".", ""]
-    return {"suite": SUITE, "environment": env, "rows": [], "markdown": "\n".join(md), "figures": figures}
+    return {"suite": SUITE, "environment": env, "rows": [], "markdown": "\n".join(md), "figures": figures,
+            "recipe": names[0] if names and len(set(names)) == 1 else None}
 
 
 def main(argv=None) -> int:

@@ -235,9 +235,30 @@ def _readme_figure(run: tables.RunFiles) -> tuple[str, str]:
     return fig, base
 
 
-def render_readme(runs: list[tables.RunFiles], recipes_dir: str = tables.RECIPES) -> str:
+def _adaptive_line(doc: dict) -> str | None:
+    """README's sentence for a recorded ``lm-adaptive`` report: the recipe's best adaptive figure
+    over its seeds and its largest ensemble's."""
+    from bench.lm_adaptive import MODES
+
+    figs, recipe = doc.get("figures") or {}, doc.get("recipe")
+    best = figs.get(MODES[-1]) if isinstance(figs, dict) else None
+    if not isinstance(best, dict) or not recipe or not isinstance(best.get("mean"), (int, float)):
+        return None
+    n = len([v for v in best.get("values") or [] if v is not None])
+    sd = f" ± {best['sd']:.3f}" if isinstance(best.get("sd"), (int, float)) else ""
+    ens = sorted((int(k.split("_")[1]), v) for k, v in best.items()
+                 if k.startswith("ensemble_") and isinstance(v, (int, float)))
+    tail = f"; an ensemble of {ens[-1][0]} seeds: {ens[-1][1]:.3f}" if ens else ""
+    return (f"`{recipe}` with adaptive evaluation (`seqkit evaluate RUN --cache --mix --dynamic`: dynamic "
+            f"evaluation, a continuous cache, an online n-gram and match model, every weight chosen on valid): "
+            f"**{best['mean']:.3f}{sd} bits/char** ({n} seeds{tail}); recorded "
+            f"{str((doc.get('environment') or {}).get('time', '?'))[:10]}, each evaluation's command and code on "
+            f"the Results page.")
+
+
+def render_readme(runs: list[tables.RunFiles], recipes_dir: str = tables.RECIPES, reports: list[dict] = ()) -> str:
     """The ``readme`` block: a line per recorded recipe (test figure, baseline on the same split,
-    published anchor, code and date)."""
+    published anchor, code and date), and a sentence per recorded adaptive LM evaluation."""
     lines = ["| recipe | figure (test) | baseline (same split) | anchor | code, date |",
              "|---|---|---|---|---|"]
     for r in runs:
@@ -247,6 +268,10 @@ def render_readme(runs: list[tables.RunFiles], recipes_dir: str = tables.RECIPES
         lines.append(f"| `{name}` | {fig} | {base} | {ANCHORS.get(name, '')} | {code}, {r.written} |")
     missing = _unrecorded(runs, recipes_dir)
     out = "\n".join(lines) + "\n"
+    for doc in reports:
+        line = _adaptive_line(doc) if doc.get("suite") == "lm-adaptive" else None
+        if line:
+            out += f"\n{line}\n"
     if missing:
         out += f"\nNo record yet: {', '.join(f'`{n}`' for n in missing)} (earlier figures: see Results).\n"
     return out
@@ -265,7 +290,7 @@ def render_benchmarks(reports: list[dict]) -> str:
 def blocks(records_dir: str = RECORDS, recipes_dir: str = tables.RECIPES) -> dict[str, str]:
     """``{block name: markdown}`` of every generated block, from the records."""
     runs, reports = read_records(records_dir, recipes_dir), read_bench_records(records_dir)
-    return {"results": render_results(runs, recipes_dir, reports), "readme": render_readme(runs, recipes_dir),
+    return {"results": render_results(runs, recipes_dir, reports), "readme": render_readme(runs, recipes_dir, reports),
             "benchmarks": render_benchmarks(reports)}
 
 

@@ -68,3 +68,19 @@ def test_the_results_page_shows_the_adaptive_report_and_the_benchmarks_page_does
     assert "bench suite `lm-adaptive`" in got["results"] and "command python -m bench.lm_adaptive" in got["results"]
     assert "bench suite `lm-adaptive`" not in got["benchmarks"] and "bench suite `decode`" in got["benchmarks"]
     assert "| greedy | tokens/s | 10 | 9-11 |" in got["benchmarks"]
+
+
+def test_readme_states_the_best_adaptive_figure_with_its_seeds_and_ensemble(tmp_path):
+    runs = [_run(tmp_path, 7, [2.0], "aaa1111"), _run(tmp_path, 8, [2.0], "aaa1111")]
+    for r, seed in zip(runs, (7, 8)):  # seed runs of one recipe: NAME-seed<S>
+        (tmp_path / f"lm-seed{seed}" / "recipe.yaml").write_text(yaml.safe_dump({"name": f"lm-x-seed{seed}", "seed": seed}))
+    doc = lm_adaptive.report(runs, [_eval(1.4, 0.8), _eval(1.5, 0.9)], {2: _ensemble(1.35, 0.75)}, [],
+                             env={"commit": "ccc3333", "time": "2026-12-04 02:19:08 UTC"})
+    assert doc["recipe"] == "lm-x"
+    records, recipes = tmp_path / "records", tmp_path / "recipes"
+    (records / "bench").mkdir(parents=True)
+    recipes.mkdir()
+    (records / "bench" / "lm-adaptive.json").write_text(json.dumps(doc))
+    readme = pages.blocks(str(records), str(recipes))["readme"]
+    assert "`lm-x` with adaptive evaluation" in readme
+    assert "**0.850 ± 0.071 bits/char** (2 seeds; an ensemble of 2 seeds: 0.750); recorded 2026-12-04" in readme

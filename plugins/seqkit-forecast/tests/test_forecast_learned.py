@@ -100,6 +100,7 @@ def learned_run(tmp_path_factory):
     return d, run
 
 
+@pytest.mark.slow  # about 2 minutes on 2 cores (training, predict, export, stream); -m slow runs it
 def test_a_learned_run_forecasts_with_its_learned_parameters_saved_streamed_and_exported(learned_run, tmp_path):
     import pandas as pd
 
