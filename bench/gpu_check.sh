@@ -17,10 +17,14 @@ else
   echo "nvidia-smi: not found (no NVIDIA driver on this machine)"
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-PY="${PYTHON:-python}"
+PY="${PYTHON:-$(command -v python || command -v python3)}"
 if ! "$PY" -c "import importlib.util as u, sys; sys.exit(not all(u.find_spec(m) for m in ('seqkit', 'keras', 'tensorflow')))"; then
-  echo "== seqkit / keras / tensorflow do not import: pip install -e ."
-  "$PY" -m pip install -e . || { echo "FAIL (3): pip install -e . failed (no network here?)" >&2; exit 3; }
+  echo "== seqkit / keras / tensorflow do not import with $PY ($("$PY" --version 2>&1)): pip install --no-index -e ."
+  # offline first (a lent GPU machine reaches no index): succeeds only where TensorFlow's GPU build
+  # and its CUDA libraries are already installed; then once with the index, bounded
+  "$PY" -m pip install -q --no-index --no-build-isolation -e . \
+    || timeout 120 "$PY" -m pip install -q --retries 1 --timeout 10 -e . \
+    || { echo "FAIL (3): seqkit's dependencies (TensorFlow with its CUDA libraries) are not on this machine and pip could not install them: install tensorflow[and-cuda] where the machine reaches PyPI, then run this again" >&2; exit 3; }
 fi
 echo "== python -m bench.gpu_check $*"
 timeout 290 "$PY" -m bench.gpu_check "$@"
