@@ -8,6 +8,13 @@ import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # three workers share the machine's two cores (addopts): each runs TensorFlow's ops on one
+    # thread, so that no worker's thread pools spin for cores the others are using (decoding
+    # loops of small ops ran 10-30x slower with the default pools than alone); the commands the
+    # tests start as child processes inherit it
+    os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
+    os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
 
 
 @pytest.fixture(scope="session")

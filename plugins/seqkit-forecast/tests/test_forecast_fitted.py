@@ -24,6 +24,7 @@ from seqkit.errors import RunDirError  # noqa: E402
 from seqkit_forecast import metrics as M  # noqa: E402
 from seqkit_forecast.baselines import fit_smoothing  # noqa: E402
 from seqkit_forecast.head import Scaler  # noqa: E402
+from forecast_checks import predict_export_stream_agree, seasonal, two_series_csv  # noqa: E402
 from seqkit_forecast.window import Anchor, TargetInputs, WindowStepper, smooth_window, smoothed_forecast  # noqa: E402
 
 
@@ -34,18 +35,12 @@ def _ets(z, m, **kw):
                     seasonal_periods=m, **kw)
 
 
-def _seasonal(n, m, slope, amp, noise, seed, level=20.0):
-    rng = np.random.default_rng(seed)
-    k = np.arange(n)
-    return level + slope * k + amp * np.sin(2 * np.pi * k / m) + rng.normal(0, noise, n)
-
-
 def test_the_window_recursion_is_statsmodels_ets_with_the_same_parameters():
     # ETSModel started (initialization "known") from the state the window's first two seasons
     # give, fed the rest of the window with the parameters fixed, forecasts what the anchor does:
     # the fitted values mean the same thing in both
     m, H = 4, 7
-    y = _seasonal(40, m, 0.3, 2.0, 0.5, seed=0)
+    y = seasonal(40, m, 0.3, 2.0, 0.5, seed=0)
     first, second = y[:m].mean(), y[m:2 * m].mean()
     b = (second - first) / m
     level = first + b * (m - 1) / 2
@@ -71,8 +66,8 @@ def test_fitted_parameters_are_statsmodels_ets_on_the_scaled_training_period():
     from types import SimpleNamespace
 
     m, C, H = 12, 24, 6
-    series = {"up": np.exp(_seasonal(120, m, 0.01, 0.2, 0.03, seed=1, level=3.0)),
-              "noisy": np.exp(_seasonal(120, m, 0.0, 0.1, 0.15, seed=2, level=2.0))}
+    series = {"up": np.exp(seasonal(120, m, 0.01, 0.2, 0.03, seed=1, level=3.0)),
+              "noisy": np.exp(seasonal(120, m, 0.0, 0.1, 0.15, seed=2, level=2.0))}
     # float32 values, as a window's frames hold them: both fits read the same numbers
     series = {k: v.astype(np.float32).astype(np.float64) for k, v in series.items()}
     windows = [_Window(sid, y[o:o + C + H], o, C) for sid, y in series.items() for o in range(0, 120 - C - H + 1, 3)]
@@ -140,23 +135,10 @@ def test_the_step_model_streams_what_the_model_answers_with_fitted_parameters():
             np.testing.assert_allclose(np.asarray(logits), np.asarray(model(series[:, t + 1 - C:t + 1])), atol=1e-5)
 
 
-def _csv(path: Path, n: int = 240) -> None:
-    """Monthly rows ``month,id,value`` of two positive seasonal series with different dynamics."""
-    import pandas as pd
-
-    t = pd.date_range("2000-01-01", periods=n, freq="MS")
-    rows = []
-    for sid, y in (("a", np.exp(_seasonal(n, 12, 0.004, 0.2, 0.04, seed=5, level=3.0))),
-                   ("b", np.exp(_seasonal(n, 12, 0.0, 0.1, 0.12, seed=6, level=2.0)))):
-        y = np.round(y * 1024) / 1024  # exact in float32, as the windows' frames hold them
-        rows += [f"{tt:%Y-%m-%d},{sid},{v:.10f}" for tt, v in zip(t, y)]
-    path.write_text("month,id,value\n" + "\n".join(rows) + "\n")
-
-
 @pytest.fixture(scope="module")
 def fitted_run(tmp_path_factory):
     d = tmp_path_factory.mktemp("fitted")
-    _csv(d / "s.csv")
+    two_series_csv(d / "s.csv")
     recipe = {"name": "fitted", "seed": 1,
               "data": {"source": "timeseries", "path": "s.csv", "time_column": "month", "id_column": "id",
                        "target": "value", "calendar": ["month"], "context": 24, "horizon": 6,
@@ -222,28 +204,9 @@ def test_a_run_keeps_each_series_fitted_parameters_and_refuses_damaged_ones(fitt
 
 
 def test_export_and_stream_of_a_fitted_run_give_the_predicted_forecasts(fitted_run, tmp_path):
-    import pandas as pd
-
     d, run = fitted_run
-    table = pd.read_csv(d / "s.csv")
-    rows = table[table.id == "b"].tail(27)
-    rows.head(24).to_csv(tmp_path / "first.csv", index=False)
-    rows.to_csv(tmp_path / "rows.csv", index=False)
-    r = CliRunner()
-    res = r.invoke(main, ["predict", run, "--input", str(tmp_path / "first.csv"), "--format", "jsonl"])
-    assert res.exit_code == 0, res.output
-    first = json.loads(res.stdout)
-    res = r.invoke(main, ["export", run, "--out", str(tmp_path / "exp")])
-    assert res.exit_code == 0, res.output
-    assert json.loads((tmp_path / "exp" / "parity.json").read_text())["tflite"]["max_abs_diff"] < 1e-4
-    meta = json.loads((tmp_path / "exp" / "metadata.json").read_text())["forecast"]
+    meta = predict_export_stream_agree(run, d / "s.csv", tmp_path)["forecast"]
     assert meta["smoothing"] == json.loads((Path(run) / "forecast_assets.json").read_text())["smoothing"]
-    os.remove(tmp_path / "exp" / "metadata.json")  # the lone .tflite carries the parameters
-    res = r.invoke(main, ["stream", str(tmp_path / "exp" / "model.tflite"), "--input", str(tmp_path / "rows.csv")])
-    assert res.exit_code == 0, res.output
-    lines = res.stdout.splitlines()
-    assert len(lines) == 27 - 24 + 1 and lines[0].split("\t")[1] == first["origin"]
-    np.testing.assert_allclose([float(v) for v in lines[0].split("\t")[2].split()], first["forecast"], rtol=1e-3)
 
 
 def test_an_exports_fitted_parameters_are_checked_before_use():

@@ -18,6 +18,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 from click.testing import CliRunner  # noqa: E402
 
 from seqkit.cli import main  # noqa: E402
+from forecast_checks import predict_export_stream_agree, two_series_csv  # noqa: E402
 from seqkit_forecast.window import Anchor, LearnedSmoothing, TargetInputs, WindowStepper, smooth_window, smoothed_forecast  # noqa: E402
 
 
@@ -65,24 +66,10 @@ def test_learned_smoothing_moves_towards_the_smoothing_that_made_the_targets():
     assert (b, phi) == (0.0, 1.0)  # not learned
 
 
-def _seasonal(n, m, slope, amp, noise, seed, level):
-    rng = np.random.default_rng(seed)
-    k = np.arange(n)
-    return level + slope * k + amp * np.sin(2 * np.pi * k / m) + rng.normal(0, noise, n)
-
-
 @pytest.fixture(scope="module")
 def learned_run(tmp_path_factory):
-    import pandas as pd
-
     d = tmp_path_factory.mktemp("learned")
-    t = pd.date_range("2000-01-01", periods=240, freq="MS")
-    rows = []
-    for sid, y in (("a", np.exp(_seasonal(240, 12, 0.004, 0.2, 0.04, 5, 3.0))),
-                   ("b", np.exp(_seasonal(240, 12, 0.0, 0.1, 0.12, 6, 2.0)))):
-        y = np.round(y * 1024) / 1024  # exact in float32
-        rows += [f"{tt:%Y-%m-%d},{sid},{v:.10f}" for tt, v in zip(t, y)]
-    (d / "s.csv").write_text("month,id,value\n" + "\n".join(rows) + "\n")
+    two_series_csv(d / "s.csv")
     recipe = {"name": "learned", "seed": 1,
               "data": {"source": "timeseries", "path": "s.csv", "time_column": "month", "id_column": "id",
                        "target": "value", "calendar": ["month"], "context": 24, "horizon": 6,
@@ -102,8 +89,6 @@ def learned_run(tmp_path_factory):
 
 @pytest.mark.slow  # about 2 minutes on 2 cores (training, predict, export, stream); -m slow runs it
 def test_a_learned_run_forecasts_with_its_learned_parameters_saved_streamed_and_exported(learned_run, tmp_path):
-    import pandas as pd
-
     from seqkit.training.train import load_run
 
     d, run = learned_run
@@ -123,23 +108,7 @@ def test_a_learned_run_forecasts_with_its_learned_parameters_saved_streamed_and_
         logits, states = st.step(x[:, k], states)
     np.testing.assert_allclose(np.asarray(logits), np.asarray(model(x)), atol=1e-5)
     # the export: parity, and the lone .tflite streams what predict answers
-    table = pd.read_csv(d / "s.csv")
-    rows = table[table.id == "b"].tail(27)
-    rows.head(24).to_csv(tmp_path / "first.csv", index=False)
-    rows.to_csv(tmp_path / "rows.csv", index=False)
-    r = CliRunner()
-    res = r.invoke(main, ["predict", run, "--input", str(tmp_path / "first.csv"), "--format", "jsonl"])
-    assert res.exit_code == 0, res.output
-    first = json.loads(res.stdout)
-    res = r.invoke(main, ["export", run, "--out", str(tmp_path / "exp")])
-    assert res.exit_code == 0, res.output
-    assert json.loads((tmp_path / "exp" / "parity.json").read_text())["tflite"]["max_abs_diff"] < 1e-4
-    os.remove(tmp_path / "exp" / "metadata.json")
-    res = r.invoke(main, ["stream", str(tmp_path / "exp" / "model.tflite"), "--input", str(tmp_path / "rows.csv")])
-    assert res.exit_code == 0, res.output
-    lines = res.stdout.splitlines()
-    assert len(lines) == 27 - 24 + 1 and lines[0].split("\t")[1] == first["origin"]
-    np.testing.assert_allclose([float(v) for v in lines[0].split("\t")[2].split()], first["forecast"], rtol=1e-3)
+    predict_export_stream_agree(run, d / "s.csv", tmp_path)
 
 
 def test_learn_recipe_key_checks():
