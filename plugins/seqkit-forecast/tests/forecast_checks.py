@@ -61,3 +61,29 @@ def predict_export_stream_agree(run: str, csv: Path, out: Path, context: int = 2
     assert len(lines) == extra + 1 and lines[0].split("\t")[1] == first["origin"]
     np.testing.assert_allclose([float(v) for v in lines[0].split("\t")[2].split()], first["forecast"], rtol=1e-3)
     return meta
+
+
+def train_two_series_run(d: Path, name: str, smoothing, batch_size: int, learning_rate: float) -> str:
+    """Write :func:`two_series_csv` into ``d`` and train a small GRU forecaster on it through
+    ``seqkit train`` (context 24, horizon 6, log transform, seasonal-MAE scale, deseasonalised
+    inputs, smoothed anchor with ``head.smoothing: smoothing``; 2 epochs). Returns the run directory."""
+    from click.testing import CliRunner
+
+    from seqkit.cli import main
+
+    two_series_csv(d / "s.csv")
+    recipe = {"name": name, "seed": 1,
+              "data": {"source": "timeseries", "path": "s.csv", "time_column": "month", "id_column": "id",
+                       "target": "value", "calendar": ["month"], "context": 24, "horizon": 6,
+                       "valid_steps": 24, "test_steps": 24},
+              "model": {"cell": "gru", "units": 8, "layers": 1},
+              "head": {"type": "forecast", "season": 12, "ets": False, "transform": "log",
+                       "scale": "seasonal_mae", "inputs": "deseasonalised", "anchor": "smoothed",
+                       "smoothing": smoothing},
+              "training": {"epochs": 2, "batch_size": batch_size, "learning_rate": learning_rate,
+                           "early_stopping": None}}
+    (d / "r.yaml").write_text(json.dumps(recipe))
+    run = str(d / "run")
+    res = CliRunner().invoke(main, ["train", str(d / "r.yaml"), "--run-dir", run])
+    assert res.exit_code == 0, res.output
+    return run

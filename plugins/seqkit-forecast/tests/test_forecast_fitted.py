@@ -24,7 +24,7 @@ from seqkit.errors import RunDirError  # noqa: E402
 from seqkit_forecast import metrics as M  # noqa: E402
 from seqkit_forecast.baselines import fit_smoothing  # noqa: E402
 from seqkit_forecast.head import Scaler  # noqa: E402
-from forecast_checks import predict_export_stream_agree, seasonal, two_series_csv  # noqa: E402
+from forecast_checks import predict_export_stream_agree, seasonal, train_two_series_run  # noqa: E402
 from seqkit_forecast.window import Anchor, TargetInputs, WindowStepper, smooth_window, smoothed_forecast  # noqa: E402
 
 
@@ -138,20 +138,7 @@ def test_the_step_model_streams_what_the_model_answers_with_fitted_parameters():
 @pytest.fixture(scope="module")
 def fitted_run(tmp_path_factory):
     d = tmp_path_factory.mktemp("fitted")
-    two_series_csv(d / "s.csv")
-    recipe = {"name": "fitted", "seed": 1,
-              "data": {"source": "timeseries", "path": "s.csv", "time_column": "month", "id_column": "id",
-                       "target": "value", "calendar": ["month"], "context": 24, "horizon": 6,
-                       "valid_steps": 24, "test_steps": 24},
-              "model": {"cell": "gru", "units": 8, "layers": 1},
-              "head": {"type": "forecast", "season": 12, "ets": False, "transform": "log",
-                       "scale": "seasonal_mae", "inputs": "deseasonalised", "anchor": "smoothed",
-                       "smoothing": "fitted"},
-              "training": {"epochs": 2, "batch_size": 32, "learning_rate": 0.003, "early_stopping": None}}
-    (d / "r.yaml").write_text(json.dumps(recipe))
-    run = str(d / "run")
-    res = CliRunner().invoke(main, ["train", str(d / "r.yaml"), "--run-dir", run])
-    assert res.exit_code == 0, res.output
+    run = train_two_series_run(d, "fitted", "fitted", 32, 0.003)
     return d, run
 
 

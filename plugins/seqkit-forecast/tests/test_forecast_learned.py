@@ -5,7 +5,6 @@ the learned values."""
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -15,10 +14,7 @@ import pytest
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
-from click.testing import CliRunner  # noqa: E402
-
-from seqkit.cli import main  # noqa: E402
-from forecast_checks import predict_export_stream_agree, two_series_csv  # noqa: E402
+from forecast_checks import predict_export_stream_agree, train_two_series_run  # noqa: E402
 from seqkit_forecast.window import Anchor, LearnedSmoothing, TargetInputs, WindowStepper, smooth_window, smoothed_forecast  # noqa: E402
 
 
@@ -69,21 +65,9 @@ def test_learned_smoothing_moves_towards_the_smoothing_that_made_the_targets():
 @pytest.fixture(scope="module")
 def learned_run(tmp_path_factory):
     d = tmp_path_factory.mktemp("learned")
-    two_series_csv(d / "s.csv")
-    recipe = {"name": "learned", "seed": 1,
-              "data": {"source": "timeseries", "path": "s.csv", "time_column": "month", "id_column": "id",
-                       "target": "value", "calendar": ["month"], "context": 24, "horizon": 6,
-                       "valid_steps": 24, "test_steps": 24},
-              "model": {"cell": "gru", "units": 8, "layers": 1},
-              "head": {"type": "forecast", "season": 12, "ets": False, "transform": "log",
-                       "scale": "seasonal_mae", "inputs": "deseasonalised", "anchor": "smoothed",
-                       "smoothing": {"level": 0.2, "trend": 0.0, "season": 0.3, "damping": 1.0,
-                                     "start": "all", "learn": True}},
-              "training": {"epochs": 2, "batch_size": 16, "learning_rate": 0.01, "early_stopping": None}}
-    (d / "r.yaml").write_text(json.dumps(recipe))
-    run = str(d / "run")
-    res = CliRunner().invoke(main, ["train", str(d / "r.yaml"), "--run-dir", run])
-    assert res.exit_code == 0, res.output
+    run = train_two_series_run(
+        d, "learned", {"level": 0.2, "trend": 0.0, "season": 0.3, "damping": 1.0, "start": "all", "learn": True},
+        16, 0.01)
     return d, run
 
 
