@@ -9,12 +9,14 @@ import pytest
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 if os.environ.get("PYTEST_XDIST_WORKER"):
-    # three workers share the machine's two cores (addopts): each runs TensorFlow's ops on one
-    # thread, so that no worker's thread pools spin for cores the others are using (decoding
-    # loops of small ops ran 10-30x slower with the default pools than alone); the commands the
-    # tests start as child processes inherit it
-    os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
-    os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
+    # xdist workers (addopts: three) share the machine's cores: each sizes TensorFlow's thread pools
+    # to its share (one thread on two cores), so that no worker's pools spin for cores the others
+    # are using (decoding loops of small ops ran 10-30x slower with the default pools than alone);
+    # the commands the tests start as child processes inherit it. Set here, at import, because
+    # TensorFlow reads these once, when its runtime starts.
+    _share = str(max(1, len(os.sched_getaffinity(0)) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))))
+    os.environ.setdefault("TF_NUM_INTRAOP_THREADS", _share)
+    os.environ.setdefault("TF_NUM_INTEROP_THREADS", _share)
 
 
 @pytest.fixture(scope="session")
