@@ -128,3 +128,40 @@ def test_predict_keeps_a_line_with_unicode_line_separators_whole(run):
     assert "\u2028" not in out.stdout and "\x85" not in out.stdout  # escaped in the JSON (json_line)
     rows = [json.loads(x) for x in out.stdout.splitlines() if x]  # so even splitlines keeps each record whole
     assert [(r["where"], r["input"]) for r in rows] == [("<stdin>:1", "ab\u2028a"), ("<stdin>:2", "b\x85b")]
+
+
+def test_evaluate_ensemble_of_a_run_and_its_copy_equals_the_run_and_cli_equals_api(run):
+    import shutil
+
+    from seqkit.cli import main
+    from seqkit.runs.run import Run
+
+    copy = run.parent / "run-copy"
+    if not copy.exists():
+        shutil.copytree(run, copy)
+    res = CliRunner().invoke(main, ["evaluate", str(run), "--split", "test", "--ensemble", str(copy), "--json"])
+    assert res.exit_code == 0, res.output
+    rep = json.loads(res.output[res.output.index("{"):])
+    single, ens = rep["single"], rep["ensemble"]
+    assert ens["members"] == 2 and ens["runs"] == [str(run), str(copy)]
+    # identical members average to the same distributions: the same outputs and figures
+    for key in ("wer", "per", "words", "phonemes", "beam_width"):
+        assert ens[key] == single[key], key
+    api = Run(str(run)).evaluate("test", ensemble=[str(copy)])
+    assert api["ensemble"]["wer"] == ens["wer"] and api["single"]["per"] == single["per"]
+    text = CliRunner().invoke(main, ["evaluate", str(run), "--split", "test", "--ensemble", str(copy)])
+    assert text.exit_code == 0 and "test ensemble (" in text.output and "2 runs decoded together" in text.output
+
+
+def test_evaluate_ensemble_refuses_a_run_whose_seed_drew_another_split(run):
+    from seqkit.cli import main
+
+    other = run.parent / "run-seed2"
+    if not other.exists():
+        res = CliRunner().invoke(main, ["train", str(run.parent / "r.yaml"), "--run-dir", str(other),
+                                        "--set", "seed=2", "--set", "training.epochs=1", "--quiet"])
+        assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(main, ["evaluate", str(run), "--split", "test", "--ensemble", str(other)])
+    assert res.exit_code != 0
+    assert "test split holds other records" in res.output and "data.test_words" in res.output
+    assert "Traceback" not in res.output

@@ -79,9 +79,10 @@ def format_settings(settings: dict) -> str:
               "mixed with an online n-gram (orders 1-16) and a longest-match model that read the training "
               "text, then the split as it is scored (discount and weights chosen on the valid split).")
 @click.option("--ensemble", "ensemble", multiple=True, type=click.Path(file_okay=False), metavar="RUN",
-              help="Average the network's distributions with those of this run (same recipe data and "
-              "vocabulary, e.g. another seed of --seeds); repeatable; combines with --cache, --mix, "
-              "--dynamic.")
+              help="Average the network's distributions with those of this run (same recipe data, "
+              "vocabularies and split, e.g. another seed of --seeds); repeatable. Language model "
+              "(data.layout stream): combines with --cache, --mix, --dynamic. Encoder-decoder: one "
+              "beam over the runs' mean log-probabilities, reported beside this run's own figures.")
 @click.option("--overwrite", is_flag=True, help="--out: replace the PNG / JSON even when seqkit did not "
               "write them (never a run's own files, the recipe or the data).")
 @with_common_options
@@ -111,7 +112,7 @@ def evaluate(run_dir, split, as_json, confusion_matrix, out, dynamic=False, dyna
     if as_json:
         click.echo(strict_json(report, indent=2))
         return
-    for label, figures in (res.items() if "static" in res else [(None, res)]):
+    for label, figures in (res.items() if "static" in res or "ensemble" in res else [(None, res)]):
         figs = prep.head.format_metrics(figures)
         tag = f" {label}" if label else ""
         click.echo(f"{split}{tag} ({len(prep.splits[split])} examples): {figs[0]}")

@@ -59,3 +59,23 @@ class Record:
         if self.tokens is not None:
             return len(self.tokens)
         return len(self.text or "")
+
+
+def records_fingerprint(records) -> str:
+    """A SHA-256 hex digest of a split's records (input, target and group of each, in order;
+    ``where`` left out), so two runs can tell whether they hold out the same examples.
+
+    Args:
+        records: a list of :class:`Record`.
+
+    Returns:
+        64 hex characters; equal lists give equal digests.
+    """
+    import hashlib
+
+    h = hashlib.sha256()
+    for r in records:
+        frames = b"" if r.frames is None else np.ascontiguousarray(r.frames, "float32").tobytes()
+        h.update(repr((r.text, r.tokens, r.label, r.tags, r.target, r.group)).encode("utf-8"))
+        h.update(len(frames).to_bytes(8, "little") + frames)
+    return h.hexdigest()

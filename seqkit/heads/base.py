@@ -145,6 +145,12 @@ class Head(abc.ABC):
         """One line for logs, e.g. ``"vocabulary 120, 9 labels"``."""
         return f"vocabulary {len(self.vocab)}" if self.vocab is not None else ""
 
+    def vocabularies(self) -> list[list[str]]:
+        """The token lists whose ids the model reads or writes (the input vocabulary here; a head
+        with more, e.g. a target vocabulary, adds them). Runs whose distributions are averaged
+        (``--ensemble``) must agree on all of them, token by token."""
+        return [list(self.vocab.tokens)] if self.vocab is not None else []
+
     # ---------------------------------------------------------------- text
     @property
     def tokenizer(self):

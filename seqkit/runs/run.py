@@ -15,6 +15,7 @@ import os
 from typing import NamedTuple
 
 from seqkit._quiet import import_tensorflow_quietly
+from seqkit.data.records import records_fingerprint
 from seqkit.errors import SeqkitError
 from seqkit.export.options import FORMATS, ExportOptions
 from seqkit.export.portable import export_portable_keras
@@ -218,8 +219,13 @@ class Run:
                 continuous cache of its hidden states (Grave et al. 2017).
             mix: also score the network mixed with an online n-gram and a longest-match model
                 over the training text and the split read so far.
-            ensemble: other run directories of the same recipe data and vocabulary: the network's
-                distribution is the mean of this run's and theirs.
+            ensemble: other run directories of the same recipe data, vocabularies and ``split``
+                records (e.g. the seeds of ``--seeds`` on a fixed test list). A stream-layout
+                language model's distribution is the mean of this run's and theirs (with the
+                modes below). An encoder-decoder decodes them together (one beam over the runs'
+                mean log-probabilities, :mod:`seqkit.heads.seq2seq.ensemble`) and the figures
+                come as ``{"single": <this run's>, "ensemble": {"wer", "per", ..., "members",
+                "runs"}}``.
                 With any of ``cache``, ``mix``, ``ensemble``, the settings and mixture weights are
                 chosen on the valid split, the split is then scored once, and the figures come as
                 ``{"static": {...}, "static+cache": {..., "settings": {...}}, ...}`` (with
@@ -238,7 +244,9 @@ class Run:
         Raises:
             SeqkitError: an unknown or empty split; the data source cannot be read (DataError);
                 ``metrics.json`` is damaged (RunDirError); ``dynamic`` on a run that is not a
-                stream-layout language model; a ``dynamic_*`` value the recipe key would refuse.
+                stream-layout language model; a ``dynamic_*`` value the recipe key would refuse;
+                ``ensemble`` on a head that cannot average runs, or with a run whose data section,
+                vocabularies or ``split`` records differ.
         """
         if split not in ("test", "valid", "train"):
             raise SeqkitError(f"split {split!r}: expected 'test', 'valid' or 'train'.")
@@ -252,17 +260,24 @@ class Run:
                                   f"data.layout: stream.")
             ev = resolve(self.recipe.evaluation, **given)
         ensemble = [ensemble] if isinstance(ensemble, (str, os.PathLike)) else list(ensemble or ())
-        adaptive = cache or mix or bool(ensemble)
-        if adaptive and not hasattr(HEADS.get(self.recipe.head.type), "evaluate_adaptive"):
-            raise SeqkitError(f"{self.path}: --cache / --mix / --ensemble need a language model "
-                              f"trained with data.layout: stream.")
+        head_cls = HEADS.get(self.recipe.head.type)
+        # a head averages runs either inside its adaptive modes or in its own decoding
+        averaged = bool(ensemble) and not (cache or mix) and not hasattr(head_cls, "evaluate_adaptive")
+        adaptive = (cache or mix or bool(ensemble)) and not averaged
+        if adaptive and not hasattr(head_cls, "evaluate_adaptive"):
+            raise SeqkitError(f"{self.path}: --cache / --mix need a language model trained with "
+                              f"data.layout: stream.")
+        if averaged and not hasattr(head_cls, "evaluate_ensemble"):
+            raise SeqkitError(f"{self.path}: --ensemble averages the distributions of a language model "
+                              f"trained with data.layout: stream, or decodes encoder-decoder runs "
+                              f"together; the '{self.recipe.head.type}' head does neither.")
         prep, model = self._load(with_data=True)
         if not prep.splits.get(split):
             raise SeqkitError(f"{self.path}: the recipe's {split} split is empty (data.split.{split} is 0).")
         if adaptive and not getattr(prep.head, "stream", False):
             raise SeqkitError(f"{self.path}: --cache / --mix / --ensemble need a language model "
                               f"trained with data.layout: stream.")
-        members = [(model, self.path)] + [self._ensemble_member(p, prep) for p in ensemble]
+        members = [(model, self.path)] + [self._ensemble_member(p, prep, split) for p in ensemble]
         opts = prep.head.options
         before = getattr(opts, "confusion_matrix", None)
         if confusion_matrix and hasattr(opts, "confusion_matrix"):
@@ -272,6 +287,9 @@ class Run:
         finally:
             if before is not None:
                 opts.confusion_matrix = before
+        if averaged:
+            ens = prep.head.evaluate_ensemble([m for m, _ in members], prep.splits[split])
+            res = {"single": res, "ensemble": {**ens, "runs": [os.fspath(p) for _, p in members]}}
         if ev is not None and not adaptive:  # with adaptive modes, their pass gives the dynamic figures
             if not getattr(prep.head, "stream", False):
                 raise SeqkitError(f"{self.path}: --dynamic needs a language model trained with "
@@ -300,17 +318,30 @@ class Run:
             report["compressors"] = compressors
         return report
 
-    def _ensemble_member(self, path, prep) -> tuple:
-        """``(model, run dir)`` of another run for ``ensemble``, checked against this run's data."""
+    def _ensemble_member(self, path, prep, split: str) -> tuple:
+        """``(model, run dir)`` of another run for ``ensemble``, checked against this run's data:
+        the same data section and vocabularies, and the same records in ``split`` (runs whose
+        seeds drew different splits would each have trained on part of the others' split)."""
         if os.path.abspath(path) == os.path.abspath(self.path):
             raise SeqkitError(f"--ensemble {path}: that is the evaluated run itself; name the other "
                               f"runs (e.g. the RUN-seed<S> directories of --seeds).")
-        other_prep, other_model = Run(path)._load()
+        other = Run(path)
+        other_prep, other_model = other._load()
         mine, theirs = prep.recipe.data.model_dump(), other_prep.recipe.data.model_dump()
-        if mine != theirs or list(other_prep.head.vocab.tokens) != list(prep.head.vocab.tokens):
-            raise SeqkitError(f"--ensemble {path}: its recipe's data section or vocabulary differs "
-                              f"from {self.path}'s, so their distributions cannot be averaged token "
-                              f"by token; ensemble runs of the same recipe (e.g. seqkit train --seeds).")
+        differs = (f"--ensemble {path}: its recipe's data section or vocabulary differs from "
+                   f"{self.path}'s, so their distributions cannot be averaged token by token; "
+                   f"ensemble runs of the same recipe (e.g. seqkit train --seeds).")
+        if mine != theirs:
+            raise SeqkitError(differs)
+        other_prep, _ = other._load(with_data=True)
+        if records_fingerprint(other_prep.splits.get(split) or []) != records_fingerprint(prep.splits[split]):
+            raise SeqkitError(f"--ensemble {path}: its {split} split holds other records than "
+                              f"{self.path}'s (a shuffled split follows the run's seed), so each run "
+                              f"trained on part of the split the ensemble would be scored on. Score "
+                              f"the ensemble on a split every run held out (e.g. a fixed test list "
+                              f"such as data.test_words), or train the runs on the same split.")
+        if other_prep.head.vocabularies() != prep.head.vocabularies():
+            raise SeqkitError(differs)
         return other_model, path
 
     # ------------------------------------------------------------ generate (language model)

@@ -135,7 +135,9 @@ def transduce(model, sources, *, beam_width: int = 1, n_best: int = 1, length_pe
     """Decode a list of sources with a trained encoder-decoder (beam search; width 1 = greedy).
 
     Args:
-        model: the training model of :class:`Seq2SeqHead`.
+        model: the training model of :class:`Seq2SeqHead`, or a list of such models with the same
+            source and target vocabularies, decoded together as an ensemble (one beam over their
+            mean log-probabilities, :class:`seqkit.heads.seq2seq.ensemble.EnsembleStepper`).
         sources: list of source id lists (may be empty lists; 0 = padding is not allowed inside).
         beam_width / n_best / length_penalty / max_length: see
             :func:`seqkit.inference.decoding.beam_search` (GNMT length penalty, Wu et al. 2016, eq. 14).
@@ -151,7 +153,13 @@ def transduce(model, sources, *, beam_width: int = 1, n_best: int = 1, length_pe
     import tensorflow as tf
 
     check_beam_args(beam_width, n_best, length_penalty, 0, max_length)
-    st = Seq2SeqStepper(model)
+    models = list(model) if isinstance(model, (list, tuple)) else [model]
+    if len(models) == 1:
+        st = Seq2SeqStepper(models[0])
+    else:
+        from seqkit.heads.seq2seq.ensemble import EnsembleStepper
+
+        st = EnsembleStepper([Seq2SeqStepper(m) for m in models])
 
     @tf.function(reduce_retracing=True)
     def run(src, alpha):

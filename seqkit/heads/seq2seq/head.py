@@ -240,6 +240,9 @@ class Seq2SeqHead(Head):
         return (f"source vocabulary {len(self.vocab)}{sp(self.tokenizer)}, target vocabulary "
                 f"{len(self.target_vocab)}{sp(self.target_tokenizer if self.target_subword else None)}")
 
+    def vocabularies(self) -> list[list[str]]:
+        return [list(self.vocab.tokens), list(self.target_vocab.tokens)]
+
     def encode_sources(self, texts: list) -> tuple[list, int, int]:
         """Source ids per text: ``(ids lists, unknown symbols, all symbols)``."""
         ids = [self.vocab.encode(self.source_tokens(t)) for t in texts]
@@ -259,7 +262,8 @@ class Seq2SeqHead(Head):
     # ---------------------------------------------------------------- figures
     def decode_texts(self, model, texts: list, *, beam_width: int | None = None, n_best: int = 1,
                      length_penalty: float | None = None) -> list:
-        """Beam-search outputs for source strings.
+        """Beam-search outputs for source strings (``model``: one model, or a list decoded
+        together as an ensemble, :func:`~seqkit.heads.seq2seq.decoding.transduce`).
 
         Returns:
             Per text, ``n_best`` ``(target symbols, score)`` pairs, best first (score:
@@ -280,14 +284,33 @@ class Seq2SeqHead(Head):
         of the best beam hypothesis per distinct source (references: all its targets)."""
         res = keras_evaluate(model, self.dataset(records, training=False), "scoring (teacher forced)")
         out = {k: float(v) for k, v in res.items() if k != "loss"}
+        out.update(self._output_figures(model, records))
+        return out
+
+    def evaluate_ensemble(self, models, records):
+        """The figures of several runs decoded together: one beam over their mean
+        log-probabilities (:mod:`seqkit.heads.seq2seq.ensemble`), scored like :meth:`evaluate`'s
+        outputs.
+
+        Args:
+            models: ``M >= 2`` training models with this run's vocabularies.
+            records: the split's records.
+
+        Returns:
+            ``{"wer", "per", "words", "phonemes", "beam_width", "members": M, ...}`` (no
+            teacher-forced figures: an ensemble has no single training model to score).
+        """
+        return {**self._output_figures(list(models), records), "members": len(models)}
+
+    def _output_figures(self, model, records) -> dict:
         refs = references(records)
         words = list(refs)
         hyps = [h[0][0] for h in self.decode_texts(model, words)]
         if self.target_subword:  # scored in characters, as the references are held
             hyps = [list(self.target_text(h)) for h in hyps]
         _, unk, total = self.encode_sources(words)
-        out.update(self.output_scores(refs, hyps), beam_width=self.recipe.decoding.beam_width,
-                   unknown_source_symbols=unk, source_symbols=total)
+        out = {**self.output_scores(refs, hyps), "beam_width": self.recipe.decoding.beam_width,
+               "unknown_source_symbols": unk, "source_symbols": total}
         if self.lookup is not None:
             out["vs_baseline"] = self.paired_test(refs, hyps)
         return out
@@ -361,8 +384,9 @@ class Seq2SeqHead(Head):
         unk = figures.get("unknown_source_symbols")
         return [f"WER {100 * figures['wer']:.2f}%, PER {100 * figures['per']:.2f}% "
                 f"(beam {figures['beam_width']}, {figures['words']} words, {figures['phonemes']} "
-                f"reference symbols{f', {unk} unknown source symbols' if unk else ''}); "
-                f"cross-entropy {figures['cross_entropy']:.4f}, symbol accuracy {figures['accuracy']:.4f}"
+                f"reference symbols{f', {unk} unknown source symbols' if unk else ''})"
+                + (f"; cross-entropy {figures['cross_entropy']:.4f}, symbol accuracy {figures['accuracy']:.4f}"
+                   if "cross_entropy" in figures else f"; {figures.get('members')} runs decoded together")
                 + (f"; BLEU {figures['bleu']:.2f}, chrF {figures['chrf']:.2f}" if "bleu" in figures else "")
                 ] + self.format_paired(figures.get("vs_baseline"))
 
