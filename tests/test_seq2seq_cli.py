@@ -163,5 +163,7 @@ def test_evaluate_ensemble_refuses_a_run_whose_seed_drew_another_split(run):
         assert res.exit_code == 0, res.output
     res = CliRunner().invoke(main, ["evaluate", str(run), "--split", "test", "--ensemble", str(other)])
     assert res.exit_code != 0
-    assert "test split holds other records" in res.output and "data.test_words" in res.output
+    assert "test split holds other records" in res.output and "seed, 2, drew another split" in res.output
     assert "Traceback" not in res.output
+    twice = CliRunner().invoke(main, ["evaluate", str(run), "--ensemble", str(other), "--ensemble", str(other)])
+    assert twice.exit_code != 0 and "named twice" in twice.output

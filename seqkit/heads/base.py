@@ -146,9 +146,10 @@ class Head(abc.ABC):
         return f"vocabulary {len(self.vocab)}" if self.vocab is not None else ""
 
     def vocabularies(self) -> list[list[str]]:
-        """The token lists whose ids the model reads or writes (the input vocabulary here; a head
-        with more, e.g. a target vocabulary, adds them). Runs whose distributions are averaged
-        (``--ensemble``) must agree on all of them, token by token."""
+        """The token lists whose ids the model reads or writes, for ``--ensemble``: runs whose
+        distributions are averaged must agree on all of them, token by token. This default gives
+        the input vocabulary only; a head that averages runs and writes other ids (a target
+        vocabulary, labels) adds those lists."""
         return [list(self.vocab.tokens)] if self.vocab is not None else []
 
     # ---------------------------------------------------------------- text

@@ -226,8 +226,8 @@ class Run:
                 mean log-probabilities, :mod:`seqkit.heads.seq2seq.ensemble`) and the figures
                 come as ``{"single": <this run's>, "ensemble": {"wer", "per", ..., "members",
                 "runs"}}``.
-                With any of ``cache``, ``mix``, ``ensemble``, the settings and mixture weights are
-                chosen on the valid split, the split is then scored once, and the figures come as
+                A stream language model: with any of ``cache``, ``mix``, ``ensemble``, the
+                settings and mixture weights are chosen on the valid split, the split is then scored once, and the figures come as
                 ``{"static": {...}, "static+cache": {..., "settings": {...}}, ...}`` (with
                 ``dynamic`` also ``"dynamic"``, ``"dynamic+cache"``, ...;
                 :mod:`seqkit.heads.language_model.adaptive_eval`), and ``"compressors"`` gives the
@@ -277,6 +277,11 @@ class Run:
         if adaptive and not getattr(prep.head, "stream", False):
             raise SeqkitError(f"{self.path}: --cache / --mix / --ensemble need a language model "
                               f"trained with data.layout: stream.")
+        real = [os.path.realpath(p) for p in ensemble]
+        twice = next((p for i, p in enumerate(ensemble) if real[i] in real[:i]), None)
+        if twice is not None:
+            raise SeqkitError(f"--ensemble {twice}: named twice; each run counts once in the mean, "
+                              f"so name every other run once.")
         members = [(model, self.path)] + [self._ensemble_member(p, prep, split) for p in ensemble]
         opts = prep.head.options
         before = getattr(opts, "confusion_matrix", None)
@@ -322,24 +327,26 @@ class Run:
         """``(model, run dir)`` of another run for ``ensemble``, checked against this run's data:
         the same data section and vocabularies, and the same records in ``split`` (runs whose
         seeds drew different splits would each have trained on part of the others' split)."""
-        if os.path.abspath(path) == os.path.abspath(self.path):
+        if os.path.realpath(path) == os.path.realpath(self.path):
             raise SeqkitError(f"--ensemble {path}: that is the evaluated run itself; name the other "
                               f"runs (e.g. the RUN-seed<S> directories of --seeds).")
         other = Run(path)
-        other_prep, other_model = other._load()
-        mine, theirs = prep.recipe.data.model_dump(), other_prep.recipe.data.model_dump()
         differs = (f"--ensemble {path}: its recipe's data section or vocabulary differs from "
                    f"{self.path}'s, so their distributions cannot be averaged token by token; "
                    f"ensemble runs of the same recipe (e.g. seqkit train --seeds).")
-        if mine != theirs:
+        if other.recipe.data.model_dump() != prep.recipe.data.model_dump():  # before any model loads
             raise SeqkitError(differs)
-        other_prep, _ = other._load(with_data=True)
-        if records_fingerprint(other_prep.splits.get(split) or []) != records_fingerprint(prep.splits[split]):
-            raise SeqkitError(f"--ensemble {path}: its {split} split holds other records than "
-                              f"{self.path}'s (a shuffled split follows the run's seed), so each run "
-                              f"trained on part of the split the ensemble would be scored on. Score "
-                              f"the ensemble on a split every run held out (e.g. a fixed test list "
-                              f"such as data.test_words), or train the runs on the same split.")
+        other_prep, other_model = other._load()
+        # the same data section and seed split the data the same way; another seed may not
+        if other_prep.recipe.seed != prep.recipe.seed:
+            other_prep, _ = other._load(with_data=True)
+            if records_fingerprint(other_prep.splits.get(split) or []) != records_fingerprint(prep.splits[split]):
+                raise SeqkitError(f"--ensemble {path}: its {split} split holds other records than "
+                                  f"{self.path}'s (its seed, {other_prep.recipe.seed}, drew another "
+                                  f"split), so each run trained on part of the split the ensemble "
+                                  f"would be scored on. Score the ensemble on a split that does not "
+                                  f"follow the seed (one read from its own file, such as data.test_path, "
+                                  f"or an unshuffled split), or train the runs with the same seed.")
         if other_prep.head.vocabularies() != prep.head.vocabularies():
             raise SeqkitError(differs)
         return other_model, path

@@ -11,6 +11,7 @@ from __future__ import annotations
 from seqkit.data.markers import add_markers
 from seqkit.data.pipeline import flat_column, padded_batches
 from seqkit.data.vocab import END_ID, START_ID
+from seqkit.errors import SeqkitError
 from seqkit.inference.decoding import beam_search, check_beam_args
 from seqkit.progress import progress
 
@@ -154,6 +155,11 @@ def transduce(model, sources, *, beam_width: int = 1, n_best: int = 1, length_pe
 
     check_beam_args(beam_width, n_best, length_penalty, 0, max_length)
     models = list(model) if isinstance(model, (list, tuple)) else [model]
+    sizes = sorted({int(m.outputs[0].shape[-1]) for m in models})
+    if len(sizes) > 1:
+        raise SeqkitError(f"an ensemble's models must share the target vocabulary; their output "
+                          f"layers have {', '.join(map(str, sizes))} columns. Decode together only "
+                          f"runs of one recipe and data (e.g. the seeds of seqkit train --seeds).")
     if len(models) == 1:
         st = Seq2SeqStepper(models[0])
     else:

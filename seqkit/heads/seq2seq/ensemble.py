@@ -6,8 +6,8 @@ the step's scores are the mean of the members' log-probabilities,
     s_t(y) = (1 / M) * sum_m log P_m(y | y_<t, x),
 
 which the beam search renormalises with its own log-softmax: the normalised geometric mean of the
-members' distributions, a token-level ensemble (OpenNMT-py's ensemble decoding averages
-log-probabilities the same way by default; the ensemble rows of the G2P literature, e.g. Sun et
+members' distributions, a token-level ensemble (OpenNMT-py's ensemble decoding also averages
+log-probabilities by default, without renormalising; the ensemble rows of the G2P literature, e.g. Sun et
 al. 2019, decode their members together like this). Members must share the source and target
 vocabularies; their sizes, cells and depths may differ.
 
