@@ -66,7 +66,7 @@ def records_fingerprint(records) -> str:
     ``where`` left out), so two runs can tell whether they hold out the same examples.
 
     Args:
-        records: a list of :class:`Record`.
+        records: a list of :class:`Record`, or the lines (strings) of a lazily read corpus.
 
     Returns:
         64 hex characters; equal lists give equal digests.
@@ -75,6 +75,9 @@ def records_fingerprint(records) -> str:
 
     h = hashlib.sha256()
     for r in records:
+        if isinstance(r, str):  # a lazy corpus yields its lines
+            h.update(repr(r).encode("utf-8"))
+            continue
         frames = b"" if r.frames is None else np.ascontiguousarray(r.frames, "float32").tobytes()
         h.update(repr((r.text, r.tokens, r.label, r.tags, r.target, r.group)).encode("utf-8"))
         h.update(len(frames).to_bytes(8, "little") + frames)
