@@ -409,8 +409,45 @@ def lm_table(runs: list[RunFiles]) -> Table | None:
                  [r for r in rows if r is not None], lms, figure_cols=(1, 2, 3))
 
 
+def _standard_g2p(run: RunFiles) -> bool:
+    """A G2P run scored on the literature's CMUdict 0.7b test list (``data.test_words``)."""
+    return run.head == "seq2seq" and run.source == "cmudict" and bool((run.recipe.get("data") or {}).get("test_words"))
+
+
+# Published word / phoneme error rates on the CMUdict 0.7b test list (stress removed, a word right
+# when it equals any reference): references to read seqkit's rows against, not seqkit's measurements.
+G2P_PUBLISHED = (
+    ("Phonetisaurus (joint-sequence WFST)", "about 24.4%", "n/a"),
+    ("LSTM (Yao & Zweig 2015)", "23.55%", "n/a"),
+    ("BiLSTM encoder-decoder with attention (Toshniwal & Livescu 2016)", "20.24%", "n/a"),
+    ("Transformer (CMU g2p-seq2seq)", "20.2%", "n/a"),
+    ("token-level ensemble distillation (Sun et al. 2019)", "19.88%", "4.6%"),
+)
+
+
+def g2p_standard_table(runs: list[RunFiles]) -> Table | None:
+    std = [r for r in runs if _standard_g2p(r)]
+    if not std:
+        return None
+    rows = [Row(name, [f"{name} (published)", wer, per, "", ""]) for name, wer, per in G2P_PUBLISHED]
+    for r in std:
+        base = re.sub(r"-seed\d+$", "", r.name)
+        n = len(r.seeds)
+        secs = r.metrics.get("train_seconds")
+        rows.append(Row(base, [f"**seqkit `{base}`** ({_model_text(r)} encoder, attention "
+                               f"{(r.recipe.get('head') or {}).get('attention', 'none')}, beam "
+                               f"{_int(r.test('beam_width', 0))}; {n} seed{'s' if n > 1 else ''})",
+                               f"**{fmt(r.test('wer'), '.2f', pct=True)}**", fmt(r.test("per"), ".2f", pct=True),
+                               fmt(r.valid("wer"), ".2f", pct=True),
+                               f"{best_epoch(r)} of {r.metrics.get('epochs')}"
+                               + ("" if secs is None else f"; {_mean(secs):,.0f} s")]))
+    return Table("Grapheme-to-phoneme on the CMUdict 0.7b test list (11,994 words, the literature's split)",
+                 ["system", "test WER", "test PER", "valid WER", "best epoch; training time (first seed's "
+                  "`train_seconds`)"], rows, std, figure_cols=(1, 2, 3))
+
+
 def g2p_table(runs: list[RunFiles]) -> Table | None:
-    g2p = [r for r in runs if r.head == "seq2seq" and r.source == "cmudict"]
+    g2p = [r for r in runs if r.head == "seq2seq" and r.source == "cmudict" and not _standard_g2p(r)]
     if not g2p:
         return None
     rows = []
@@ -451,7 +488,8 @@ def pinyin_table(runs: list[RunFiles]) -> Table | None:
 
 
 def all_tables(runs: list[RunFiles]) -> list[Table]:
-    return [t for t in (main_table(runs), lm_table(runs), g2p_table(runs), pinyin_table(runs)) if t is not None]
+    return [t for t in (main_table(runs), lm_table(runs), g2p_standard_table(runs), g2p_table(runs),
+                        pinyin_table(runs)) if t is not None]
 
 
 def render(table: Table, recipes_dir: str = RECIPES) -> str:

@@ -249,3 +249,30 @@ def test_a_seeds_summary_names_each_seeds_commit_and_command_when_they_differ(tm
     assert "code 0b9ac71 (seed 1234), 2bfe024 (seeds 1235, 1236), avx512 CPU (AMD EPYC, 2 cores" in line
     assert "load at start 5.0 (seed 1234), 0.5 (seed 1235), 2.2 (seed 1236))" in line
     assert line.count("command `python -m bench.tables --train --seeds 3`") == 1
+
+
+def test_standard_split_g2p_gets_its_own_table_with_the_published_rows_and_mean_sd(tmp_path):
+    paths = []
+    for seed, wer, per in ((1234, 0.2300, 0.0550), (1235, 0.2340, 0.0560)):
+        name = f"g2p-cmudict-standard-seed{seed}"
+        recipe = {"name": name, "seed": seed, "data": {"source": "cmudict", "test_words": "cmudict-0.7b"},
+                  "model": {"cell": "lstm", "units": 160, "layers": 2, "bidirectional": True},
+                  "head": {"type": "seq2seq", "attention": "bahdanau"}, "training": {"epochs": 20}}
+        metrics = {"recipe": name, "epochs": 20, "train_seconds": 3600.0,
+                   "valid": {"wer": wer + 0.01, "per": per},
+                   "test": {"wer": wer, "per": per, "words": 11994, "beam_width": 5}, "baselines": {}}
+        history = [{"epoch": e, "val_cross_entropy": 1.0 / e} for e in range(1, 21)]
+        paths.append(write_run(tmp_path / name, recipe, metrics, history,
+                               {"epoch": 20, "best": 0.05, "monitor": "val_cross_entropy", "status": "finished"}))
+    sp = tmp_path / "g2p-cmudict-standard-seeds.json"
+    sp.write_text(json.dumps({"recipe": "g2p-cmudict-standard",
+                              **summarize([json.load(open(os.path.join(p, "metrics.json"))) for p in paths],
+                                          [1234, 1235], paths)}))
+    run = tables.read_seeds(str(sp))
+    std = [t for t in tables.all_tables([run]) if "0.7b" in t.title]
+    assert len(std) == 1 and not [t for t in tables.all_tables([run]) if t.title.startswith("Grapheme-to-phoneme on CMUdict")]
+    text = tables.render(std[0], str(tmp_path))
+    assert "| LSTM (Yao & Zweig 2015) (published) | 23.55% | n/a |" in text
+    # mean 0.2320, sample sd sqrt(2 * 0.002^2 / 1) = 0.00283 -> 23.20% ± 0.28%; PER 5.55% ± 0.07%
+    assert ("| **seqkit `g2p-cmudict-standard`** (BiLSTM(160) x 2 encoder, attention bahdanau, beam 5; 2 seeds) "
+            "| **23.20% ± 0.28%** | 5.55% ± 0.07% | 24.20% ± 0.28% | 20 of 20; 3,600 s |") in text
