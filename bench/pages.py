@@ -17,7 +17,7 @@ by hand. Two kinds of files are kept in git under ``bench/records/`` (small JSON
     <!-- end generated: results -->
 
 (``results`` in ``docs/results.md``, ``readme`` in ``README.md``, ``benchmarks`` in
-``docs/benchmarks.md``; a bench record of :data:`RESULT_SUITES`, such as the stream LM's adaptive
+``docs/benchmarks.md``, ``g2p`` in ``docs/tutorials/seq2seq-results.md``; a bench record of :data:`RESULT_SUITES`, such as the stream LM's adaptive
 evaluation over its seeds, goes on the results page); ``--check`` exits 1 when a block differs from what the records give, so a
 page cannot drift from its records. Every table names its runs' seeds, date, commit, CPU kind and
 the command that trained them; every bench report names its commit, date, CPU and command.
@@ -45,7 +45,8 @@ from bench.common import report_markdown
 RECORDS = os.path.join("bench", "records")
 RECORD_SCHEMA = 1
 PAGES = {"results": os.path.join("docs", "results.md"), "readme": "README.md",
-         "benchmarks": os.path.join("docs", "benchmarks.md")}
+         "benchmarks": os.path.join("docs", "benchmarks.md"),
+         "g2p": os.path.join("docs", "tutorials", "seq2seq-results.md")}
 MAX_RECORD_BYTES = 2_000_000
 # bench reports whose figures are results of shipped recipes (they go on the results page, after
 # the tables; every other report goes on the benchmarks page)
@@ -291,7 +292,18 @@ def blocks(records_dir: str = RECORDS, recipes_dir: str = tables.RECIPES) -> dic
     """``{block name: markdown}`` of every generated block, from the records."""
     runs, reports = read_records(records_dir, recipes_dir), read_bench_records(records_dir)
     return {"results": render_results(runs, recipes_dir, reports), "readme": render_readme(runs, recipes_dir, reports),
-            "benchmarks": render_benchmarks(reports)}
+            "benchmarks": render_benchmarks(reports), "g2p": render_g2p(runs, recipes_dir)}
+
+
+def render_g2p(runs: list[tables.RunFiles], recipes_dir: str = tables.RECIPES) -> str:
+    """The ``g2p`` block leading the G2P section: the standard-split table (published systems on the
+    CMUdict 0.7b test list beside seqkit's recorded seeds), or what to run while none is recorded."""
+    table = tables.g2p_standard_table(runs)
+    if table is None:
+        return ("No run of `g2p-cmudict-standard` is recorded yet: `seqkit train "
+                "recipes/g2p-cmudict-standard.yaml --seeds 3`, then `python -m bench.pages --record "
+                "runs/g2p-cmudict-standard-seeds.json --write`.\n")
+    return tables.render(table, recipes_dir)
 
 
 def _markers(name: str) -> tuple[str, str]:
