@@ -85,7 +85,8 @@ def record_of(run: tables.RunFiles) -> dict:
     :func:`bench.tables.read_seeds`: everything the tables print, nothing else."""
     return {"schema": RECORD_SCHEMA, "name": re.sub(r"-seed\d+$", "", run.name), "path": run.path,
             "seeds": run.seeds, "written": run.written, "recipe": run.recipe, "metrics": _plain(run.metrics),
-            "history": run.history, "state": run.state, "provenance": run.provenance}
+            "history": run.history, "state": run.state, "provenance": run.provenance,
+            **({"per_seed": run.per_seed} if run.per_seed else {})}
 
 
 def _write_json(path: str, obj: dict) -> None:
@@ -145,9 +146,13 @@ def read_record(path: str) -> tables.RunFiles:
     for split in ("valid", "test"):
         if isinstance(metrics.get(split), dict):
             metrics[split] = _stats(metrics[split])
+    per_seed = obj.get("per_seed", {})
+    if not isinstance(per_seed, dict):
+        raise RecordError(f"{path}: key 'per_seed' must be a dict; write the record again with "
+                          f"python -m bench.pages --record.")
     return tables.RunFiles(path=obj["path"], recipe=obj["recipe"], metrics=metrics, history=obj["history"],
                            state=obj["state"], provenance=obj["provenance"], seeds=obj["seeds"],
-                           written=obj["written"])
+                           written=obj["written"], per_seed=per_seed)
 
 
 def read_records(records_dir: str = RECORDS, recipes_dir: str = tables.RECIPES) -> list[tables.RunFiles]:

@@ -105,6 +105,8 @@ class RunFiles:
         provenance: ``provenance.json`` (written by ``--train``) or {}.
         seeds: the seed(s) the figures come from.
         written: the date ``metrics.json`` was written (UTC, from the file's mtime).
+        per_seed: seeds only: ``{split: {figure: [value per seed, in seeds' order]}}`` (the
+            summary's ``values``), so that a record keeps what a later seed is summarised with.
     """
     path: str
     recipe: dict
@@ -114,6 +116,7 @@ class RunFiles:
     provenance: dict
     seeds: list
     written: str
+    per_seed: dict = dataclasses.field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -190,9 +193,12 @@ def read_seeds(summary_path: str) -> RunFiles:
     first_recipe = dict(first.recipe, name=summary.get("recipe", first.name))
     provenance = merged_provenance([_json(os.path.join(r, PROVENANCE), {}) for r in summary["runs"]],
                                    list(summary["seeds"]))
+    per_seed = {split: {k: list(s.get("values") or []) for k, s in summary[split].items()
+                        if not k.startswith(("per_class.", "per_tag.", "confusion"))}
+                for split in ("valid", "test") if isinstance(summary.get(split), dict)}
     return dataclasses.replace(first, path=summary_path, recipe=first_recipe, metrics=metrics,
                                seeds=list(summary["seeds"]), written=_mtime(summary_path),
-                               provenance=provenance)
+                               provenance=provenance, per_seed=per_seed)
 
 
 def merged_provenance(provenances: list[dict], seeds: list) -> dict:

@@ -40,6 +40,8 @@ def test_a_record_renders_the_same_tables_as_its_run(tmp_path):
     acc = back[2].metrics["test"]["accuracy"]
     assert isinstance(acc, tables.Stat) and (acc.n, round(acc.mean, 4), round(acc.sd, 4)) == (3, 0.9721, 0.0031)
     assert "confusion_matrix" not in json.dumps(json.load(open(paths[2])))
+    # the record keeps each seed's figure, in the seeds' order, for a later seed's summary
+    assert back[2].per_seed["test"]["accuracy"] == [0.9703, 0.9757, 0.9703] and back[0].per_seed == {}
 
 
 def test_readme_block_is_a_line_per_record_with_baseline_anchor_and_code(tmp_path):
