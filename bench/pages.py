@@ -83,7 +83,7 @@ def _stats(split: dict) -> dict:
 def record_of(run: tables.RunFiles) -> dict:
     """The JSON record of one run (or seeds summary) read by :func:`bench.tables.read_run` /
     :func:`bench.tables.read_seeds`: everything the tables print, nothing else."""
-    return {"schema": RECORD_SCHEMA, "name": re.sub(r"-seed\d+$", "", run.name), "path": run.path,
+    return {"schema": RECORD_SCHEMA, "name": run.recipe_name, "path": run.path,
             "seeds": run.seeds, "written": run.written, "recipe": run.recipe, "metrics": _plain(run.metrics),
             "history": run.history, "state": run.state, "provenance": run.provenance,
             **({"per_seed": run.per_seed} if run.per_seed else {})}
@@ -192,7 +192,7 @@ def read_bench_records(records_dir: str = RECORDS) -> list[dict]:
 
 def _unrecorded(runs: list[tables.RunFiles], recipes_dir: str) -> list[str]:
     """Names of the shipped recipes that no record in ``runs`` belongs to."""
-    have = {re.sub(r"-seed\d+$", "", r.name) for r in runs}
+    have = {r.recipe_name for r in runs}
     return [n for n, _ in tables.shipped(recipes_dir) if n not in have]
 
 
@@ -268,7 +268,7 @@ def render_readme(runs: list[tables.RunFiles], recipes_dir: str = tables.RECIPES
     lines = ["| recipe | figure (test) | baseline (same split) | anchor | code, date |",
              "|---|---|---|---|---|"]
     for r in runs:
-        name = re.sub(r"-seed\d+$", "", r.name)
+        name = r.recipe_name
         fig, base = _readme_figure(r)
         code = r.provenance.get("commit", "not recorded")
         lines.append(f"| `{name}` | {fig} | {base} | {ANCHORS.get(name, '')} | {code}, {r.written} |")

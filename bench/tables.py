@@ -123,6 +123,11 @@ class RunFiles:
         return self.recipe.get("name") or os.path.basename(os.path.normpath(self.path))
 
     @property
+    def recipe_name(self) -> str:
+        """The shipped recipe's name: :attr:`name` without the ``-seed<S>`` of ``--seeds`` runs."""
+        return re.sub(r"-seed\d+$", "", self.name)
+
+    @property
     def head(self) -> str:
         return (self.recipe.get("head") or {}).get("type", "")
 
@@ -246,7 +251,7 @@ def recipe_drift(run: RunFiles, recipes_dir: str = RECIPES) -> list[str] | None:
     """Keys of the shipped ``recipes/NAME.yaml`` whose value the run's ``recipe.yaml`` does not
     have (None when no shipped recipe has the run's name). Keys the shipped file leaves to seqkit's
     defaults are not compared."""
-    base = re.sub(r"-seed\d+$", "", run.name)
+    base = run.recipe_name
     shipped = os.path.join(recipes_dir, f"{base}.yaml")
     if not os.path.exists(shipped):
         return None
@@ -399,7 +404,7 @@ def lm_table(runs: list[RunFiles]) -> Table | None:
         what = f"{str(m.get('cell', '')).upper()} {m.get('units')}"
         key = f"LSTM {m.get('units')}, stream layout" if layout == "stream" else what
         tr = r.recipe.get("training") or {}
-        base = re.sub(r"-seed\d+$", "", r.name)
+        base = r.recipe_name
         detail = (f"`recipes/{base}.yaml`, truncated BPTT {tr.get('bptt')}, " if layout == "stream" else "")
         label = (f"**seqkit {what}, {'stream layout' if layout == 'stream' else str(m.get('layers', 1)) + ' layer'}** "
                  f"({detail}{r.metrics.get('epochs')} of {tr.get('epochs')} epochs, best epoch {best_epoch(r)})")
@@ -437,7 +442,7 @@ def g2p_standard_table(runs: list[RunFiles]) -> Table | None:
         return None
     rows = [Row(name, [f"{name} (published)", wer, per, "", ""]) for name, wer, per in G2P_PUBLISHED]
     for r in std:
-        base = re.sub(r"-seed\d+$", "", r.name)
+        base = r.recipe_name
         n = len(r.seeds)
         secs = r.metrics.get("train_seconds")
         rows.append(Row(base, [f"**seqkit `{base}`** ({_model_text(r)} encoder, attention "

@@ -227,9 +227,9 @@ class Run:
                 come as ``{"single": <this run's>, "ensemble": {"wer", "per", ..., "members",
                 "runs"}}``.
                 A stream language model: with any of ``cache``, ``mix``, ``ensemble``, the
-                settings and mixture weights are chosen on the valid split, the split is then scored once, and the figures come as
-                ``{"static": {...}, "static+cache": {..., "settings": {...}}, ...}`` (with
-                ``dynamic`` also ``"dynamic"``, ``"dynamic+cache"``, ...;
+                settings and mixture weights are chosen on the valid split, the split is then
+                scored once, and the figures come as ``{"static": {...}, "static+cache": {...,
+                "settings": {...}}, ...}`` (with ``dynamic`` also ``"dynamic"``, ``"dynamic+cache"``, ...;
                 :mod:`seqkit.heads.language_model.adaptive_eval`), and ``"compressors"`` gives the
                 marginal bits per token of the standard library's compressors and of zpaq / PPMd
                 (or why each is absent) on the split after the training text. Nothing is written
@@ -282,7 +282,8 @@ class Run:
         if twice is not None:
             raise SeqkitError(f"--ensemble {twice}: named twice; each run counts once in the mean, "
                               f"so name every other run once.")
-        members = [(model, self.path)] + [self._ensemble_member(p, prep, split) for p in ensemble]
+        mine: list = []  # this run's split fingerprint, taken once when a member of another seed needs it
+        members = [(model, self.path)] + [self._ensemble_member(p, prep, split, mine) for p in ensemble]
         opts = prep.head.options
         before = getattr(opts, "confusion_matrix", None)
         if confusion_matrix and hasattr(opts, "confusion_matrix"):
@@ -323,10 +324,11 @@ class Run:
             report["compressors"] = compressors
         return report
 
-    def _ensemble_member(self, path, prep, split: str) -> tuple:
+    def _ensemble_member(self, path, prep, split: str, mine: list) -> tuple:
         """``(model, run dir)`` of another run for ``ensemble``, checked against this run's data:
         the same data section and vocabularies, and the same records in ``split`` (runs whose
-        seeds drew different splits would each have trained on part of the others' split)."""
+        seeds drew different splits would each have trained on part of the others' split).
+        ``mine`` caches this run's split fingerprint across members (empty until first needed)."""
         if os.path.realpath(path) == os.path.realpath(self.path):
             raise SeqkitError(f"--ensemble {path}: that is the evaluated run itself; name the other "
                               f"runs (e.g. the RUN-seed<S> directories of --seeds).")
@@ -340,7 +342,9 @@ class Run:
         # the same data section and seed split the data the same way; another seed may not
         if other_prep.recipe.seed != prep.recipe.seed:
             other_prep, _ = other._load(with_data=True)
-            if records_fingerprint(other_prep.splits.get(split) or []) != records_fingerprint(prep.splits[split]):
+            if not mine:
+                mine.append(records_fingerprint(prep.splits[split]))
+            if records_fingerprint(other_prep.splits.get(split) or []) != mine[0]:
                 raise SeqkitError(f"--ensemble {path}: its {split} split holds other records than "
                                   f"{self.path}'s (its seed, {other_prep.recipe.seed}, drew another "
                                   f"split), so each run trained on part of the split the ensemble "
