@@ -203,6 +203,10 @@ class TrainingConfig(BaseModel):
     learning_rate: float = Field(1e-3, gt=0.0, allow_inf_nan=False)
     clipnorm: Optional[float] = Field(1.0, gt=0.0)
     early_stopping: Optional[EarlyStoppingConfig] = EarlyStoppingConfig()
+    # the validation figure that keeps the best epoch (model.keras) and drives early stopping and a
+    # plateau schedule: null = the exact cross-entropy (val_cross_entropy); or val_<name> for a
+    # figure the head decodes at each epoch's end (Head.selection_metrics, e.g. seq2seq val_wer)
+    monitor: Optional[str] = None
     steps_per_epoch: Optional[int] = Field(None, gt=0)
     deterministic: bool = True
     jit_compile: bool = False

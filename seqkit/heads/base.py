@@ -105,6 +105,10 @@ class Head(abc.ABC):
     diagnostics: ClassVar[str | None] = None
     #: how :attr:`diagnostics` reads the dataset's targets: class = target - offset (<0: none).
     diagnostic_offset: ClassVar[int] = 1
+    #: validation figures the head computes by decoding at each epoch's end, for
+    #: ``training.monitor: val_<name>`` (errors: lower is better), ``{name: one-line meaning}``;
+    #: empty: the head offers none (see :meth:`selection_figures`)
+    selection_metrics: ClassVar[dict[str, str]] = {}
     #: the table columns the head reads: ``{recipe key: (header name, column number)}``; None:
     #: the ``table`` source cannot feed it.
     table_columns: ClassVar[dict | None] = None
@@ -228,6 +232,19 @@ class Head(abc.ABC):
         """Exact metrics of ``model`` on ``records`` (default: ``model.evaluate`` + :meth:`summarize`)."""
         return self.summarize(keras_evaluate(model, self.dataset(records, training=False)))
 
+    def selection_figures(self, model, records: list) -> dict:
+        """The :attr:`selection_metrics` of ``model`` on ``records`` (the validation split), called
+        at the end of every training epoch when ``training.monitor`` names one of them.
+
+        Args:
+            model: the training model, as it stands after the epoch.
+            records: the validation split's records.
+
+        Returns:
+            ``{name: value}`` for every name of :attr:`selection_metrics`: floats, lower is better.
+        """
+        raise NotImplementedError(f"{type(self).__name__} computes no selection figures.")
+
     def baselines(self, prep) -> dict:
         """Figures of trivial models on the same splits, for comparison (may be empty)."""
         return {}
@@ -260,6 +277,13 @@ class Head(abc.ABC):
                                                       f"{those('class_weights')} (one label per "
                                                       f"sequence); this recipe's head is {head}. Remove "
                                                       f"training.class_weight."))
+        if t.monitor is not None and t.monitor.removeprefix("val_") not in cls.selection_metrics:
+            offered = ", ".join(f"val_{k} ({v})" for k, v in cls.selection_metrics.items())
+            out.append((("training", "monitor"), f"{t.monitor!r} is not a figure the {head} head "
+                                                 f"computes at each epoch's end; "
+                                                 + (f"it offers {offered}. " if offered else "it offers none. ")
+                                                 + "Remove training.monitor to keep the best epoch by "
+                                                   "the validation cross-entropy."))
         if config.model.char_embedding is not None and not cls.word_inputs:
             out.append((("model", "char_embedding"), f"character-aware word inputs are for the "
                                                      f"{those('word_inputs', ' and ')} heads (word "

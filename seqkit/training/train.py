@@ -32,7 +32,7 @@ from seqkit.runs.lifecycle import RunLock, Staging, check_target, remove_stale, 
 from seqkit.runs.provenance import machine, write_provenance
 from seqkit.runs.rundir import (BEST, HISTORY, LAST, LOGS, METRICS, RECIPE, STATE, RunDir, atomic_save_model,
                                 atomic_write_json, atomic_write_text, read_json)
-from seqkit.training import grad_stats, precision
+from seqkit.training import grad_stats, precision, selection
 from seqkit.training.distribute import make_distribution
 
 # A bucketed dataset has no known length until its first pass; Keras then warns that the
@@ -482,7 +482,7 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
     if t.precision != "float32" or policy != "float32":
         log.info(f"precision: {policy} ({why}; training.precision: {t.precision})")
     exact = "cross_entropy" if any(m.name == "cross_entropy" for m in prep.head.metrics()) else "loss"
-    monitor = f"val_{exact}" if has_valid else exact
+    monitor = selection.resolve(t.monitor, f"val_{exact}" if has_valid else exact, has_valid)
     params = count_parameters(model)
     log.info(f"data: {prep.source}; {', '.join(f'{k} {len(v)}' for k, v in prep.splits.items())} "
              f"examples; {prep.head.describe_assets()}")
@@ -513,6 +513,8 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
     # a run killed after its last epoch's checkpoint (in the final evaluation, or after early
     # stopping's last epoch) only finishes: it trains no further epoch
     train_more = state.get("epoch", 0) < t.epochs
+    if t.monitor is not None:  # the head's decoded figures into the epoch's logs, before ckpt reads them
+        callbacks.insert(0, selection.callback(prep.head, prep.splits["valid"], monitor))
     if t.diagnostics:  # gradient norms into the epoch's logs, before ckpt writes history.json
         callbacks.insert(0, grad_stats.callback(grad_stats.attach(getattr(model.optimizer, "inner_optimizer", model.optimizer))))
     stopper = None

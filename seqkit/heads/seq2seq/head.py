@@ -121,6 +121,8 @@ class Seq2SeqHead(Head):
     title = "encoder-decoder (seq2seq)"
     diagnostics = "encoder_decoder"
     table_columns = {"source_column": ("source", 0), "target_column": ("target", 1)}
+    selection_metrics = {"wer": "word error rate of the recipe's decoding (beam or greedy)",
+                         "per": "symbol (phoneme) error rate of the same outputs"}
     #: source keys the table reads for this head besides its columns
     table_keys = ("target_tokenizer", "target_lowercase", "too_long")
 
@@ -301,6 +303,17 @@ class Seq2SeqHead(Head):
             teacher-forced figures: an ensemble has no single training model to score).
         """
         return {**self._output_figures(list(models), records), "members": len(models)}
+
+    def selection_figures(self, model, records):
+        """``{"wer", "per"}`` of ``model``'s outputs for ``records`` (the recipe's decoding, as
+        :meth:`evaluate` scores them): what ``training.monitor: val_wer`` keeps the best epoch by."""
+        refs = references(records)
+        words = list(refs)
+        hyps = [h[0][0] for h in self.decode_texts(model, words)]
+        if self.target_subword:
+            hyps = [list(self.target_text(h)) for h in hyps]
+        figs = g2p_error_rates([refs[w] for w in words], hyps)
+        return {"wer": float(figs["wer"]), "per": float(figs["per"])}
 
     def _output_figures(self, model, records) -> dict:
         refs = references(records)
