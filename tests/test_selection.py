@@ -58,6 +58,7 @@ def test_the_kept_model_is_the_epoch_of_the_lowest_val_wer_and_scores_it_again(r
     best = min(wers)
     state = json.load(open(f"{run.path}/state.json"))
     assert state["monitor"] == "val_wer" and state["best"] == pytest.approx(best, abs=0)
+    assert run.metrics["kept"] == {"epoch": wers.index(best) + 1, "monitor": "val_wer", "value": best}
     # the kept model.keras, decoded again by `evaluate`, gives the figure its epoch logged
     figures = run.evaluate(split="valid")
     assert figures["wer"] == pytest.approx(best, abs=1e-12)

@@ -617,6 +617,10 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
     metrics["baselines"] = prep.head.baselines(prep)
     if stopped is not None:
         metrics["early_stopping"] = stopped
+    watched = [(h[monitor], h["epoch"]) for h in history if isinstance(h.get(monitor), (int, float))]
+    if watched:  # the epoch model.keras holds: the first of the lowest monitored values
+        value, epoch = min(watched)
+        metrics["kept"] = {"epoch": epoch, "monitor": monitor, "value": value}
 
     write_export_sample(prep, run.path)  # what export needs of the data, for a run copied without it
     atomic_write_json(run.file(METRICS), metrics)
