@@ -69,11 +69,11 @@ def test_monitor_a_head_does_not_offer_is_refused_naming_the_key_and_the_offer(t
     import seqkit
     from seqkit.errors import RecipeError
 
-    r = _recipe(tmp_path, monitor="val_bleu")
-    with pytest.raises(RecipeError) as e:
-        seqkit.validate(r, data=False)
-    msg = str(e.value)
-    assert "training.monitor" in msg and "val_wer" in msg and "val_per" in msg
+    for name in ("val_bleu", "wer"):  # a figure it lacks; its own figure without the val_ prefix
+        with pytest.raises(RecipeError) as e:
+            seqkit.validate(_recipe(tmp_path, monitor=name), data=False)
+        msg = str(e.value)
+        assert "training.monitor" in msg and "val_wer" in msg and "val_per" in msg
 
     lm = {"name": "lm", "data": {"source": "text_lines", "path": str(tmp_path / "x.txt")},
           "head": {"type": "language_model"}, "training": {"monitor": "val_wer"}}
@@ -92,3 +92,19 @@ def test_monitor_without_a_validation_split_is_refused_and_writes_nothing(tmp_pa
         seqkit.train(r, run_dir=str(tmp_path / "run"))
     assert "validation split" in str(e.value) and "training.monitor" in str(e.value)
     assert not (tmp_path / "run").exists()
+
+
+def test_resume_refuses_another_decoding_for_a_decoded_monitor(run):
+    import os
+
+    import seqkit
+    from seqkit.errors import RunDirError
+
+    before = {f: os.path.getmtime(os.path.join(run.path, f)) for f in os.listdir(run.path)}
+    with pytest.raises(RunDirError) as e:  # the run's own recipe, only the decoding changed
+        seqkit.train(None, run_dir=run.path, resume=True,
+                     overrides=["training.epochs=9", "decoding.strategy=beam", "decoding.beam_width=3"])
+    msg = str(e.value)
+    assert "decoding.strategy ('greedy' -> 'beam')" in msg and "training.monitor" in msg
+    assert "training.epochs (" not in msg and "data.path (" not in msg
+    assert {f: os.path.getmtime(os.path.join(run.path, f)) for f in os.listdir(run.path)} == before

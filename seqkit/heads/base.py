@@ -277,7 +277,8 @@ class Head(abc.ABC):
                                                       f"{those('class_weights')} (one label per "
                                                       f"sequence); this recipe's head is {head}. Remove "
                                                       f"training.class_weight."))
-        if t.monitor is not None and t.monitor.removeprefix("val_") not in cls.selection_metrics:
+        if t.monitor is not None and (not t.monitor.startswith("val_")
+                                      or t.monitor[len("val_"):] not in cls.selection_metrics):
             offered = ", ".join(f"val_{k} ({v})" for k, v in cls.selection_metrics.items())
             out.append((("training", "monitor"), f"{t.monitor!r} is not a figure the {head} head "
                                                  f"computes at each epoch's end; "

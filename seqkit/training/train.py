@@ -695,15 +695,20 @@ def _check_resume_changes(recipe: Recipe, run: RunDir) -> None:
     from seqkit.recipe import TrainingConfig
 
     defaults = _flatten({"training": TrainingConfig().model_dump(mode="json")})
+    # a monitored figure decoded each epoch (training.monitor) is measured with the recipe's
+    # decoding, so the decoding the best value and patience were counted with stays fixed
+    fixed = ("decoding.",) if saved.get("training.monitor") is not None else ()
     changed = sorted(k for k in set(saved) | set(now)
-                     if saved.get(k) != now.get(k) and not k.startswith(RESUMABLE_CHANGES)
+                     if saved.get(k) != now.get(k)
+                     and (not k.startswith(RESUMABLE_CHANGES) or k.startswith(fixed))
                      and not (k not in saved and k in defaults and now.get(k) == defaults[k]))
     if changed:
         shown = ", ".join(f"{k} ({saved.get(k)!r} -> {now.get(k)!r})" for k in changed[:4])
         raise RunDirError(f"{run.path}: --resume cannot change {shown}: the checkpoint fixes the model, "
                           f"its optimizer and the data. Only training.epochs, training.early_stopping, "
-                          f"training.steps_per_epoch, training.diagnostics, decoding.* and "
-                          f"evaluation.* may change; to change the rest, train a new run.")
+                          f"training.steps_per_epoch, training.diagnostics, decoding.* (not with "
+                          f"training.monitor, which decodes each epoch) and evaluation.* may change; to "
+                          f"change the rest, train a new run.")
 
 
 def _mark_failed(run: RunDir, exc: BaseException) -> None:

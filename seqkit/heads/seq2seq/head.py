@@ -306,7 +306,8 @@ class Seq2SeqHead(Head):
 
     def selection_figures(self, model, records):
         """``{"wer", "per"}`` of ``model``'s outputs for ``records`` (the recipe's decoding, as
-        :meth:`evaluate` scores them): what ``training.monitor: val_wer`` keeps the best epoch by."""
+        :meth:`evaluate` scores them; a mixed-precision training model decodes in its own
+        precision): what ``training.monitor: val_wer`` keeps the best epoch by."""
         refs = references(records)
         words = list(refs)
         hyps = [h[0][0] for h in self.decode_texts(model, words)]
