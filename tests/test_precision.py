@@ -98,6 +98,54 @@ def test_a_layer_made_under_a_mixed_policy_keeps_float32_state_and_saves_its_pro
         FusedLSTM(4, product_dtype="int8")
 
 
+def _decoder(keras, policy=None, **kw):
+    from seqkit.layers.decoder import Seq2SeqDecoder
+    from seqkit.training.precision import policy_scope
+
+    args = dict(vocab_size=11, embedding_dim=6, cell="lstm", units=12, layers=2, attention="bahdanau")
+    if policy is None:
+        return Seq2SeqDecoder(**args, **kw)
+    with policy_scope(policy):
+        return Seq2SeqDecoder(**args, **kw)
+
+
+def test_decoder_made_under_a_mixed_policy_multiplies_in_bfloat16_within_tolerance_of_float32(tf, keras):
+    from seqkit.training.precision import model_precision, to_float32
+
+    rng = np.random.default_rng(7)
+    ref, low = _decoder(keras), _decoder(keras, "mixed_bfloat16")
+    assert low.product_dtype == "bfloat16" and ref.product_dtype is None
+    assert {s.dtype_policy.name for s in low._flatten_layers(include_self=True, recursive=True)} == {"float32"}
+    tokens = tf.constant([[1, 4, 5, 0], [1, 7, 2, 3]], tf.int32)
+    memory = tf.constant(rng.normal(size=(2, 5, 8)).astype("float32"))
+    mask = tf.constant([[True] * 5, [True, True, True, False, False]])
+    starts = [tf.constant(rng.normal(size=(2, 12)).astype("float32")) for _ in range(4)]
+    for d in (ref, low):
+        d(tokens, memory, mask, starts)
+    low.set_weights([w + rng.normal(size=w.shape).astype("float32") * 0.3 for w in ref.get_weights()])
+    ref.set_weights(low.get_weights())
+
+    def run(d):
+        with tf.GradientTape() as tape:
+            tape.watch([memory, *starts])
+            logits = d(tokens, memory, mask, starts)
+            loss = tf.reduce_sum(logits * tf.sin(tf.range(11, dtype=tf.float32)))
+        return logits, [tf.convert_to_tensor(g) for g in tape.gradient(loss, [memory, *starts, *d.trainable_weights])]
+
+    (l32, g32), (l16, g16) = run(ref), run(low)
+    assert l16.dtype == tf.float32
+    errors = [rel(b.numpy(), a.numpy()) for a, b in zip([l32, *g32], [l16, *g16])]
+    assert max(errors) < GRAD_RTOL, errors
+    assert errors[0] > 1e-5  # the products really ran in bfloat16 (float32 agrees to ~1e-7)
+    again = type(low).from_config(low.get_config())
+    assert again.product_dtype == "bfloat16" and "product_dtype" not in ref.get_config()
+    model = keras.Sequential([low])  # to_float32 (what loading a run for evaluation does) resets it
+    assert model_precision(model) == "mixed_bfloat16"
+    to_float32(model)
+    assert low.product_dtype is None
+    np.testing.assert_allclose(low(tokens, memory, mask, starts).numpy(), l32.numpy(), rtol=0, atol=1e-5)
+
+
 def test_cross_entropy_of_bfloat16_logits_is_computed_in_float32(tf, keras):
     from seqkit.training.losses import MaskedSparseCrossEntropy
 

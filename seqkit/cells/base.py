@@ -73,6 +73,27 @@ class CellPlugin(abc.ABC):
         self.spec = spec
         self.options = spec.options if spec.options is not None else self.Options()
 
+    def product_step(self, cell, x_t, states, dtype: str):
+        """One step of :meth:`make_cell`'s cell with its matrix products in ``dtype``, or None.
+
+        An encoder-decoder trained under a mixed precision policy calls this for each decoder
+        step (per-step products of ``[B, D] @ [D, G]``, too large to leave in float32 at the
+        batch sizes such models train with). A plugin that implements it runs its products in
+        ``dtype`` (``"bfloat16"`` / ``"float16"``) with float32 accumulation and keeps every
+        state, gate and output float32; None (this default): the decoder calls the cell as it
+        is, in float32.
+
+        Args:
+            cell: a cell this plugin made (built).
+            x_t: ``[B, D]`` float32 step input.
+            states: the cell's states, ``[B, H]`` float32 each (:attr:`state_names` order).
+            dtype: ``"bfloat16"`` or ``"float16"``.
+
+        Returns:
+            ``(y_t [B, H] float32, new_states)`` as ``cell(x_t, states)`` returns them, or None.
+        """
+        return None
+
     @abc.abstractmethod
     def make_cell(self, name: str | None = None):
         """Return a Keras RNN cell: ``call(x_t [B, D], states) -> (y_t [B, H], new_states)``."""

@@ -63,6 +63,32 @@ class LSTMPlugin(KerasCellPlugin):
         return cudnn_reasons(activation=o.activation, recurrent_activation=o.recurrent_activation,
                              recurrent_dropout=self.spec.recurrent_dropout, use_bias=o.use_bias)
 
+    def product_step(self, cell, x_t, states, dtype):
+        """A Keras ``LSTMCell`` step with ``x W`` and ``h U`` in ``dtype`` (float32 accumulation,
+        each product rounded once to ``dtype`` and widened) and everything else float32::
+
+            z = x W + h_{t-1} U + b;  i, f, o = sigma(z_i, z_f, z_o);  g = tanh(z_c)
+            c_t = f * c_{t-1} + i * g;  h_t = o * tanh(c_t)
+
+        (Gers, Schmidhuber & Cummins 2000, eq. 2-4; the kernel's columns in Keras's order
+        ``[i | f | c | o]``; ``sigma``, ``tanh`` the cell's recurrent activation and activation).
+        Shapes and dtypes: :meth:`seqkit.cells.base.CellPlugin.product_step`. Dropout inside the
+        cell does not apply (the decoder calls its cells with ``training=False``)."""
+        from keras import ops
+
+        def product(a, w):
+            return ops.cast(ops.matmul(ops.cast(a, dtype), ops.cast(w, dtype)), "float32")
+
+        h_prev, c_prev = states[0], states[1]
+        z = product(x_t, cell.kernel) + product(h_prev, cell.recurrent_kernel)
+        if cell.use_bias:
+            z = z + cell.bias
+        z_i, z_f, z_c, z_o = ops.split(z, 4, axis=1)
+        act, rec = cell.activation, cell.recurrent_activation
+        c = rec(z_f) * c_prev + rec(z_i) * act(z_c)
+        h = rec(z_o) * act(c)
+        return h, [h, c]
+
     def gates(self, cell, x_t, states):
         """``input``, ``forget``, ``output`` gates ``[B, H]`` of a Keras ``LSTMCell``.
 

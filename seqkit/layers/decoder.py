@@ -47,6 +47,11 @@ class Seq2SeqDecoder(keras.layers.Layer):
         dropout: rate of dropout on the decoder's non-recurrent connections in training (Zaremba,
             Sutskever & Vinyals 2014, sec. 3): the target embeddings, each stacked cell's input
             from the layer below, and the readout before the output projection. 0: none.
+        product_dtype: None (float32, the default) or ``"bfloat16"`` / ``"float16"``: the cells'
+            per-step products ``x W`` and ``h U`` in that dtype, through the cell plugin's
+            :meth:`~seqkit.cells.base.CellPlugin.product_step` (a plugin without it stays
+            float32); states, attention and logits stay float32. A decoder made under a Keras
+            mixed policy takes its compute dtype and sets its own layers to float32.
 
     Call args:
         inputs: ``[B, T]`` int32 teacher-forced inputs (start marker first; 0 = padding).
@@ -59,7 +64,8 @@ class Seq2SeqDecoder(keras.layers.Layer):
 
     def __init__(self, vocab_size: int, embedding_dim: int, cell: str, units: int, layers: int = 1,
                  attention: str = "none", attention_units: int | None = None,
-                 cell_options: dict | None = None, dropout: float = 0.0, **kwargs):
+                 cell_options: dict | None = None, dropout: float = 0.0,
+                 product_dtype: str | None = None, **kwargs):
         super().__init__(**kwargs)
 
         self.vocab_size, self.embedding_dim = int(vocab_size), int(embedding_dim)
@@ -77,6 +83,17 @@ class Seq2SeqDecoder(keras.layers.Layer):
         self.logits = keras.layers.Dense(self.vocab_size, name="logits")
         self.dropout_rate = float(dropout)
         self.dropout = keras.layers.Dropout(self.dropout_rate, name="decoder_dropout") if dropout else None
+        policy = self.dtype_policy  # made under a mixed policy: its products in the low dtype
+        mixed = policy.compute_dtype != policy.variable_dtype and policy.compute_dtype in ("bfloat16", "float16")
+        if product_dtype is None and mixed:
+            product_dtype = policy.compute_dtype
+        if product_dtype not in (None, "bfloat16", "float16"):
+            raise ValueError(f"product_dtype must be None, 'bfloat16' or 'float16', got {product_dtype!r}.")
+        self.product_dtype = product_dtype
+        if mixed:  # states, attention, logits and every sublayer compute in float32
+            for sub in self._flatten_layers(include_self=True, recursive=True):
+                if sub.dtype_policy.quantization_mode is None:
+                    sub.dtype_policy = "float32"
 
     # ---------------------------------------------------------------- layout
     @property
@@ -155,7 +172,9 @@ class Seq2SeqDecoder(keras.layers.Layer):
         for i, cell in enumerate(self.cells):
             if i:
                 x = self._drop(x, training)
-            x, new = cell(x, cell_states[i * per:(i + 1) * per], training=False)
+            st = cell_states[i * per:(i + 1) * per]
+            low = self.plugin.product_step(cell, x, st, self.product_dtype) if self.product_dtype else None
+            x, new = low if low is not None else cell(x, st, training=False)
             new_states.extend(list(new) if isinstance(new, (list, tuple)) else [new])
         if self.attention_kind == "bahdanau":
             readout = ops.concatenate([x, ctx], axis=-1)
@@ -206,4 +225,5 @@ class Seq2SeqDecoder(keras.layers.Layer):
                 "embedding_dim": self.embedding_dim, "cell": self.cell_name, "units": self.units,
                 "layers": self.num_layers, "attention": self.attention_kind,
                 "attention_units": self.attention_units, "cell_options": self.cell_options,
-                "dropout": self.dropout_rate}
+                "dropout": self.dropout_rate,
+                **({"product_dtype": self.product_dtype} if self.product_dtype else {})}

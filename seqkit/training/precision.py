@@ -13,8 +13,10 @@ Under a mixed policy (see docs/precision.md for the table):
   (:class:`~seqkit.layers.fused_lstm.FusedLSTM`, :class:`~seqkit.layers.fused_gru.FusedGRU`: their
   ``product_dtype``); the matmuls accumulate in float32 inside oneDNN / cuBLAS and round their
   result once;
-* the recurrence (``h U``, the gates, the cell state), the softmax cross-entropy, metrics, CRFs,
-  pooling, the seq2seq decoder (its per-step attention and output products included) and every
+* the seq2seq decoder's cell products ``x W`` and ``h U`` (:class:`~seqkit.layers.decoder.Seq2SeqDecoder`,
+  its ``product_dtype``, through the cell plugin's ``product_step``);
+* the fused layers' recurrence (``h U``, the gates, the cell state), the decoder's states,
+  attention and logits, the softmax cross-entropy, metrics, CRFs, pooling and every
   other layer run in float32 (:data:`MIXED_LAYERS` names the layer classes that take the low
   dtype at the model's top level; every other layer is set back to float32, with its sublayers);
 * ``mixed_float16`` wraps the optimizer in Keras's ``LossScaleOptimizer`` (dynamic loss scaling:
@@ -117,7 +119,7 @@ def _pin_float32(layer) -> None:
 
 def restrict(model, policy: str):
     """Keep the low dtype of ``policy`` only where it pays: layers named in :data:`MIXED_LAYERS`
-    keep it, the fused recurrent layers keep their ``product_dtype``, every other layer (and the
+    keep it, the fused recurrent layers and the seq2seq decoder keep their ``product_dtype``, every other layer (and the
     model itself) computes in float32. Returns ``model``. Called on a freshly built model."""
     if not is_mixed(policy):
         return model
