@@ -98,28 +98,29 @@ def test_a_layer_made_under_a_mixed_policy_keeps_float32_state_and_saves_its_pro
         FusedLSTM(4, product_dtype="int8")
 
 
-def _decoder(keras, policy=None, **kw):
+def _decoder(keras, policy=None, cell="lstm", **kw):
     from seqkit.layers.decoder import Seq2SeqDecoder
     from seqkit.training.precision import policy_scope
 
-    args = dict(vocab_size=11, embedding_dim=6, cell="lstm", units=12, layers=2, attention="bahdanau")
+    args = dict(vocab_size=11, embedding_dim=6, cell=cell, units=12, layers=2, attention="bahdanau")
     if policy is None:
         return Seq2SeqDecoder(**args, **kw)
     with policy_scope(policy):
         return Seq2SeqDecoder(**args, **kw)
 
 
-def test_decoder_made_under_a_mixed_policy_multiplies_in_bfloat16_within_tolerance_of_float32(tf, keras):
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_decoder_made_under_a_mixed_policy_multiplies_in_bfloat16_within_tolerance_of_float32(tf, keras, cell):
     from seqkit.training.precision import model_precision, to_float32
 
     rng = np.random.default_rng(7)
-    ref, low = _decoder(keras), _decoder(keras, "mixed_bfloat16")
+    ref, low = _decoder(keras, cell=cell), _decoder(keras, "mixed_bfloat16", cell=cell)
     assert low.product_dtype == "bfloat16" and ref.product_dtype is None
     assert {s.dtype_policy.name for s in low._flatten_layers(include_self=True, recursive=True)} == {"float32"}
     tokens = tf.constant([[1, 4, 5, 0], [1, 7, 2, 3]], tf.int32)
     memory = tf.constant(rng.normal(size=(2, 5, 8)).astype("float32"))
     mask = tf.constant([[True] * 5, [True, True, True, False, False]])
-    starts = [tf.constant(rng.normal(size=(2, 12)).astype("float32")) for _ in range(4)]
+    starts = [tf.constant(rng.normal(size=(2, 12)).astype("float32")) for _ in range(4 if cell == "lstm" else 2)]
     for d in (ref, low):
         d(tokens, memory, mask, starts)
     low.set_weights([w + rng.normal(size=w.shape).astype("float32") * 0.3 for w in ref.get_weights()])

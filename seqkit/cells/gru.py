@@ -52,6 +52,36 @@ class GRUPlugin(KerasCellPlugin):
         bias = (2 * h if o.reset_after else h) if o.use_bias else 0
         return 3 * (h * (input_dim + h) + bias)
 
+    def product_step(self, cell, x_t, states, dtype):
+        """A Keras ``GRUCell`` step (``reset_after``, Keras's default) with ``x W`` and ``h U`` in
+        ``dtype`` (float32 accumulation, each product rounded once and widened), the rest
+        float32::
+
+            x W + b_x = [x_z | x_r | x_h];  h_{t-1} U + b_h = [u_z | u_r | u_h]
+            z = sigma(x_z + u_z);  r = sigma(x_r + u_r);  n = tanh(x_h + r * u_h)
+            h_t = z * h_{t-1} + (1 - z) * n
+
+        (Cho et al. 2014, eq. 5-8, with the reset gate applied after the product as cuDNN and
+        Keras do). None (the float32 cell) with ``reset_after: false``. Shapes and dtypes:
+        :meth:`seqkit.cells.base.CellPlugin.product_step`."""
+        if not cell.reset_after:
+            return None
+        from keras import ops
+
+        def product(a, w):
+            return ops.cast(ops.matmul(ops.cast(a, dtype), ops.cast(w, dtype)), "float32")
+
+        h_prev = states[0] if isinstance(states, (list, tuple)) else states
+        mx, mh = product(x_t, cell.kernel), product(h_prev, cell.recurrent_kernel)
+        if cell.use_bias:
+            mx, mh = mx + cell.bias[0], mh + cell.bias[1]
+        x_z, x_r, x_h = ops.split(mx, 3, axis=-1)
+        u_z, u_r, u_h = ops.split(mh, 3, axis=-1)
+        rec = cell.recurrent_activation
+        z, r = rec(x_z + u_z), rec(x_r + u_r)
+        h = z * h_prev + (1.0 - z) * cell.activation(x_h + r * u_h)
+        return h, [h]
+
     def layer_class(self):
         """:class:`seqkit.layers.fused_gru.FusedGRU`: ``keras.layers.GRU`` with a fused CPU kernel."""
         from seqkit.layers.fused_gru import FusedGRU
