@@ -28,6 +28,7 @@ import keras
 
 from seqkit.cells.base import CellSpec
 from seqkit.layers import attention as _attention  # the module, not its names: see seqkit/_keras_hook.py
+from seqkit.layers.fused_rnn import resolve_product_dtype
 from seqkit.registry import CELLS
 
 
@@ -83,13 +84,8 @@ class Seq2SeqDecoder(keras.layers.Layer):
         self.logits = keras.layers.Dense(self.vocab_size, name="logits")
         self.dropout_rate = float(dropout)
         self.dropout = keras.layers.Dropout(self.dropout_rate, name="decoder_dropout") if dropout else None
-        policy = self.dtype_policy  # made under a mixed policy: its products in the low dtype
-        mixed = policy.compute_dtype != policy.variable_dtype and policy.compute_dtype in ("bfloat16", "float16")
-        if product_dtype is None and mixed:
-            product_dtype = policy.compute_dtype
-        if product_dtype not in (None, "bfloat16", "float16"):
-            raise ValueError(f"product_dtype must be None, 'bfloat16' or 'float16', got {product_dtype!r}.")
-        self.product_dtype = product_dtype
+        # made under a mixed policy: its products in the low dtype, every sublayer float32
+        self.product_dtype, mixed = resolve_product_dtype(self.dtype_policy, product_dtype)
         if mixed:  # states, attention, logits and every sublayer compute in float32
             for sub in self._flatten_layers(include_self=True, recursive=True):
                 if sub.dtype_policy.quantization_mode is None:

@@ -93,6 +93,22 @@ def project_inputs(layer, sequences, mask, input_bias, training):
     return zx, m
 
 
+def resolve_product_dtype(policy, product_dtype: str | None) -> tuple[str | None, bool]:
+    """``(product_dtype, mixed)`` of a layer with Keras dtype policy ``policy``: ``mixed`` when the
+    policy computes in bfloat16 / float16 over float32 variables, and then ``product_dtype``
+    defaults to that compute dtype.
+
+    Raises:
+        ValueError: a ``product_dtype`` other than None, ``"bfloat16"``, ``"float16"``.
+    """
+    mixed = policy.compute_dtype != policy.variable_dtype and policy.compute_dtype in ("bfloat16", "float16")
+    if product_dtype is None and mixed:
+        product_dtype = policy.compute_dtype
+    if product_dtype not in (None, "bfloat16", "float16"):
+        raise ValueError(f"product_dtype must be None, 'bfloat16' or 'float16', got {product_dtype!r}.")
+    return product_dtype, mixed
+
+
 class ProductDtype:
     """Mixin for a fused recurrent layer: the ``product_dtype`` constructor argument.
 
@@ -112,13 +128,7 @@ class ProductDtype:
 
     def __init__(self, *args, product_dtype: str | None = None, **kwargs):
         super().__init__(*args, **kwargs)
-        policy = self.dtype_policy
-        mixed = policy.compute_dtype != policy.variable_dtype and policy.compute_dtype in ("bfloat16", "float16")
-        if product_dtype is None and mixed:
-            product_dtype = policy.compute_dtype
-        if product_dtype not in (None, "bfloat16", "float16"):
-            raise ValueError(f"product_dtype must be None, 'bfloat16' or 'float16', got {product_dtype!r}.")
-        self.product_dtype = product_dtype
+        self.product_dtype, mixed = resolve_product_dtype(self.dtype_policy, product_dtype)
         if mixed:
             self.dtype_policy = "float32"
             self.cell.dtype_policy = "float32"
