@@ -45,6 +45,16 @@ class CellSpec:
     weight_drop: float = 0.0
 
 
+def low_product(a, w, dtype: str):
+    """``a @ w`` with both operands rounded to ``dtype`` (``"bfloat16"`` / ``"float16"``), the
+    product accumulated in float32 by the backend and its result widened to float32: what a
+    plugin's :meth:`CellPlugin.product_step` multiplies with. ``a [B, D]``, ``w [D, G]`` float32
+    -> ``[B, G]`` float32."""
+    from keras import ops
+
+    return ops.cast(ops.matmul(ops.cast(a, dtype), ops.cast(w, dtype)), "float32")
+
+
 class CellPlugin(abc.ABC):
     """Base class for cell plugins; subclass it and decorate with ``@register_cell``.
 

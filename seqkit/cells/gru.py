@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from seqkit.cells.base import KerasCellPlugin, cudnn_reasons
+from seqkit.cells.base import KerasCellPlugin, cudnn_reasons, low_product
 from seqkit.registry import register_cell
 
 Activation = Literal["tanh", "relu", "sigmoid", "linear", "hard_sigmoid", "softsign"]
@@ -68,11 +68,8 @@ class GRUPlugin(KerasCellPlugin):
             return None
         from keras import ops
 
-        def product(a, w):
-            return ops.cast(ops.matmul(ops.cast(a, dtype), ops.cast(w, dtype)), "float32")
-
-        h_prev = states[0] if isinstance(states, (list, tuple)) else states
-        mx, mh = product(x_t, cell.kernel), product(h_prev, cell.recurrent_kernel)
+        h_prev = states[0]
+        mx, mh = low_product(x_t, cell.kernel, dtype), low_product(h_prev, cell.recurrent_kernel, dtype)
         if cell.use_bias:
             mx, mh = mx + cell.bias[0], mh + cell.bias[1]
         x_z, x_r, x_h = ops.split(mx, 3, axis=-1)

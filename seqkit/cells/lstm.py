@@ -16,7 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from seqkit.cells.base import KerasCellPlugin, cudnn_reasons
+from seqkit.cells.base import KerasCellPlugin, cudnn_reasons, low_product
 from seqkit.registry import register_cell
 
 Activation = Literal["tanh", "relu", "sigmoid", "linear", "hard_sigmoid", "softsign"]
@@ -76,11 +76,8 @@ class LSTMPlugin(KerasCellPlugin):
         cell does not apply (the decoder calls its cells with ``training=False``)."""
         from keras import ops
 
-        def product(a, w):
-            return ops.cast(ops.matmul(ops.cast(a, dtype), ops.cast(w, dtype)), "float32")
-
         h_prev, c_prev = states[0], states[1]
-        z = product(x_t, cell.kernel) + product(h_prev, cell.recurrent_kernel)
+        z = low_product(x_t, cell.kernel, dtype) + low_product(h_prev, cell.recurrent_kernel, dtype)
         if cell.use_bias:
             z = z + cell.bias
         z_i, z_f, z_c, z_o = ops.split(z, 4, axis=1)

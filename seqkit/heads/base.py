@@ -242,8 +242,15 @@ class Head(abc.ABC):
 
         Returns:
             ``{name: value}`` for every name of :attr:`selection_metrics`: floats, lower is better.
+
+        Raises:
+            SeqkitError: this default, for a head that lists :attr:`selection_metrics` without
+                computing them (a head's error; the recipe check refuses a monitor of a head
+                that lists none).
         """
-        raise NotImplementedError(f"{type(self).__name__} computes no selection figures.")
+        raise SeqkitError(f"head '{self.recipe.head.type}' lists selection metrics "
+                          f"({', '.join(self.selection_metrics) or 'none'}) but does not compute them: "
+                          f"its class must implement selection_figures(model, records).")
 
     def baselines(self, prep) -> dict:
         """Figures of trivial models on the same splits, for comparison (may be empty)."""

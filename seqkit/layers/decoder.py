@@ -30,6 +30,7 @@ from seqkit.cells.base import CellSpec
 from seqkit.layers import attention as _attention  # the module, not its names: see seqkit/_keras_hook.py
 from seqkit.layers.fused_rnn import resolve_product_dtype
 from seqkit.registry import CELLS
+from seqkit.training.precision import pin_float32
 
 
 @keras.saving.register_keras_serializable(package="seqkit")
@@ -87,9 +88,7 @@ class Seq2SeqDecoder(keras.layers.Layer):
         # made under a mixed policy: its products in the low dtype, every sublayer float32
         self.product_dtype, mixed = resolve_product_dtype(self.dtype_policy, product_dtype)
         if mixed:  # states, attention, logits and every sublayer compute in float32
-            for sub in self._flatten_layers(include_self=True, recursive=True):
-                if sub.dtype_policy.quantization_mode is None:
-                    sub.dtype_policy = "float32"
+            pin_float32(self)
 
     # ---------------------------------------------------------------- layout
     @property

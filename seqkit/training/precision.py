@@ -111,7 +111,8 @@ def policy_scope(policy: str):
         keras.config.set_dtype_policy(before)
 
 
-def _pin_float32(layer) -> None:
+def pin_float32(layer) -> None:
+    """Set ``layer`` and every layer inside it to the float32 policy (quantized layers as they are)."""
     for sub in layer._flatten_layers(include_self=True, recursive=True):
         if sub.dtype_policy.name != "float32" and sub.dtype_policy.quantization_mode is None:
             sub.dtype_policy = "float32"
@@ -127,7 +128,7 @@ def restrict(model, policy: str):
         if hasattr(layer, "product_dtype"):
             continue
         if type(layer).__name__ not in MIXED_LAYERS:
-            _pin_float32(layer)
+            pin_float32(layer)
     model.dtype_policy = "float32"
     return model
 

@@ -45,13 +45,12 @@ def resolve(monitor: str | None, default: str, has_valid: bool) -> str:
     return monitor
 
 
-def callback(head, records: list, monitor: str):
+def callback(head, records: list):
     """A Keras callback that puts the head's selection figures into each epoch's logs.
 
     Args:
         head: the run's :class:`~seqkit.heads.base.Head` (its :meth:`selection_figures`).
         records: the validation split's records.
-        monitor: ``val_<name>``, one of the figures (logged with the others the head computes).
 
     Returns:
         A ``keras.callbacks.Callback`` to run before the checkpoint callback, whose ``logs`` it

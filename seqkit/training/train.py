@@ -514,7 +514,7 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
     # stopping's last epoch) only finishes: it trains no further epoch
     train_more = state.get("epoch", 0) < t.epochs
     if t.monitor is not None:  # the head's decoded figures into the epoch's logs, before ckpt reads them
-        callbacks.insert(0, selection.callback(prep.head, prep.splits["valid"], monitor))
+        callbacks.insert(0, selection.callback(prep.head, prep.splits["valid"]))
     if t.diagnostics:  # gradient norms into the epoch's logs, before ckpt writes history.json
         callbacks.insert(0, grad_stats.callback(grad_stats.attach(getattr(model.optimizer, "inner_optimizer", model.optimizer))))
     stopper = None

@@ -308,21 +308,22 @@ class Seq2SeqHead(Head):
         """``{"wer", "per"}`` of ``model``'s outputs for ``records`` (the recipe's decoding, as
         :meth:`evaluate` scores them; a mixed-precision training model decodes in its own
         precision): what ``training.monitor: val_wer`` keeps the best epoch by."""
-        refs = references(records)
-        words = list(refs)
-        hyps = [h[0][0] for h in self.decode_texts(model, words)]
-        if self.target_subword:
-            hyps = [list(self.target_text(h)) for h in hyps]
-        figs = g2p_error_rates([refs[w] for w in words], hyps)
+        refs, hyps = self._decoded(model, records)
+        figs = g2p_error_rates(list(refs.values()), hyps)
         return {"wer": float(figs["wer"]), "per": float(figs["per"])}
 
-    def _output_figures(self, model, records) -> dict:
+    def _decoded(self, model, records) -> tuple[dict, list]:
+        """``(refs, hyps)``: :func:`references` of ``records`` and the best output for each of its
+        sources, in its order (subword outputs as characters, as the references are held)."""
         refs = references(records)
-        words = list(refs)
-        hyps = [h[0][0] for h in self.decode_texts(model, words)]
-        if self.target_subword:  # scored in characters, as the references are held
+        hyps = [h[0][0] for h in self.decode_texts(model, list(refs))]
+        if self.target_subword:
             hyps = [list(self.target_text(h)) for h in hyps]
-        _, unk, total = self.encode_sources(words)
+        return refs, hyps
+
+    def _output_figures(self, model, records) -> dict:
+        refs, hyps = self._decoded(model, records)
+        _, unk, total = self.encode_sources(list(refs))
         out = {**self.output_scores(refs, hyps), "beam_width": self.recipe.decoding.beam_width,
                "unknown_source_symbols": unk, "source_symbols": total}
         if self.lookup is not None:
