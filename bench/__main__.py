@@ -21,6 +21,8 @@ Suites (each in ``bench/suite_NAME.py``, each a ``run(args) -> (rows, extra)``):
   darts' BlockRNNModel (LSTM), GluonTS's DeepAR, seasonal naive and ETS on the same test windows
   of ``forecast-electricity`` and ``forecast-monthly`` (darts / GluonTS with the plugin's ``bench``
   extra; ``--seeds N``: mean ± sd).
+* ``step`` -- a recipe's training step timed per ``--variant`` (its ``--set`` overrides), interleaved,
+  and the training time it projects (steps an epoch x epochs): a time budget checked before a long run.
 * ``corpus`` -- peak RSS of stream-LM training on a 10 MB and a 1 GB text read
   lazily (``text_corpus``), and the counting pass's time.
 
@@ -35,16 +37,16 @@ import importlib
 import os
 import sys
 
-SUITES = ("train", "parts", "stream", "state", "decode", "data", "scale", "corpus", "loops", "forecast")
+SUITES = ("train", "parts", "stream", "state", "decode", "data", "scale", "corpus", "loops", "forecast", "step")
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m bench",
-        description="seqkit benchmarks (measurements, not tests): train, parts, stream, state, decode, data, scale, corpus, loops, forecast. "
+        description="seqkit benchmarks (measurements, not tests): train, parts, stream, state, decode, data, scale, corpus, loops, forecast, step. "
                     "Run from the repository root; reports go to bench/results/SUITE.json and .md.")
     ap.add_argument("--suite", action="append", choices=SUITES + ("all",), required=True,
-                    help="suite to run (repeatable; 'all' = every suite)")
+                    help="suite to run (repeatable; 'all' = every suite but step, which needs a --recipe)")
     ap.add_argument("--repeats", type=int, default=5, help="measured repeats per contender [5]")
     ap.add_argument("--quick", action="store_true", help="fewer steps and sizes (a smoke run)")
     ap.add_argument("--out", default=os.path.join("bench", "results"), help="report directory [bench/results]")
@@ -57,7 +59,11 @@ def main(argv=None) -> int:
                     help="forecast suite: train each model with N seeds (recipe seed + 0..N-1): mean ± sd [1]")
     ap.add_argument("--recipe", action="append", default=None, metavar="NAME",
                     help="forecast suite: forecast-electricity or forecast-monthly (or a recipe file; "
-                         "repeatable) [both]")
+                         "repeatable) [both]; step suite: the one recipe (a file or a shipped recipe's name) to time")
+    ap.add_argument("--variant", action="append", default=None, metavar="'KEY=VALUE ...'",
+                    help="step suite: recipe overrides as --set takes them, space-separated, timed as one variant "
+                         "(repeatable; default: the recipe as written), e.g. --variant '' "
+                         "--variant 'training.precision=mixed_bfloat16'")
     ap.add_argument("--isa", choices=("avx2",), default=None,
                     help="cap oneDNN/MKL and XLA (TensorFlow) and ATen (PyTorch) kernels to AVX2 on an AVX-512 "
                          "machine: an approximation of an AVX2 CPU (its kernels, not its cores); "
@@ -70,7 +76,7 @@ def main(argv=None) -> int:
         cap_isa(args.isa)  # before TensorFlow or PyTorch is imported
     from bench.common import write_report
 
-    names = SUITES if "all" in args.suite else tuple(dict.fromkeys(args.suite))
+    names = tuple(n for n in SUITES if n != "step") if "all" in args.suite else tuple(dict.fromkeys(args.suite))
     for name in names:
         mod = importlib.import_module(f"bench.suite_{name}")
         print(f"== suite {name}", flush=True)
