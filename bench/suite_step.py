@@ -4,9 +4,9 @@
 recipe's model once per *variant* (its ``--set`` overrides, space-separated; no ``--variant``:
 the recipe as written), compiled as ``seqkit train`` compiles it (precision, schedule, loss,
 ``jit_compile``), on the recipe's own training split, bucketing and batch size. Each variant's
-``train_function`` is traced and warmed up (5 steps); then the variants are timed round-robin,
-``--repeats`` measurements of ``CALLS`` consecutive steps each, so that a change in the machine's
-load falls on every variant alike.
+``train_function`` is traced (its first step) and warmed up (one discarded measurement); then the
+variants are timed round-robin, ``--repeats`` measurements of ``CALLS`` consecutive steps each, so
+that a change in the machine's load falls on every variant alike.
 
 Rows: per variant, the median milliseconds a step (min and max of the measurements), the
 parameters, the steps an epoch (:func:`seqkit.training.train.steps_per_epoch_of`) and the
@@ -21,8 +21,7 @@ from __future__ import annotations
 import shlex
 import time
 
-CALLS = 5     # consecutive steps in one measurement
-WARMUP = 5    # steps after the first (traced) one, before any measurement
+CALLS = 5  # consecutive steps in one measurement
 
 
 def variant_overrides(variant: str) -> list[str]:
@@ -59,17 +58,14 @@ def _stepper(recipe_path: str, overrides: list[str]):
     model = compile_model(prep, steps_per_epoch=steps)
     step = keras_stepper(model, make_split_dataset(prep, "train", training=True))
     t0 = time.perf_counter()
-    float(step()["loss"])
+    step()  # traced here
     first = time.perf_counter() - t0
-    for _ in range(WARMUP):
-        out = step()
-    float(out["loss"])
     return step, {"steps_per_epoch": steps, "epochs": r.training.epochs, "first_step_s": first,
                   "parameters": count_parameters(model)["total"]}
 
 
 def run(args):
-    from bench.common import interleaved, summarize
+    from bench.common import interleaved, summarize, time_calls
 
     recipes = args.recipe or []
     if len(recipes) != 1:
@@ -82,15 +78,8 @@ def run(args):
         print(f"-- {name}: preparing", flush=True)
         steppers[name], info[name] = _stepper(recipe, variant_overrides(v))
 
-    def measure(step):
-        t0 = time.perf_counter()
-        for _ in range(CALLS):
-            out = step()
-        float(out["loss"])
-        return (time.perf_counter() - t0) / CALLS * 1e3
-
-    res = interleaved({k: (lambda s=s: measure(s)) for k, s in steppers.items()},
-                      repeats=2 if args.quick else args.repeats, warmup=0)
+    res = interleaved({k: (lambda s=s: time_calls(s, CALLS) * 1e3) for k, s in steppers.items()},
+                      repeats=2 if args.quick else args.repeats, warmup=1)
     rows = []
     for name, samples in res.items():
         s, i = summarize(samples), info[name]
