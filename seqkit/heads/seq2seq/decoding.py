@@ -167,7 +167,9 @@ def transduce(model, sources, *, beam_width: int = 1, n_best: int = 1, length_pe
 
         st = EnsembleStepper([Seq2SeqStepper(m) for m in models])
 
-    @tf.function(reduce_retracing=True)
+    # One trace per call: any batch size and source width ([B, S] unknown), so the last, smaller
+    # batch and every new source width reuse the same graph.
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([], tf.float32)])
     def run(src, alpha):
         states, extras = st.start(src)
         start = tf.fill([tf.shape(src)[0], 1], START_ID)
