@@ -250,15 +250,31 @@ def _flat(d, prefix=""):
 def recipe_drift(run: RunFiles, recipes_dir: str = RECIPES) -> list[str] | None:
     """Keys of the shipped ``recipes/NAME.yaml`` whose value the run's ``recipe.yaml`` does not
     have (None when no shipped recipe has the run's name). Keys the shipped file leaves to seqkit's
-    defaults are not compared."""
+    defaults are not compared; a shipped ``training.precision: auto`` agrees with the policy ``auto``
+    picks on the run's recorded CPU (:func:`auto_chose`)."""
     base = run.recipe_name
     shipped = os.path.join(recipes_dir, f"{base}.yaml")
     if not os.path.exists(shipped):
         return None
     want, have = _flat(_yaml(shipped)), _flat(run.recipe)
+    if want.get("training.precision") == "auto" and auto_chose(run, have.get("training.precision")):
+        have["training.precision"] = "auto"
     missing = object()  # a key the run lacks agrees only with a shipped null
     return [k for k, v in want.items()
             if k not in ("name", "seed", "plugins") and have.get(k, None if v is None else missing) != v]
+
+
+def auto_chose(run: RunFiles, precision) -> bool:
+    """Whether ``training.precision: auto`` would have chosen ``precision`` on the machine the run
+    recorded (``metrics.json``'s ``machine``: its CPU flags, no GPU). A run on a GPU, or one that
+    recorded no CPU flags, never agrees: what ``auto`` picks there is not recorded."""
+    from seqkit.training.precision import resolve
+
+    m = run.metrics.get("machine") or {}
+    if not isinstance(precision, str) or m.get("gpus") or "cpu_flags" not in m:
+        return False
+    flags = {f: True for f in m["cpu_flags"]}
+    return resolve("auto", flags=flags, gpu=None)[0] == precision
 
 
 def provenance_line(runs: list[RunFiles], recipes_dir: str = RECIPES) -> str:

@@ -192,6 +192,33 @@ def test_provenance_names_recipe_keys_the_run_no_longer_matches(tmp_path):
     assert "**differs from the shipped recipe in** model.units, model.char_embedding.dim" in line
 
 
+@pytest.mark.parametrize("flags, precision, agrees", [
+    (["avx2", "fma", "avx512f", "avx512_bf16"], "mixed_bfloat16", True),   # auto picks bf16 there
+    (["avx2", "fma", "amx_bf16"], "mixed_bfloat16", True),
+    (["avx2", "fma", "avx512f"], "mixed_bfloat16", False),                  # auto would pick float32
+    (["avx2", "fma", "avx512f"], "float32", True),
+    (["avx2", "fma", "avx512f", "avx512_bf16"], "float32", False),
+])
+def test_shipped_auto_precision_agrees_with_what_auto_picks_on_the_runs_cpu(tmp_path, flags, precision, agrees):
+    (tmp_path / "runs").mkdir()
+    run = tables.read_run(acceptor_run(tmp_path / "runs"))
+    run.recipe["training"]["precision"] = precision
+    run.metrics["machine"] = {"cpu_flags": flags, "gpus": 0}
+    recipes = tmp_path / "recipes"
+    recipes.mkdir()
+    (recipes / "acceptor-japanese-vowels.yaml").write_text(
+        "name: acceptor-japanese-vowels\ntraining: {epochs: 60, precision: auto}\n")
+    assert tables.recipe_drift(run, str(recipes)) == ([] if agrees else ["training.precision"])
+
+
+def test_shipped_auto_precision_never_agrees_with_a_gpu_run(tmp_path):
+    (tmp_path / "runs").mkdir()
+    run = tables.read_run(acceptor_run(tmp_path / "runs"))
+    run.recipe["training"]["precision"] = "mixed_bfloat16"
+    run.metrics["machine"] = {"cpu_flags": ["avx512_bf16"], "gpus": 1}
+    assert not tables.auto_chose(run, "mixed_bfloat16")
+
+
 def test_collect_skips_missing_runs_without_train_and_reads_present_ones(tmp_path):
     recipes = tmp_path / "recipes"
     recipes.mkdir()
