@@ -370,7 +370,7 @@ def _main_row(run: RunFiles) -> Row:
         att = (run.recipe.get("head") or {}).get("attention", "none")
         task = f"seq2seq, {model} encoder, attention {att}"
         fig = (f"WER **{fmt(t.get('wer'), '.2f', pct=True)}**, PER {fmt(t.get('per'), '.2f', pct=True)} "
-               f"({_int(t.get('words', 0))} test sources, beam {t.get('beam_width')})")
+               f"({_int(t.get('words', 0))} test sources, beam {_int(t.get('beam_width', 0))})")
     else:
         task, fig = head, ", ".join(f"{k} {fmt(v)}" for k, v in t.items() if isinstance(v, (int, float, Stat)))
     base = []

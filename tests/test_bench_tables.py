@@ -303,3 +303,6 @@ def test_standard_split_g2p_gets_its_own_table_with_the_published_rows_and_mean_
     # mean 0.2320, sample sd sqrt(2 * 0.002^2 / 1) = 0.00283 -> 23.20% ± 0.28%; PER 5.55% ± 0.07%
     assert ("| **seqkit `g2p-cmudict-standard`** (BiLSTM(160) x 2 encoder, attention bahdanau, beam 5; 2 seeds) "
             "| **23.20% ± 0.28%** | 5.55% ± 0.07% | 24.20% ± 0.28% | 20 of 20; 3,600 s |") in text
+    # the main table's figure: the beam width of the seeds is one number, not a mean and sd
+    (main,) = [r for r in tables.main_table([run]).rows]
+    assert main.cells[2] == "WER **23.20% ± 0.28%**, PER 5.55% ± 0.07% (11,994 test sources, beam 5)"
