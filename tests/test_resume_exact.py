@@ -143,6 +143,28 @@ def test_resume_after_one_epoch_equals_two_epochs_straight(head, tmp_path, keras
     assert run_files(cut) == run_files(straight)
 
 
+def test_a_resumed_run_counts_the_training_time_of_its_saved_epochs(tmp_path, keras, monkeypatch):
+    """The first process's clock jumps 1000 s between its readings: epoch 1 took over 1000 s.
+    Resumed on a real clock, epoch 2's ``seconds`` and ``train_seconds`` still count those."""
+    import itertools
+    import types
+
+    from seqkit.training import train as train_module
+
+    jumps = itertools.count()
+    monkeypatch.setattr(train_module, "time", types.SimpleNamespace(time=lambda: time.time() + 1000 * next(jumps)))
+    run = str(tmp_path / "run")
+    train_module.train(small("language_model", 1, tmp_path), run, verbose=0)
+    first = json.load(open(os.path.join(run, "history.json")))[0]["seconds"]
+    assert first >= 1000
+    monkeypatch.setattr(train_module, "time", time)
+    train_module.train(small("language_model", 2, tmp_path), run, resume=True, verbose=0)
+    hist = json.load(open(os.path.join(run, "history.json")))
+    metrics = json.load(open(os.path.join(run, "metrics.json")))
+    assert hist[0]["seconds"] == first
+    assert first < hist[1]["seconds"] < first + 600 and hist[1]["seconds"] <= metrics["train_seconds"] < first + 600
+
+
 def test_dropout_masks_follow_seed_and_epoch_in_fresh_and_loaded_models(tmp_path, keras):
     """Every seed generator is found (Dropout layers, both directions' cells) and a loaded model
     gets the same states as the model it was saved from."""

@@ -503,7 +503,9 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
             log.warn(f"training.batch_size {t.batch_size} is not a multiple of {dist.replicas} "
                      f"replicas; replicas get unequal shares of each batch.")
 
-    t0 = time.time()
+    # a resumed run counts on from the training time its saved epochs took, so history's
+    # "seconds" and metrics' train_seconds are the run's, not this process's
+    t0 = time.time() - (float(history[-1].get("seconds") or 0.0) if history else 0.0)
     machine_record = machine()  # versions and CPU, with the load as training starts
     ckpt = _callback_class()(out, monitor, state.get("best"), history, t0, advice=_nonfinite_advice(recipe))
     # epoch n's dropout masks depend on (seed, n) only, so a resumed run draws what the
