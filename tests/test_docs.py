@@ -299,6 +299,16 @@ def test_recipe_reference_lists_every_schema_key():
     assert "| `name` | a string of letters, digits, '_', '-', '.' | the recipe file's stem |" in page
 
 
+def test_repository_paths_the_pages_name_exist():
+    """Every file or folder of the repository a page names in backticks (``seqkit/...py``,
+    ``tests/...``, ``bench/...``, ``examples/...``, ``plugins/...``, ``recipes/...``) is there, so
+    a module that moves takes its mentions along. CHANGELOG speaks of the past and is left out."""
+    pattern = re.compile(r"`((?:seqkit|tests|bench|examples|plugins|recipes)/[\w./-]*(?:\.(?:py|sh|yaml|md)|/))`")
+    missing = [f"{rel(page)}: {m}" for page in PAGES if page.name != "CHANGELOG.md"
+               for m in pattern.findall(page.read_text(encoding="utf-8")) if not (ROOT / m).exists()]
+    assert not missing, missing
+
+
 def test_mkdocs_nav_names_every_page():
     """Every Markdown page of docs/ is in mkdocs.yml's nav (or excluded on purpose)."""
     cfg = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
