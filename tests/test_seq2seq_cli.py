@@ -167,3 +167,54 @@ def test_evaluate_ensemble_refuses_a_run_whose_seed_drew_another_split(run):
     assert "Traceback" not in res.output
     twice = CliRunner().invoke(main, ["evaluate", str(run), "--ensemble", str(other), "--ensemble", str(other)])
     assert twice.exit_code != 0 and "named twice" in twice.output
+
+
+def test_evaluate_with_other_decoding_settings_scores_those_outputs_and_keeps_the_runs(run):
+    from seqkit.cli import main
+    from seqkit.heads.seq2seq.head import references
+    from seqkit.metrics.edit_distance import g2p_error_rates
+    from seqkit.runs.run import Run
+
+    res = CliRunner().invoke(main, ["evaluate", str(run), "--split", "test", "--json",
+                                    "--set", "decoding.beam_width=1"])
+    assert res.exit_code == 0, res.output
+    rep = json.loads(res.output[res.output.index("{"):])
+    assert rep["decoding"] == {"beam_width": 1} and rep["beam_width"] == 1
+    # the same figures as greedy outputs decoded directly (beam width 1 is greedy)
+    r = Run(str(run))
+    assert r.evaluate("test", decoding={"beam_width": 1})["wer"] == rep["wer"]  # loads the data too
+    prep, model = r.prepared, r.model
+    refs = references(prep.splits["test"])
+    hyps = [h[0][0] for h in prep.head.decode_texts(model, list(refs), beam_width=1)]
+    direct = g2p_error_rates(list(refs.values()), hyps)
+    assert rep["wer"] == float(direct["wer"]) and rep["per"] == float(direct["per"])
+    # the run's own decoding is back for the next evaluation
+    again = r.evaluate("test")
+    assert again["beam_width"] == 3 and "decoding" not in again
+    text = CliRunner().invoke(main, ["evaluate", str(run), "--set", "decoding.length_penalty=0.6"])
+    assert text.exit_code == 0 and "decoding: length_penalty 0.6 (not the recipe's)" in text.output
+
+
+@pytest.mark.parametrize("setting, message", [
+    ("training.epochs=3", "evaluate takes decoding.KEY=VALUE only"),
+    ("decoding.beam_width=0", "decoding.beam_width: Input should be greater than 0"),
+    ("decoding.beam_size=4", "decoding.beam_size: Extra inputs are not permitted"),
+    ("decoding.beam_width", "expected KEY.PATH=VALUE"),
+])
+def test_evaluate_refuses_settings_outside_decoding_or_that_the_recipe_would_refuse(run, setting, message):
+    from seqkit.cli import main
+
+    res = CliRunner().invoke(main, ["evaluate", str(run), "--set", setting])
+    assert res.exit_code != 0 and message in res.output and "Traceback" not in res.output
+
+
+def test_decoding_settings_are_refused_for_a_head_whose_evaluation_decodes_nothing():
+    from seqkit.errors import SeqkitError
+    from seqkit.inference.decoding_overrides import with_decoding
+    from seqkit.recipe import recipe_from_dict
+    from tests.conftest import make_recipe
+
+    recipe = recipe_from_dict(make_recipe())
+    assert recipe.head.type == "language_model"
+    with pytest.raises(SeqkitError, match="'language_model' head's evaluation decodes no outputs"):
+        with_decoding(recipe, {"beam_width": 2}, "runs/lm")

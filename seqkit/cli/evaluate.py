@@ -83,16 +83,22 @@ def format_settings(settings: dict) -> str:
               "vocabularies and split, e.g. another seed of --seeds); repeatable. Language model "
               "(data.layout stream): combines with --cache, --mix, --dynamic. Encoder-decoder: one "
               "beam over the runs' mean log-probabilities, reported beside this run's own figures.")
+@click.option("--set", "overrides", multiple=True, metavar="decoding.KEY=VALUE",
+              help="Score the outputs of other decoding settings than the recipe's, e.g. --set "
+              "decoding.beam_width=10 --set decoding.length_penalty=0.6 (encoder-decoder; choose them "
+              "on --split valid); repeatable.")
 @click.option("--overwrite", is_flag=True, help="--out: replace the PNG / JSON even when seqkit did not "
               "write them (never a run's own files, the recipe or the data).")
 @with_common_options
 def evaluate(run_dir, split, as_json, confusion_matrix, out, dynamic=False, dynamic_lr=None,
              dynamic_rule=None, dynamic_decay=None, dynamic_chunk=None, cache=False, mix=False,
-             ensemble=(), overwrite=False):
+             ensemble=(), overwrite=False, overrides=()):
     """Evaluate a trained run on a held-out split (LM: cross-entropy, perplexity; acceptor:
     accuracy, macro-F1; tagger: token accuracy, per-tag P/R/F1, entity F1 for BIO/BIOES)."""
+    from seqkit.inference.decoding_overrides import decoding_from_sets
     from seqkit.runs.run import Run
 
+    decoding = decoding_from_sets(overrides)  # checked before anything loads
     run = Run(run_dir)
     outputs = None
     if out:  # the picture and its JSON are checked before the evaluation (seqkit.outputs)
@@ -102,8 +108,8 @@ def evaluate(run_dir, split, as_json, confusion_matrix, out, dynamic=False, dyna
     report = run.evaluate(split, confusion_matrix=confusion_matrix or bool(out), dynamic=dynamic,
                           dynamic_lr=dynamic_lr, dynamic_rule=dynamic_rule, dynamic_decay=dynamic_decay,
                           dynamic_chunk=dynamic_chunk, cache=cache, mix=mix,
-                          ensemble=list(ensemble))  # {"split", **res, "baselines"}
-    res = {k: v for k, v in report.items() if k not in ("split", "baselines", "compressors")}
+                          ensemble=list(ensemble), decoding=decoding or None)  # {"split", **res, "baselines"}
+    res = {k: v for k, v in report.items() if k not in ("split", "baselines", "compressors", "decoding")}
     baselines, prep = report["baselines"], run.prepared
     if out:
         jpath = confusion_picture(res, out, f"{os.path.basename(os.path.normpath(run_dir))}: {split}",
@@ -112,6 +118,9 @@ def evaluate(run_dir, split, as_json, confusion_matrix, out, dynamic=False, dyna
     if as_json:
         click.echo(strict_json(report, indent=2))
         return
+    if report.get("decoding"):
+        click.echo("decoding: " + ", ".join(f"{k} {v}" for k, v in report["decoding"].items())
+                   + " (not the recipe's)")
     for label, figures in (res.items() if "static" in res or "ensemble" in res else [(None, res)]):
         figs = prep.head.format_metrics(figures)
         tag = f" {label}" if label else ""

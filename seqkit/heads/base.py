@@ -109,6 +109,9 @@ class Head(abc.ABC):
     #: ``training.monitor: val_<name>`` (errors: lower is better), ``{name: one-line meaning}``;
     #: empty: the head offers none (see :meth:`selection_figures`)
     selection_metrics: ClassVar[dict[str, str]] = {}
+    #: the head's :meth:`evaluate` decodes outputs with the recipe's ``decoding`` section (beam
+    #: width, length penalty...), so ``seqkit evaluate --set decoding.KEY=VALUE`` changes its figures
+    evaluation_decodes: ClassVar[bool] = False
     #: the table columns the head reads: ``{recipe key: (header name, column number)}``; None:
     #: the ``table`` source cannot feed it.
     table_columns: ClassVar[dict | None] = None

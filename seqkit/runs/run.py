@@ -22,6 +22,7 @@ from seqkit.export.portable import export_portable_keras
 from seqkit.export.writer import export_run
 from seqkit.guards import check_model_matches, check_writable
 from seqkit.inference.decoding import check_beam_args
+from seqkit.inference.decoding_overrides import with_decoding
 from seqkit.inference.serving import serving_model, text_unsupported
 from seqkit.outputs import check_export_folder, export_lock
 from seqkit.recipe import load_recipe
@@ -196,7 +197,7 @@ class Run:
     def evaluate(self, split: str = "test", *, confusion_matrix: bool = False, dynamic: bool = False,
                  dynamic_lr: float | None = None, dynamic_rule: str | None = None,
                  dynamic_decay: float | None = None, dynamic_chunk: int | None = None,
-                 cache: bool = False, mix: bool = False, ensemble=()) -> dict:
+                 cache: bool = False, mix: bool = False, ensemble=(), decoding: dict | None = None) -> dict:
         """Exact metrics on a held-out split, the dict ``seqkit evaluate --json`` prints.
 
         Args:
@@ -234,6 +235,11 @@ class Run:
                 marginal bits per token of the standard library's compressors and of zpaq / PPMd
                 (or why each is absent) on the split after the training text. Nothing is written
                 to the runs.
+            decoding: ``{"beam_width": 10, "length_penalty": 0.6, ...}``: keys of the recipe's
+                ``decoding`` section to use instead of the run's for this evaluation, validated
+                as the recipe key is (heads whose evaluation decodes outputs, e.g. the
+                encoder-decoder's WER and PER; choose them on ``split="valid"``). The report
+                then names them under ``"decoding"``.
 
         Returns:
             ``{"split": split, <the head's figures>, "baselines": {...}}``; e.g. a language model's
@@ -246,10 +252,12 @@ class Run:
                 ``metrics.json`` is damaged (RunDirError); ``dynamic`` on a run that is not a
                 stream-layout language model; a ``dynamic_*`` value the recipe key would refuse;
                 ``ensemble`` on a head that cannot average runs, or with a run whose data section,
-                vocabularies or ``split`` records differ.
+                vocabularies or ``split`` records differ; ``decoding`` on a head whose
+                evaluation does not decode, or with a key or value the recipe would refuse.
         """
         if split not in ("test", "valid", "train"):
             raise SeqkitError(f"split {split!r}: expected 'test', 'valid' or 'train'.")
+        decoded = with_decoding(self.recipe, decoding, self.path) if decoding else None
         given = {"dynamic_lr": dynamic_lr, "dynamic_rule": dynamic_rule, "dynamic_decay": dynamic_decay,
                  "dynamic_chunk": dynamic_chunk}
         ev = None
@@ -288,14 +296,18 @@ class Run:
         before = getattr(opts, "confusion_matrix", None)
         if confusion_matrix and hasattr(opts, "confusion_matrix"):
             opts.confusion_matrix = True
+        trained = prep.head.recipe
+        if decoded is not None:  # this evaluation's decoding; the run's recipe is put back after
+            prep.head.recipe = decoded
         try:
             res = evaluate_model(prep, model, split)
+            if averaged:
+                ens = prep.head.evaluate_ensemble([m for m, _ in members], prep.splits[split])
+                res = {"single": res, "ensemble": {**ens, "runs": [os.fspath(p) for _, p in members]}}
         finally:
+            prep.head.recipe = trained
             if before is not None:
                 opts.confusion_matrix = before
-        if averaged:
-            ens = prep.head.evaluate_ensemble([m for m, _ in members], prep.splits[split])
-            res = {"single": res, "ensemble": {**ens, "runs": [os.fspath(p) for _, p in members]}}
         if ev is not None and not adaptive:  # with adaptive modes, their pass gives the dynamic figures
             if not getattr(prep.head, "stream", False):
                 raise SeqkitError(f"{self.path}: --dynamic needs a language model trained with "
@@ -320,6 +332,8 @@ class Run:
         baselines = saved.get("baselines") if isinstance(saved, dict) else None
         baselines = baselines if isinstance(baselines, dict) else {}  # wrong types: shown without them
         report = {"split": split, **res, "baselines": baselines}
+        if decoded is not None:
+            report["decoding"] = {k: getattr(decoded.decoding, k) for k in decoding}
         if adaptive and compressors:
             report["compressors"] = compressors
         return report

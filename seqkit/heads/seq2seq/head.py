@@ -123,6 +123,7 @@ class Seq2SeqHead(Head):
     table_columns = {"source_column": ("source", 0), "target_column": ("target", 1)}
     selection_metrics = {"wer": "word error rate of the recipe's decoding (beam or greedy)",
                          "per": "symbol (phoneme) error rate of the same outputs"}
+    evaluation_decodes = True
     #: source keys the table reads for this head besides its columns
     table_keys = ("target_tokenizer", "target_lowercase", "too_long")
 
