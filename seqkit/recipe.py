@@ -580,6 +580,25 @@ class _Errors:
             raise err
 
 
+def override_problems(exc: ValidationError, model_cls, section: str, keys) -> list[str]:
+    """The problems of ``--set section.KEY=VALUE`` overrides that ``model_cls`` refused, worded as
+    a recipe's are (an unknown key with "did you mean" and the known keys; a wrong value with the
+    type expected).
+
+    Args:
+        exc: the error of ``model_cls.model_validate`` on the section with the overrides applied.
+        model_cls: the section's pydantic model (e.g. :class:`DecodingConfig`).
+        section: the section's name in the recipe (``"decoding"``).
+        keys: the overridden keys of the section (their messages begin ``--set section.KEY``).
+
+    Returns:
+        One line per problem.
+    """
+    errors = _Errors("(recipe)", {}, {f"{section}.{k}": True for k in keys})
+    errors.from_pydantic(exc, model_cls, (section,))
+    return errors.items
+
+
 # ---------------------------------------------------------------- overrides
 
 def parse_override(text: str) -> tuple[list[str], Any]:

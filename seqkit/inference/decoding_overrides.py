@@ -10,7 +10,7 @@ import dataclasses
 import pydantic
 
 from seqkit.errors import SeqkitError
-from seqkit.recipe import DecodingConfig, parse_override
+from seqkit.recipe import DecodingConfig, override_problems, parse_override
 from seqkit.registry import HEADS
 
 
@@ -55,7 +55,7 @@ def with_decoding(recipe, decoding: dict, where: str):
     try:
         section = DecodingConfig.model_validate({**recipe.decoding.model_dump(), **decoding})
     except pydantic.ValidationError as exc:
-        errs = "; ".join(f"decoding.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        errs = "; ".join(override_problems(exc, DecodingConfig, "decoding", decoding))
         raise SeqkitError(f"{where}: evaluation decoding settings refused: {errs}. The keys are those of "
                           f"the recipe's decoding section (docs/recipe-reference.md).") from None
     return dataclasses.replace(recipe, config=recipe.config.model_copy(update={"decoding": section}))
