@@ -859,6 +859,14 @@ def recipe_from_dict(raw: dict, *, source: str = "<recipe>", lines: dict | None 
                 setattr(data_opts, key, _absolute(val, base_dir))
             elif key == "data_files" and val:  # a file, a list, or {split: file(s)} (hf_datasets)
                 setattr(data_opts, key, _absolute(val, base_dir))
+    head_opts = plugin_opts.get("head")
+    for dotted in getattr(type(head_opts), "path_keys", ()):  # e.g. seq2seq head.distill.runs
+        *parents, last = dotted.split(".")
+        holder = head_opts
+        for part in parents:
+            holder = getattr(holder, part, None)
+        if holder is not None and getattr(holder, last, None):
+            setattr(holder, last, _absolute(getattr(holder, last), base_dir))
     return Recipe(config=config,
                   data_options=plugin_opts.get("data", _empty()),
                   cell_options=plugin_opts.get("model", _empty()),

@@ -29,7 +29,7 @@ def _comments(cls: type) -> dict[str, str]:
     for line in src.splitlines():
         s = line.strip()
         if s.startswith("#"):
-            above.append(s.lstrip("#").strip())
+            above.append(s.lstrip("#").removeprefix(":").strip())  # ``#:`` (Sphinx's attribute docs) too
             continue
         m = re.match(r"^\s+([A-Za-z_][A-Za-z0-9_]*)\s*:[^=#]*(=[^#]*)?(#\s*(.*))?$", line)
         if m and not s.startswith(("def ", "@", "class ", "return", '"""', "model_config")):

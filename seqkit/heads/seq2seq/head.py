@@ -44,7 +44,7 @@ imports its own.
 from __future__ import annotations
 
 import os
-from typing import Literal, Optional
+from typing import ClassVar, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -58,6 +58,7 @@ from seqkit.heads.base import Head
 from seqkit.heads.seq2seq.alignment import alignment
 from seqkit.heads.seq2seq.decoding import (Seq2SeqStepper, bridge, make_pair_dataset,  # noqa: F401
                                            seq2seq_pair, transduce)
+from seqkit.heads.seq2seq.distill import DistillOptions
 from seqkit.heads.seq2seq.export import export_seq2seq
 from seqkit.heads.seq2seq.runtime import Seq2SeqModel, read_sources
 from seqkit.heads.seq2seq.serving import Seq2SeqTextFunctions
@@ -87,6 +88,11 @@ class Seq2SeqOptions(BaseModel):
     decode_batch_size: int = Field(256, gt=0)
     #: also report corpus BLEU and chrF of the outputs (target symbols joined by spaces; sacrebleu)
     text_metrics: bool = False
+    #: train on the beam outputs of these runs, decoded together, instead of the references
+    #: (sequence-level knowledge distillation, Kim & Rush 2016); valid and test keep theirs
+    distill: Optional[DistillOptions] = None
+    #: option keys holding paths, made absolute from the recipe's folder when it is read
+    path_keys: ClassVar[tuple] = ("distill.runs",)
 
 TARGET_VOCAB = "target_vocab.json"
 #: name of the per-symbol lookup baseline in ``metrics.json`` (:meth:`Seq2SeqHead.baselines`)
@@ -207,6 +213,33 @@ class Seq2SeqHead(Head):
         return keep
 
     # ---------------------------------------------------------------- assets
+    def derive_training(self, splits: dict, run_dir: str | None) -> list:
+        """The training records to use: the split's own, or with ``head.distill`` one record per
+        source whose target is the teachers' output (:mod:`seqkit.heads.seq2seq.distill`),
+        decoded now for a new run (kept for :meth:`save_assets`) or read from ``run_dir``.
+
+        Raises:
+            SeqkitError: as :func:`~seqkit.heads.seq2seq.distill.decode_teachers`; a sentencepiece
+                target side. RunDirError: as :func:`~seqkit.heads.seq2seq.distill.read_targets`.
+        """
+        from seqkit.heads.seq2seq import distill
+
+        opts, train = self.options.distill, splits.get("train") or []
+        if opts is None or not train:
+            return train
+        if self.target_subword:
+            raise SeqkitError("head.distill: a sentencepiece target side is not supported; distil a "
+                              "run whose targets are symbols (data.target_tokenizer other than "
+                              "sentencepiece), or remove head.distill.")
+        if run_dir is not None:
+            return distill.first_per_source(train, distill.read_targets(run_dir, train))
+        width = opts.beam_width or self.recipe.decoding.beam_width
+        log.info(f"head.distill: decoding {len({r.text for r in train})} training sources with "
+                 f"{len(opts.runs)} teacher run(s), beam {width}")
+        self._distilled = distill.first_per_source(
+            train, distill.decode_teachers(opts, train, splits.get("test") or [], width))
+        return self._distilled
+
     def fit(self, train):
         """Source and target vocabularies of the training split; a sentencepiece side trains its
         model on that side's training text (each side its own model)."""
@@ -225,6 +258,10 @@ class Seq2SeqHead(Head):
             self.target_vocab = Vocabulary.build(r.target for r in train)
 
     def save_assets(self, run_dir):
+        if getattr(self, "_distilled", None) is not None:
+            from seqkit.heads.seq2seq.distill import write_targets
+
+            write_targets(run_dir, self._distilled)
         self.vocab.save(os.path.join(run_dir, VOCAB))
         self.target_vocab.save(os.path.join(run_dir, TARGET_VOCAB))
         self.save_tokenizer(run_dir)

@@ -1,0 +1,108 @@
+"""Sequence-level distillation (``head.distill``): a seq2seq run trained on the beam outputs of
+teacher runs; the targets equal the teachers' decoding, are kept in the run and read back."""
+
+import os
+import shutil
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+WORDS = {"ab": "AE B", "ba": "B AA", "abba": "AE B B AA", "baba": "B AA B AA", "aab": "AE AE B",
+         "bab": "B AA B", "abab": "AE B AE B", "bba": "B B AA", "aa": "AE AE", "bb": "B B"}
+
+
+def _recipe(seed=1, distill=None):
+    head = {"type": "seq2seq", "attention": "bahdanau", "decoder_units": 12}
+    if distill:
+        head["distill"] = distill
+    return {"name": "tiny-g2p", "seed": seed,
+            "data": {"source": "cmudict", "path": "tiny.dict", "max_length": 6,
+                     "split": {"valid": 0.2, "test": 0.2, "shuffle": True}},
+            "model": {"units": 8, "embedding_dim": 8, "bidirectional": True}, "head": head,
+            "training": {"epochs": 1, "batch_size": 4, "learning_rate": 0.01, "early_stopping": None},
+            "decoding": {"beam_width": 3, "max_length": 6}}
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory, keras):
+    from seqkit.cli import main
+
+    d = tmp_path_factory.mktemp("distill")
+    lines = [f"{w} {p}" for w, p in WORDS.items()] + ["abba(2) AE B AA"]
+    (d / "tiny.dict").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (d / "teacher.yaml").write_text(yaml.safe_dump(_recipe()), encoding="utf-8")
+    res = CliRunner().invoke(main, ["train", str(d / "teacher.yaml"), "--run-dir", str(d / "teacher"), "--quiet"])
+    assert res.exit_code == 0, res.output
+    return d
+
+
+def _prepare(folder, recipe, run_dir=None):
+    from seqkit.recipe import load_recipe
+    from seqkit.training.train import prepare
+
+    path = folder / "student.yaml"
+    path.write_text(yaml.safe_dump(recipe), encoding="utf-8")
+    return prepare(load_recipe(str(path)), run_dir=run_dir, read_data=True)
+
+
+def test_the_training_targets_are_the_teachers_beam_outputs_and_valid_and_test_keep_theirs(folder):
+    from seqkit.runs.run import Run
+
+    plain = _prepare(folder, _recipe())
+    student = _prepare(folder, _recipe(distill={"runs": ["teacher"]}))  # relative to the recipe
+    teacher = Run(str(folder / "teacher"))
+    sources = list(dict.fromkeys(r.text for r in plain.splits["train"]))
+    outputs = teacher.prepared.head.decode_texts([teacher._load()[1]], sources, beam_width=3)
+    assert [(r.text, r.target) for r in student.splits["train"]] == \
+        [(s, list(h[0][0])) for s, h in zip(sources, outputs)]
+    for split in ("valid", "test"):
+        assert [(r.text, r.target) for r in student.splits[split]] == \
+            [(r.text, r.target) for r in plain.splits[split]]
+    assert student.recipe.head_options.distill.runs == [str(folder / "teacher")]
+
+
+def test_a_distilled_run_keeps_its_targets_and_never_needs_its_teachers_again(folder):
+    from seqkit.cli import main
+    from seqkit.errors import RunDirError
+
+    (folder / "student.yaml").write_text(yaml.safe_dump(_recipe(distill={"runs": ["teacher"]})), encoding="utf-8")
+    res = CliRunner().invoke(main, ["train", str(folder / "student.yaml"), "--run-dir",
+                                    str(folder / "student"), "--quiet"])
+    assert res.exit_code == 0, res.output
+    lines = (folder / "student" / "distilled_targets.tsv").read_text(encoding="utf-8").splitlines()
+    fresh = _prepare(folder, _recipe(distill={"runs": ["teacher"]}))
+    assert lines == [f"{r.text}\t{' '.join(r.target)}" for r in fresh.splits["train"]]
+    shutil.copytree(folder / "teacher", folder / "teacher-kept")
+    shutil.rmtree(folder / "teacher")
+    try:
+        again = _prepare(folder, _recipe(distill={"runs": ["teacher"]}), run_dir=str(folder / "student"))
+        assert [(r.text, r.target) for r in again.splits["train"]] == \
+            [(r.text, r.target) for r in fresh.splits["train"]]
+        (folder / "student" / "distilled_targets.tsv").write_text("\n".join(lines[1:]) + "\n", encoding="utf-8")
+        with pytest.raises(RunDirError, match="distilled_targets.tsv: holds .* sources for .* training sources"):
+            _prepare(folder, _recipe(distill={"runs": ["teacher"]}), run_dir=str(folder / "student"))
+    finally:
+        shutil.copytree(folder / "teacher-kept", folder / "teacher", dirs_exist_ok=True)
+
+
+@pytest.mark.parametrize("runs, message", [
+    (["no-such-run"], "no such run directory"),
+])
+def test_bad_teachers_are_refused_naming_the_run(folder, runs, message):
+    from seqkit.cli import main
+    from seqkit.errors import SeqkitError
+
+    with pytest.raises(SeqkitError, match=message):
+        _prepare(folder, _recipe(distill={"runs": runs}))
+    res = CliRunner().invoke(main, ["train", str(folder / "student.yaml"), "--run-dir", str(folder / "refused")])
+    assert res.exit_code != 0 and f"head.distill.runs: {folder / runs[0]}: {message}" in res.output
+    assert "Traceback" not in res.output and not os.path.exists(folder / "refused")
+
+
+def test_a_teacher_that_trained_on_a_test_source_is_refused(folder):
+    from seqkit.errors import SeqkitError
+
+    # another seed draws another split: the teacher trained on some of this recipe's test words
+    with pytest.raises(SeqkitError, match=r"trained on 2 source\(s\) of this recipe's test split \(aa, ba\)"):
+        _prepare(folder, _recipe(seed=2, distill={"runs": ["teacher"]}))
