@@ -132,6 +132,16 @@ class Head(abc.ABC):
         """
         return records
 
+    def derive_training(self, splits: dict, run_dir: str | None) -> list:
+        """The records to train on, made from the split's (``splits``: ``{"train", "valid",
+        "test"}`` record lists) before :meth:`fit`: e.g. targets decoded by other runs
+        (the seq2seq head's ``head.distill``). A new run has ``run_dir`` ``None``; a resumed or
+        evaluated one reads back what :meth:`save_assets` kept there.
+
+        Returns the training records (default: ``splits["train"]`` as given).
+        """
+        return splits["train"]
+
     @abc.abstractmethod
     def fit(self, train: list) -> None:
         """Build the head's assets (vocabularies, normaliser) from the training records."""

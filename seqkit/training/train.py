@@ -163,9 +163,8 @@ def prepare(recipe: Recipe, vocab: Vocabulary | None = None, *, run_dir: str | N
         else:
             splits = assemble_splits(loaded, d.split.valid, d.split.test, shuffle=d.split.shuffle,
                                      seed=recipe.seed, limit=d.limit)
-    derive = getattr(head, "derive_training", None)  # e.g. distilled targets (the head's own)
-    if read_data and callable(derive) and splits.get("train"):
-        splits["train"] = derive(splits, run_dir)
+    if read_data and splits.get("train"):
+        splits["train"] = head.derive_training(splits, run_dir)
     if run_dir is not None:
         head.load_assets(run_dir)
     elif vocab is None:

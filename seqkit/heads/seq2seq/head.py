@@ -144,6 +144,7 @@ class Seq2SeqHead(Head):
         super().__init__(recipe, vocab)
         self.target_vocab = target_vocab
         self.target_tokenizer = None  # a TextTokenizer when the target side is sentencepiece
+        self._distilled = None  # head.distill's training records of a new run, for save_assets
         self.lookup = None  # the lookup baseline of aligned training pairs (check_splits)
         self._lookup_train = None  # the training split it was fitted on (baselines reuses it)
 
@@ -258,7 +259,7 @@ class Seq2SeqHead(Head):
             self.target_vocab = Vocabulary.build(r.target for r in train)
 
     def save_assets(self, run_dir):
-        if getattr(self, "_distilled", None) is not None:
+        if self._distilled is not None:
             from seqkit.heads.seq2seq.distill import write_targets
 
             write_targets(run_dir, self._distilled)
