@@ -34,6 +34,13 @@ def folder(tmp_path_factory, keras):
     (d / "teacher.yaml").write_text(yaml.safe_dump(_recipe()), encoding="utf-8")
     res = CliRunner().invoke(main, ["train", str(d / "teacher.yaml"), "--run-dir", str(d / "teacher"), "--quiet"])
     assert res.exit_code == 0, res.output
+    # a teacher of other data: its source vocabulary has a letter the first teacher's lacks
+    (d / "other.dict").write_text("\n".join(lines + ["abc AE B K"]) + "\n", encoding="utf-8")
+    other = _recipe()
+    other["data"]["path"] = "other.dict"
+    (d / "other.yaml").write_text(yaml.safe_dump(other), encoding="utf-8")
+    res = CliRunner().invoke(main, ["train", str(d / "other.yaml"), "--run-dir", str(d / "other"), "--quiet"])
+    assert res.exit_code == 0, res.output
     return d
 
 
@@ -86,17 +93,24 @@ def test_a_distilled_run_keeps_its_targets_and_never_needs_its_teachers_again(fo
         shutil.copytree(folder / "teacher-kept", folder / "teacher", dirs_exist_ok=True)
 
 
-@pytest.mark.parametrize("runs, message", [
-    (["no-such-run"], "no such run directory"),
+@pytest.mark.parametrize("runs, culprit, message", [
+    (["no-such-run"], "no-such-run", "no such run directory"),
+    (["teacher", "ACCEPTOR"], "ACCEPTOR", "a run of the 'acceptor' head; a teacher must be an encoder-decoder"),
+    (["teacher", "other"], "other", "its vocabularies differ from .*teacher's, so the teachers cannot be decoded"),
 ])
-def test_bad_teachers_are_refused_naming_the_run(folder, runs, message):
+def test_bad_teachers_are_refused_naming_the_run(folder, tiny_acceptor, runs, culprit, message):
+    import re
+
     from seqkit.cli import main
     from seqkit.errors import SeqkitError
 
+    runs = [tiny_acceptor if r == "ACCEPTOR" else r for r in runs]
+    culprit = tiny_acceptor if culprit == "ACCEPTOR" else str(folder / culprit)
     with pytest.raises(SeqkitError, match=message):
         _prepare(folder, _recipe(distill={"runs": runs}))
     res = CliRunner().invoke(main, ["train", str(folder / "student.yaml"), "--run-dir", str(folder / "refused")])
-    assert res.exit_code != 0 and f"head.distill.runs: {folder / runs[0]}: {message}" in res.output
+    assert res.exit_code != 0 and re.search(re.escape(f"head.distill.runs: {culprit}: ") + message,
+                                            " ".join(res.output.split())), res.output
     assert "Traceback" not in res.output and not os.path.exists(folder / "refused")
 
 

@@ -84,8 +84,8 @@ def decode_teachers(options: DistillOptions, train: list, test: list, beam_width
                               f"(e.g. the RUN-seed<S> directories of seqkit train --seeds).")
         prep, model = Run(path)._load(with_data=True)
         if prep.recipe.head.type != "seq2seq":
-            raise SeqkitError(f"{where}: a '{prep.recipe.head.type}' run; a teacher must be an "
-                              f"encoder-decoder (seq2seq) run.")
+            raise SeqkitError(f"{where}: a run of the '{prep.recipe.head.type}' head; a teacher must "
+                              f"be an encoder-decoder (seq2seq) run.")
         if first is None:
             first, head = path, prep.head
         elif prep.head.vocabularies() != head.vocabularies():
@@ -138,8 +138,9 @@ def read_targets(run_dir: str, train: list) -> dict:
         if not tab or not symbols.split() or source in out:
             raise RunDirError(f"{path}:{n}: expected 'source<TAB>symbols' with a new source; {fix}")
         out[source] = symbols.split()
-    missing = {r.text for r in train} - set(out)
-    if missing or len(out) != len({r.text for r in train}):
-        raise RunDirError(f"{path}: holds {len(out)} sources for {len({r.text for r in train})} training "
-                          f"sources ({len(missing)} missing); {fix}")
+    sources = {r.text for r in train}
+    missing = sources - set(out)
+    if missing or len(out) != len(sources):
+        raise RunDirError(f"{path}: holds {len(out)} sources for {len(sources)} training sources "
+                          f"({len(missing)} missing); {fix}")
     return out
