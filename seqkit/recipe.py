@@ -751,7 +751,8 @@ def load_recipe(path: str, overrides: list[str] | None = None, *,
     Args:
         path: the YAML file, or the name of a shipped recipe (:mod:`seqkit.shipped`) when no
             file of that path exists. A recipe without ``name:`` is named after the file's stem.
-        overrides: ``["a.b=c", ...]`` applied before validation.
+        overrides: ``["a.b=c", ...]`` applied before validation; a relative file path given in
+            one is read from the current directory (those in the file, from the file's folder).
         load_plugins: import the recipe's ``plugins:`` entries (files, modules) first. ``None``
             (default): yes for a recipe the user wrote, no for the ``recipe.yaml`` of a run
             directory (:func:`in_run_dir`). A run directory is data, never code: its plugins come
@@ -781,9 +782,15 @@ def recipe_from_dict(raw: dict, *, source: str = "<recipe>", lines: dict | None 
     raw = copy.deepcopy(raw)
     applied = apply_overrides(raw, overrides or [])
     errors = _Errors(source, lines or {}, applied)
+    def base_of(dotted: str) -> str:
+        """Where a relative path under ``dotted`` is read from: the current directory when the
+        user typed it (``--set``), else the recipe's folder."""
+        given = any(dotted == k or dotted.startswith(k + ".") for k in applied)
+        return os.getcwd() if given else base_dir
+
     if isinstance(raw.get("plugins"), list):
         # a plugin file is read from the recipe's folder and kept absolute (the run's copy stays valid)
-        raw["plugins"] = [os.path.normpath(os.path.join(base_dir, p))
+        raw["plugins"] = [os.path.normpath(os.path.join(base_of("plugins"), p))
                           if isinstance(p, str) and not os.path.isabs(p) and p.endswith(".py") else p
                           for p in raw["plugins"]]
         for spec in raw["plugins"] if load_plugins else ():
@@ -856,9 +863,9 @@ def recipe_from_dict(raw: dict, *, source: str = "<recipe>", lines: dict | None 
         for key in type(data_opts).model_fields:
             val = getattr(data_opts, key)
             if (key in ("path", "vocab_file") or key.endswith("_path")) and isinstance(val, (str, list)) and val:
-                setattr(data_opts, key, _absolute(val, base_dir))
+                setattr(data_opts, key, _absolute(val, base_of(f"data.{key}")))
             elif key == "data_files" and val:  # a file, a list, or {split: file(s)} (hf_datasets)
-                setattr(data_opts, key, _absolute(val, base_dir))
+                setattr(data_opts, key, _absolute(val, base_of(f"data.{key}")))
     head_opts = plugin_opts.get("head")
     for dotted in getattr(type(head_opts), "path_keys", ()):  # e.g. seq2seq head.distill.runs
         *parents, last = dotted.split(".")
@@ -866,7 +873,7 @@ def recipe_from_dict(raw: dict, *, source: str = "<recipe>", lines: dict | None 
         for part in parents:
             holder = getattr(holder, part, None)
         if holder is not None and getattr(holder, last, None):
-            setattr(holder, last, _absolute(getattr(holder, last), base_dir))
+            setattr(holder, last, _absolute(getattr(holder, last), base_of(f"head.{dotted}")))
     return Recipe(config=config,
                   data_options=plugin_opts.get("data", _empty()),
                   cell_options=plugin_opts.get("model", _empty()),

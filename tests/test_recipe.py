@@ -89,6 +89,29 @@ def test_relative_data_path_resolved_against_recipe_folder(tmp_path, recipe_dict
     assert again.data_options.path == str(tmp_path / "corpus.txt")
 
 
+def test_a_path_given_with_set_is_read_from_the_current_directory(tmp_path, recipe_dict, write_recipe,
+                                                                  monkeypatch):
+    from click.testing import CliRunner
+
+    from seqkit.cli import main
+
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "mine.txt").write_text("print('hello')\n" * 40, encoding="utf-8")
+    path = write_recipe(recipe_dict(data={"source": "text_lines", "path": "corpus.txt", "limit": None}),
+                         name="recipes/r.yaml")
+    monkeypatch.chdir(tmp_path / "work")
+    assert load_recipe(path).data_options.path == str(tmp_path / "recipes" / "corpus.txt")
+    given = load_recipe(path, overrides=["data.path=mine.txt"])
+    assert given.data_options.path == str(tmp_path / "work" / "mine.txt")
+    whole = load_recipe(path, overrides=["data={source: text_lines, path: mine.txt}"])
+    assert whole.data_options.path == str(tmp_path / "work" / "mine.txt")
+    res = CliRunner().invoke(main, ["validate", path, "--set", "data.path=mine.txt"])
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(main, ["validate", path, "--set", "data.path=absent.txt"])
+    assert res.exit_code != 0 and str(tmp_path / "work" / "absent.txt") in res.output
+
+
 def test_shipped_recipe_validates():
     import pathlib
 

@@ -28,7 +28,8 @@ def _default_run_dir(recipe) -> str:
 @click.command()
 @click.argument("recipe", required=False, type=click.Path(dir_okay=False))
 @click.option("--set", "overrides", multiple=True, metavar="KEY.PATH=VALUE",
-              help="Override a recipe key, e.g. --set training.epochs=1 --set model.cell=gru.")
+              help="Override a recipe key, e.g. --set training.epochs=1 --set model.cell=gru "
+                   "(a relative file path given here is read from the current directory).")
 @click.option("--run-dir", type=click.Path(file_okay=False), help="Where to write the run [default: runs/NAME].")
 @click.option("--resume", "resume_dir", type=click.Path(file_okay=False),
               help="Continue an interrupted run from its last finished epoch.")

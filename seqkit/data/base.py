@@ -179,7 +179,8 @@ def read_text(path: str, key: str = "data.path") -> str:
             raise DataError(f"{key}: no such file '{path}'. Check the path (relative paths are "
                             f"read from the current directory), or pass {key} - for stdin.")
         raise DataError(f"{key}: no such file '{path}'. Fix the path in the recipe (relative "
-                        f"paths are read from the recipe's folder) or pass --set {key}=FILE.")
+                        f"paths are read from the recipe's folder) or pass --set {key}=FILE (read from the current "
+                        f"directory).")
     with open(path, "rb") as f:
         raw = f.read()
     try:
