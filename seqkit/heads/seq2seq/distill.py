@@ -98,12 +98,16 @@ def decode_teachers(options: DistillOptions, train: list, test: list, beam_width
                               f"its outputs would carry the test references into training. Use "
                               f"teachers whose test split is this recipe's (the same data section).")
         models.append(model)
+    from seqkit.progress import progress
+
     sources = sorted({r.text for r in train}, key=lambda s: (len(s), s))
     out = {}
-    for i in range(0, len(sources), CHUNK):
-        chunk = sources[i:i + CHUNK]
-        hyps = head.decode_texts(models, chunk, beam_width=beam_width)
-        out.update({s: list(h[0][0]) for s, h in zip(chunk, hyps)})
+    with progress(len(sources), "head.distill: the teachers decoding", "training sources") as bar:
+        for i in range(0, len(sources), CHUNK):  # one bar over the chunks (theirs stay silent)
+            chunk = sources[i:i + CHUNK]
+            hyps = head.decode_texts(models, chunk, beam_width=beam_width)
+            out.update({s: list(h[0][0]) for s, h in zip(chunk, hyps)})
+            bar.update(len(chunk))
     return out
 
 
