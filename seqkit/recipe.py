@@ -867,13 +867,19 @@ def recipe_from_dict(raw: dict, *, source: str = "<recipe>", lines: dict | None 
             elif key == "data_files" and val:  # a file, a list, or {split: file(s)} (hf_datasets)
                 setattr(data_opts, key, _absolute(val, base_of(f"data.{key}")))
     head_opts = plugin_opts.get("head")
-    for dotted in getattr(type(head_opts), "path_keys", ()):  # e.g. seq2seq head.distill.runs
+    # a head's file paths (``path_keys``) are read from the recipe's folder like data files; its run
+    # directories (``run_keys``, e.g. seq2seq head.distill.runs) from the current directory, where
+    # seqkit train wrote them
+    keys = [(k, False) for k in getattr(type(head_opts), "path_keys", ())] + \
+        [(k, True) for k in getattr(type(head_opts), "run_keys", ())]
+    for dotted, is_run in keys:
         *parents, last = dotted.split(".")
         holder = head_opts
         for part in parents:
             holder = getattr(holder, part, None)
         if holder is not None and getattr(holder, last, None):
-            setattr(holder, last, _absolute(getattr(holder, last), base_of(f"head.{dotted}")))
+            base = os.getcwd() if is_run else base_of(f"head.{dotted}")
+            setattr(holder, last, _absolute(getattr(holder, last), base))
     return Recipe(config=config,
                   data_options=plugin_opts.get("data", _empty()),
                   cell_options=plugin_opts.get("model", _empty()),

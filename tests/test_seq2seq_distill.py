@@ -44,6 +44,24 @@ def folder(tmp_path_factory, keras):
     return d
 
 
+@pytest.fixture(autouse=True)
+def _in_folder(folder, monkeypatch):
+    """Teacher runs are named from the current directory (as --run-dir is): the folder they are in."""
+    monkeypatch.chdir(folder)
+
+
+def test_teacher_runs_are_named_from_the_current_directory_not_the_recipes_folder(folder):
+    from seqkit.recipe import load_recipe
+
+    (folder / "recipes").mkdir(exist_ok=True)
+    path = folder / "recipes" / "student.yaml"
+    path.write_text(yaml.safe_dump(_recipe(distill={"runs": ["teacher", str(folder / "other")]})), encoding="utf-8")
+    assert load_recipe(str(path)).head_options.distill.runs == [str(folder / "teacher"), str(folder / "other")]
+    given = load_recipe(str(path), overrides=["head.distill.runs=[other]"])
+    assert given.head_options.distill.runs == [str(folder / "other")]
+    assert load_recipe(str(path)).data_options.path == str(folder / "recipes" / "tiny.dict")  # a data file
+
+
 def _prepare(folder, recipe, run_dir=None):
     from seqkit.recipe import load_recipe
     from seqkit.training.train import prepare
@@ -57,7 +75,7 @@ def test_the_training_targets_are_the_teachers_beam_outputs_and_valid_and_test_k
     from seqkit.runs.run import Run
 
     plain = _prepare(folder, _recipe())
-    student = _prepare(folder, _recipe(distill={"runs": ["teacher"]}))  # relative to the recipe
+    student = _prepare(folder, _recipe(distill={"runs": ["teacher"]}))  # from the current directory
     teacher = Run(str(folder / "teacher"))
     sources = list(dict.fromkeys(r.text for r in plain.splits["train"]))
     outputs = teacher.prepared.head.decode_texts([teacher._load()[1]], sources, beam_width=3)

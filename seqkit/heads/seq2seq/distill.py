@@ -23,6 +23,7 @@ from typing import Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from seqkit import log
 from seqkit.data.records import Record
 from seqkit.errors import RunDirError, SeqkitError
 
@@ -38,7 +39,7 @@ class DistillOptions(BaseModel):
     """``head.distill``: the teacher runs and their beam width."""
 
     model_config = ConfigDict(extra="forbid")
-    #: teacher run directories (relative to the recipe's folder)
+    #: teacher run directories (relative to the current directory, as ``--run-dir`` is)
     runs: list[str] = Field(min_length=1)
     #: beam width of the teachers' decoding [default: the recipe's decoding.beam_width]
     beam_width: Optional[int] = Field(None, gt=0)
@@ -65,7 +66,8 @@ def decode_teachers(options: DistillOptions, train: list, test: list, beam_width
     """``{source: [symbols]}``: the teachers' best output for every source of ``train``.
 
     Args:
-        options: ``head.distill`` (run paths already absolute).
+        options: ``head.distill`` (run paths already absolute: the recipe loader reads them from
+            the current directory).
         train, test: the student's training and test records.
         beam_width: the beam width of the teachers' decoding.
 
@@ -77,11 +79,13 @@ def decode_teachers(options: DistillOptions, train: list, test: list, beam_width
 
     test_sources = {r.text for r in test}
     models, head, first = [], None, None
+    for path in options.runs:  # every teacher is there before any is loaded
+        if not os.path.isdir(path):
+            raise SeqkitError(f"head.distill.runs: {path}: no such run directory; name trained seq2seq "
+                              f"runs (e.g. the RUN-seed<S> directories of seqkit train --seeds; relative "
+                              f"paths are read from the current directory).")
     for path in options.runs:
         where = f"head.distill.runs: {path}"
-        if not os.path.isdir(path):
-            raise SeqkitError(f"{where}: no such run directory; name trained seq2seq runs "
-                              f"(e.g. the RUN-seed<S> directories of seqkit train --seeds).")
         prep, model = Run(path)._load(with_data=True)
         if prep.recipe.head.type != "seq2seq":
             raise SeqkitError(f"{where}: a run of the '{prep.recipe.head.type}' head; a teacher must "
@@ -101,6 +105,8 @@ def decode_teachers(options: DistillOptions, train: list, test: list, beam_width
     from seqkit.progress import progress
 
     sources = sorted({r.text for r in train}, key=lambda s: (len(s), s))
+    log.info(f"head.distill: decoding {len(sources)} training sources with {len(models)} teacher "
+             f"run(s), beam {beam_width}")
     out = {}
     with progress(len(sources), "head.distill: the teachers decoding", "training sources") as bar:
         for i in range(0, len(sources), CHUNK):  # one bar over the chunks (theirs stay silent)

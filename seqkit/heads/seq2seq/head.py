@@ -91,8 +91,9 @@ class Seq2SeqOptions(BaseModel):
     #: train on the beam outputs of these runs, decoded together, instead of the references
     #: (sequence-level knowledge distillation, Kim & Rush 2016); valid and test keep theirs
     distill: Optional[DistillOptions] = None
-    #: option keys holding paths, made absolute from the recipe's folder when it is read
-    path_keys: ClassVar[tuple] = ("distill.runs",)
+    #: option keys naming run directories, made absolute from the current directory when the
+    #: recipe is read (as ``--run-dir`` and the default ``runs/NAME`` are)
+    run_keys: ClassVar[tuple] = ("distill.runs",)
 
 TARGET_VOCAB = "target_vocab.json"
 #: name of the per-symbol lookup baseline in ``metrics.json`` (:meth:`Seq2SeqHead.baselines`)
@@ -235,8 +236,6 @@ class Seq2SeqHead(Head):
         if run_dir is not None:
             return distill.first_per_source(train, distill.read_targets(run_dir, train))
         width = opts.beam_width or self.recipe.decoding.beam_width
-        log.info(f"head.distill: decoding {len({r.text for r in train})} training sources with "
-                 f"{len(opts.runs)} teacher run(s), beam {width}")
         self._distilled = distill.first_per_source(
             train, distill.decode_teachers(opts, train, splits.get("test") or [], width))
         return self._distilled
