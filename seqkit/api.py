@@ -235,7 +235,8 @@ def validate(recipe, overrides=(), *, data: bool = True) -> dict:
     Args:
         recipe: a YAML path, a shipped recipe's name, a dict or a :class:`Recipe`.
         overrides: ``["KEY.PATH=VALUE", ...]`` (``--set``), for a path or a name.
-        data: also read the data and build the model.
+        data: also read the data and build the model (the training split as read: a head's
+            derived training records, e.g. head.distill's teacher outputs, are made by training).
 
     Returns:
         ``{"recipe", "ok": True, "resolved": {...}}`` and with ``data`` also ``"data": {"source",
@@ -257,7 +258,7 @@ def validate(recipe, overrides=(), *, data: bool = True) -> dict:
     out = {"recipe": name, "ok": True, "resolved": rec.to_dict()}
     if data:
         _recipe(rec, "validate")  # TensorFlow imported quietly
-        prep = prepare(rec)
+        prep = prepare(rec, derive=False)  # the split as read: no head.distill teacher decoding
         out["data"] = {"source": str(prep.source), "examples": {k: len(v) for k, v in prep.splits.items()},
                        "assets": prep.head.describe_assets()}
         out["parameters"] = count_parameters(build_model(prep))

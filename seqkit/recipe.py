@@ -362,7 +362,9 @@ class Recipe:
     def from_dict(cls, raw: dict, overrides: "dict | list[str] | None" = None, *,
                   base_dir: str = ".") -> "Recipe":
         """Validate a recipe given as a dict (the YAML file's content), with the same checks and
-        messages as :meth:`from_yaml`; relative data paths are read from ``base_dir``.
+        messages as :meth:`from_yaml`; relative data paths in ``raw`` are read from ``base_dir``,
+        those given in ``overrides`` (and run directories such as ``head.distill.runs``) from the
+        current directory.
 
         Raises:
             RecipeError: as :meth:`from_yaml` (``<recipe>`` names the source).
@@ -863,9 +865,9 @@ def recipe_from_dict(raw: dict, *, source: str = "<recipe>", lines: dict | None 
         for key in type(data_opts).model_fields:
             val = getattr(data_opts, key)
             if (key in ("path", "vocab_file") or key.endswith("_path")) and isinstance(val, (str, list)) and val:
-                setattr(data_opts, key, _absolute(val, base_of(f"data.{key}")))
+                setattr(data_opts, key, _absolute(val, base_of, f"data.{key}"))
             elif key == "data_files" and val:  # a file, a list, or {split: file(s)} (hf_datasets)
-                setattr(data_opts, key, _absolute(val, base_of(f"data.{key}")))
+                setattr(data_opts, key, _absolute(val, base_of, f"data.{key}"))
     head_opts = plugin_opts.get("head")
     # a head's file paths (``path_keys``) are read from the recipe's folder like data files; its run
     # directories (``run_keys``, e.g. seq2seq head.distill.runs) from the current directory, where
@@ -878,8 +880,8 @@ def recipe_from_dict(raw: dict, *, source: str = "<recipe>", lines: dict | None 
         for part in parents:
             holder = getattr(holder, part, None)
         if holder is not None and getattr(holder, last, None):
-            base = os.getcwd() if is_run else base_of(f"head.{dotted}")
-            setattr(holder, last, _absolute(getattr(holder, last), base))
+            setattr(holder, last, _absolute(getattr(holder, last), os.getcwd() if is_run else base_of,
+                                            f"head.{dotted}"))
     return Recipe(config=config,
                   data_options=plugin_opts.get("data", _empty()),
                   cell_options=plugin_opts.get("model", _empty()),
@@ -967,12 +969,16 @@ def _check_subword(config, source, options, head_cls, errors) -> None:
                                               f"data.tokenizer: whitespace.")
 
 
-def _absolute(val, base_dir: str):
-    """A recipe path (or a list / ``{name: path(s)}`` of them) made absolute from ``base_dir``."""
+def _absolute(val, base_dir, key: str = ""):
+    """A recipe path (or a list / ``{name: path(s)}`` of them) made absolute from ``base_dir``: a
+    folder, or a function of the dotted key (``key``, then ``key.NAME`` inside a mapping) giving
+    the folder, so each entry of a mapping is read from where it was written."""
     if isinstance(val, dict):
-        return {k: _absolute(v, base_dir) for k, v in val.items()}
+        return {k: _absolute(v, base_dir, f"{key}.{k}") for k, v in val.items()}
     if isinstance(val, list):
-        return [_absolute(v, base_dir) for v in val]
+        return [_absolute(v, base_dir, key) for v in val]
+    if callable(base_dir):
+        base_dir = base_dir(key)
     p = os.path.expanduser(val)
     return p if os.path.isabs(p) else os.path.normpath(os.path.join(base_dir, p))
 

@@ -106,6 +106,11 @@ def test_a_path_given_with_set_is_read_from_the_current_directory(tmp_path, reci
     assert given.data_options.path == str(tmp_path / "work" / "mine.txt")
     whole = load_recipe(path, overrides=["data={source: text_lines, path: mine.txt}"])
     assert whole.data_options.path == str(tmp_path / "work" / "mine.txt")
+    hf = write_recipe(recipe_dict(data={"source": "hf_datasets", "builder": "csv", "text_column": "text",
+                                        "data_files": {"train": "a.csv", "test": "b.csv"}}),
+                      name="recipes/hf.yaml")
+    files = load_recipe(hf, overrides=["data.data_files.train=mine.csv"]).data_options.data_files
+    assert files == {"train": str(tmp_path / "work" / "mine.csv"), "test": str(tmp_path / "recipes" / "b.csv")}
     res = CliRunner().invoke(main, ["validate", path, "--set", "data.path=mine.txt"])
     assert res.exit_code == 0, res.output
     res = CliRunner().invoke(main, ["validate", path, "--set", "data.path=absent.txt"])

@@ -79,8 +79,12 @@ def test_the_training_targets_are_the_teachers_beam_outputs_and_valid_and_test_k
     teacher = Run(str(folder / "teacher"))
     sources = list(dict.fromkeys(r.text for r in plain.splits["train"]))
     outputs = teacher.prepared.head.decode_texts([teacher._load()[1]], sources, beam_width=3)
+    first_ref = {}
+    for r in plain.splits["train"]:
+        first_ref.setdefault(r.text, r.target)
+    # the best output; an empty one leaves the source its first reference
     assert [(r.text, r.target) for r in student.splits["train"]] == \
-        [(s, list(h[0][0])) for s, h in zip(sources, outputs)]
+        [(s, list(h[0][0]) or first_ref[s]) for s, h in zip(sources, outputs)]
     for split in ("valid", "test"):
         assert [(r.text, r.target) for r in student.splits[split]] == \
             [(r.text, r.target) for r in plain.splits[split]]
@@ -88,6 +92,8 @@ def test_the_training_targets_are_the_teachers_beam_outputs_and_valid_and_test_k
 
 
 def test_a_distilled_run_keeps_its_targets_and_never_needs_its_teachers_again(folder):
+    import json
+
     from seqkit.cli import main
     from seqkit.errors import RunDirError
 
@@ -95,24 +101,69 @@ def test_a_distilled_run_keeps_its_targets_and_never_needs_its_teachers_again(fo
     res = CliRunner().invoke(main, ["train", str(folder / "student.yaml"), "--run-dir",
                                     str(folder / "student"), "--quiet"])
     assert res.exit_code == 0, res.output
-    lines = (folder / "student" / "distilled_targets.tsv").read_text(encoding="utf-8").splitlines()
+    kept = folder / "student" / "distilled_targets.jsonl"
+    lines = kept.read_text(encoding="utf-8").splitlines()
     fresh = _prepare(folder, _recipe(distill={"runs": ["teacher"]}))
-    assert lines == [f"{r.text}\t{' '.join(r.target)}" for r in fresh.splits["train"]]
+    assert [json.loads(x) for x in lines] == [{"source": r.text, "target": r.target} for r in fresh.splits["train"]]
     shutil.copytree(folder / "teacher", folder / "teacher-kept")
     shutil.rmtree(folder / "teacher")
     try:
         again = _prepare(folder, _recipe(distill={"runs": ["teacher"]}), run_dir=str(folder / "student"))
         assert [(r.text, r.target) for r in again.splits["train"]] == \
             [(r.text, r.target) for r in fresh.splits["train"]]
-        (folder / "student" / "distilled_targets.tsv").write_text("\n".join(lines[1:]) + "\n", encoding="utf-8")
-        with pytest.raises(RunDirError, match="distilled_targets.tsv: holds .* sources for .* training sources"):
-            _prepare(folder, _recipe(distill={"runs": ["teacher"]}), run_dir=str(folder / "student"))
+        res = CliRunner().invoke(main, ["evaluate", str(folder / "student"), "--split", "test"])
+        assert res.exit_code == 0 and "WER" in res.output, res.output
+        first = json.loads(lines[0])
+        tampered = {
+            "missing": ("\n".join(lines[1:]), "holds .* sources for .* training sources .* the data the recipe reads changed"),
+            "unknown symbol": ("\n".join([json.dumps({"source": first["source"], "target": ["ZZ"]})] + lines[1:]),
+                               "target symbol\\(s\\) 'ZZ' are not in the run's target vocabulary"),
+            "not json": ("\n".join([first["source"] + "\t" + " ".join(first["target"])] + lines[1:]),
+                         ':1: expected {"source": str, "target": \\[symbols\\]}'),
+            "empty target": ("\n".join([json.dumps({"source": first["source"], "target": []})] + lines[1:]),
+                             ":1: expected .* non-empty target"),
+        }
+        for what, (text, message) in tampered.items():
+            kept.write_text(text + "\n", encoding="utf-8")
+            with pytest.raises(RunDirError, match=message):
+                _prepare(folder, _recipe(distill={"runs": ["teacher"]}), run_dir=str(folder / "student"))
+            res = CliRunner().invoke(main, ["evaluate", str(folder / "student")])
+            assert res.exit_code != 0 and "distilled_targets.jsonl" in res.output and "Traceback" not in res.output, what
     finally:
+        kept.write_text("\n".join(lines) + "\n", encoding="utf-8")
         shutil.copytree(folder / "teacher-kept", folder / "teacher", dirs_exist_ok=True)
+
+
+def test_targets_with_tabs_and_spaces_read_back_as_written(tmp_path):
+    from seqkit.data.records import Record
+    from seqkit.heads.seq2seq.distill import read_targets, write_targets
+
+    train = [Record(text="a\tb c", target=["x", " ", "y"]), Record(text="line\u2028two", target=["z"])]
+    write_targets(str(tmp_path), train)
+    assert read_targets(str(tmp_path), train, {"x", " ", "y", "z"}) == \
+        {"a\tb c": ["x", " ", "y"], "line\u2028two": ["z"]}
+
+
+def test_validate_reads_the_split_without_decoding_and_the_teachers_are_protected(folder):
+    from seqkit.api import validate
+    from seqkit.cli import main
+
+    out = validate(_recipe(distill={"runs": ["no-such-run"]}), data=False)
+    assert out["ok"]
+    (folder / "student.yaml").write_text(yaml.safe_dump(_recipe(distill={"runs": ["no-such-run"]})), encoding="utf-8")
+    res = CliRunner().invoke(main, ["validate", str(folder / "student.yaml")])  # with data, no teachers needed
+    assert res.exit_code == 0, res.output
+    (folder / "student.yaml").write_text(yaml.safe_dump(_recipe(distill={"runs": ["teacher"]})), encoding="utf-8")
+    before = sorted(os.listdir(folder / "teacher"))
+    res = CliRunner().invoke(main, ["train", str(folder / "student.yaml"), "--run-dir", str(folder / "teacher"),
+                                    "--overwrite"])
+    assert res.exit_code != 0 and "it is a run the recipe reads (head.distill.runs)" in " ".join(res.output.split())
+    assert sorted(os.listdir(folder / "teacher")) == before
 
 
 @pytest.mark.parametrize("runs, culprit, message", [
     (["no-such-run"], "no-such-run", "no such run directory"),
+    (["teacher", "teacher"], None, "head.distill.runs: .*teacher named more than once; each teacher is named once"),
     (["teacher", "ACCEPTOR"], "ACCEPTOR", "a run of the 'acceptor' head; a teacher must be an encoder-decoder"),
     (["teacher", "other"], "other", "its vocabularies differ from .*teacher's, so the teachers cannot be decoded"),
 ])
@@ -123,12 +174,12 @@ def test_bad_teachers_are_refused_naming_the_run(folder, tiny_acceptor, runs, cu
     from seqkit.errors import SeqkitError
 
     runs = [tiny_acceptor if r == "ACCEPTOR" else r for r in runs]
-    culprit = tiny_acceptor if culprit == "ACCEPTOR" else str(folder / culprit)
+    where = "" if culprit is None else \
+        re.escape(f"head.distill.runs: {tiny_acceptor if culprit == 'ACCEPTOR' else folder / culprit}: ")
     with pytest.raises(SeqkitError, match=message):
         _prepare(folder, _recipe(distill={"runs": runs}))
     res = CliRunner().invoke(main, ["train", str(folder / "student.yaml"), "--run-dir", str(folder / "refused")])
-    assert res.exit_code != 0 and re.search(re.escape(f"head.distill.runs: {culprit}: ") + message,
-                                            " ".join(res.output.split())), res.output
+    assert res.exit_code != 0 and re.search(where + message, " ".join(res.output.split())), res.output
     assert "Traceback" not in res.output and not os.path.exists(folder / "refused")
 
 

@@ -237,7 +237,8 @@ class HfDatasets(DataSource):
             missing = [f for f in _files(files) if not any(c in f for c in "*?[") and not os.path.isfile(f)]
             if missing:
                 raise DataError(f"data.data_files: no such file '{missing[0]}'. Fix the path in the recipe "
-                                f"(relative paths are read from the recipe's folder).")
+                                f"(relative paths are read from the recipe's folder; given with --set, from the "
+                                f"current directory).")
             try:
                 ds = datasets.load_dataset(o.builder, data_files=files, cache_dir=cache_dir,
                                            keep_in_memory=True)

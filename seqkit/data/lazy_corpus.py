@@ -66,7 +66,8 @@ def expand_paths(patterns, key: str = "data.train_path", resolve=None) -> list[s
             ([p] if os.path.isfile(p) else [])
         if not found:
             raise DataError(f"{key}: '{pat}' names no file. Fix the path or glob in the recipe "
-                            f"(relative paths are read from the recipe's folder).")
+                            f"(relative paths are read from the recipe's folder; given with --set, from the "
+                            f"current directory).")
         out.extend(f for f in found if f not in out)
     return out
 

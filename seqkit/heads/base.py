@@ -133,12 +133,20 @@ class Head(abc.ABC):
         return records
 
     def derive_training(self, splits: dict, run_dir: str | None) -> list:
-        """The records to train on, made from the split's (``splits``: ``{"train", "valid",
-        "test"}`` record lists) before :meth:`fit`: e.g. targets decoded by other runs
-        (the seq2seq head's ``head.distill``). A new run has ``run_dir`` ``None``; a resumed or
-        evaluated one reads back what :meth:`save_assets` kept there.
+        """The records to train on, derived from the splits before :meth:`fit` (e.g. targets
+        decoded by other runs: the seq2seq head's ``head.distill``).
 
-        Returns the training records (default: ``splits["train"]`` as given).
+        Args:
+            splits: ``{"train", "valid", "test"}`` record lists, as read and split.
+            run_dir: ``None`` for a new run; a resumed or evaluated run's directory, from which
+                the head reads back what its :meth:`save_assets` kept.
+
+        Returns:
+            The training records (default: ``splits["train"]`` as given).
+
+        Raises:
+            seqkit.errors.SeqkitError: the records cannot be derived (the head names why);
+            seqkit.errors.RunDirError: what the run kept is missing or invalid.
         """
         return splits["train"]
 

@@ -194,7 +194,8 @@ def _homes() -> set[str]:
 
 def protected_paths(recipe) -> list[tuple[str, str]]:
     """``[(what, path)]`` that a run directory must never be or hold: the current folder, the
-    recipe file, the data files and the plugin files the recipe names."""
+    recipe file, the data files, the plugin files and the runs (a head's ``run_keys``) the recipe
+    names."""
     out = [("the current folder", os.getcwd())]
     src = getattr(recipe, "path", None)
     if src and os.path.exists(src):
@@ -207,6 +208,13 @@ def protected_paths(recipe) -> list[tuple[str, str]]:
     for spec in getattr(recipe, "plugins", None) or []:
         if isinstance(spec, str) and spec.endswith(".py"):
             out.append(("the plugin file", spec))
+    head = getattr(recipe, "head_options", None)
+    for dotted in getattr(type(head), "run_keys", ()):  # runs the head reads, e.g. distillation teachers
+        val = head
+        for part in dotted.split("."):
+            val = getattr(val, part, None)
+        for path in [val] if isinstance(val, str) else (val or []):
+            out.append((f"a run the recipe reads (head.{dotted})", path))
     return out
 
 

@@ -131,7 +131,7 @@ def reseed_epoch(model, seed: int, epoch: int) -> None:
 
 
 def prepare(recipe: Recipe, vocab: Vocabulary | None = None, *, run_dir: str | None = None,
-            read_data: bool = True) -> Prepared:
+            read_data: bool = True, derive: bool = True) -> Prepared:
     """Read the data source, split it, fit (or load) the head's assets.
 
     Args:
@@ -140,6 +140,9 @@ def prepare(recipe: Recipe, vocab: Vocabulary | None = None, *, run_dir: str | N
         run_dir: load the head's assets (vocabularies, normaliser) from this run
             directory instead of fitting them on the training split.
         read_data: read the data source (False: only make the head, e.g. for predict).
+        derive: let the head derive its training records from the split
+            (:meth:`~seqkit.heads.base.Head.derive_training`, e.g. head.distill's teacher
+            outputs); False keeps the split as read (``seqkit validate``: no teacher decoding).
 
     Raises:
         DataError: the source is empty or unreadable, a split is empty, or the records
@@ -163,7 +166,7 @@ def prepare(recipe: Recipe, vocab: Vocabulary | None = None, *, run_dir: str | N
         else:
             splits = assemble_splits(loaded, d.split.valid, d.split.test, shuffle=d.split.shuffle,
                                      seed=recipe.seed, limit=d.limit)
-    if read_data and splits.get("train"):
+    if read_data and derive and splits.get("train"):
         splits["train"] = head.derive_training(splits, run_dir)
     if run_dir is not None:
         head.load_assets(run_dir)

@@ -234,10 +234,11 @@ class Seq2SeqHead(Head):
                               "run whose targets are symbols (data.target_tokenizer other than "
                               "sentencepiece), or remove head.distill.")
         if run_dir is not None:
-            return distill.first_per_source(train, distill.read_targets(run_dir, train))
+            self.load_assets(run_dir)  # its target vocabulary bounds the file's symbols
+            targets = distill.read_targets(run_dir, train, set(self.target_vocab.tokens))
+            return distill.first_per_source(train, targets)
         width = opts.beam_width or self.recipe.decoding.beam_width
-        self._distilled = distill.first_per_source(
-            train, distill.decode_teachers(opts, train, splits.get("test") or [], width))
+        self._distilled = distill.first_per_source(train, distill.decode_teachers(opts, splits, width))
         return self._distilled
 
     def fit(self, train):
