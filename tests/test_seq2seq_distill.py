@@ -189,3 +189,28 @@ def test_a_teacher_that_trained_on_a_test_source_is_refused(folder):
     # another seed draws another split: the teacher trained on some of this recipe's test words
     with pytest.raises(SeqkitError, match=r"trained on 2 source\(s\) of this recipe's test split \(aa, ba\)"):
         _prepare(folder, _recipe(seed=2, distill={"runs": ["teacher"]}))
+
+
+def test_sources_decoded_earlier_in_the_process_are_not_decoded_again(folder, monkeypatch):
+    from seqkit.heads.seq2seq import distill
+    from seqkit.heads.seq2seq.head import Seq2SeqHead
+
+    plain = _prepare(folder, _recipe())
+    train = plain.splits["train"]
+    sources = list(dict.fromkeys(r.text for r in train))
+    decoded, real = [], Seq2SeqHead.decode_texts
+
+    def counting(self, models, texts, **kw):
+        decoded.append(list(texts))
+        return real(self, models, texts, **kw)
+
+    monkeypatch.setattr(Seq2SeqHead, "decode_texts", counting)
+    monkeypatch.setattr(distill, "_DECODED", {})
+    opts = distill.DistillOptions(runs=[str(folder / "teacher")])
+    part = [r for r in train if r.text in sources[:3]]
+    first = distill.decode_teachers(opts, {"train": part, "test": plain.splits["test"]}, 3)
+    whole = distill.decode_teachers(opts, {"train": train, "test": plain.splits["test"]}, 3)
+    assert sorted(decoded[0]) == sorted(sources[:3]) and sorted(decoded[1]) == sorted(sources[3:])
+    monkeypatch.setattr(distill, "_DECODED", {})  # a fresh process decodes them all, the same
+    assert distill.decode_teachers(opts, {"train": train, "test": plain.splits["test"]}, 3) == whole
+    assert {s: whole[s] for s in first} == first and sorted(decoded[2]) == sorted(sources)

@@ -36,6 +36,9 @@ DISTILLED = "distilled_targets.jsonl"
 MAX_BYTES = 256 * 1024 * 1024
 #: sources handed to one beam-search call (results do not depend on it; memory does)
 CHUNK = 2000
+#: the teachers' outputs decoded in this process, per teacher set and beam width, so the seeds of
+#: one ``seqkit train --seeds N`` command decode each source once (their training splits overlap)
+_DECODED: dict = {}
 
 
 class DistillOptions(BaseModel):
@@ -84,9 +87,19 @@ def _load_teacher(path: str):
         raise type(e)(f"head.distill.runs: {path}: this teacher could not be loaded: {e}") from None
 
 
+def _stamp(run: str) -> tuple:
+    """What identifies a teacher's weights now: its model file's size and modification time."""
+    try:
+        st = os.stat(os.path.join(run, "model.keras"))
+    except OSError:
+        return ()
+    return st.st_size, st.st_mtime_ns
+
+
 def decode_teachers(options: DistillOptions, splits: dict, beam_width: int) -> dict:
     """``{source: [symbols]}``: the teachers' best output for every source of the training split
-    (a source whose best output is empty: its first reference).
+    (a source whose best output is empty: its first reference). Sources these teachers decoded
+    earlier in this process (another seed of ``--seeds``) are not decoded again.
 
     Args:
         options: ``head.distill`` (run paths already absolute: the recipe loader reads them from
@@ -133,18 +146,22 @@ def decode_teachers(options: DistillOptions, splits: dict, beam_width: int) -> d
                  f"{len(valid_sources)} valid sources (seeds that drew other valid words), so the "
                  f"valid figures are not independent of the teachers and read optimistic; the test "
                  f"split's are (no teacher trained on it).")
-    sources = sorted({r.text for r in train}, key=lambda s: (len(s), s))
-    log.info(f"head.distill: decoding {len(sources)} training sources with {len(models)} teacher "
-             f"run(s), beam {beam_width}")
     from seqkit.progress import progress
 
-    out = {}
+    key = (tuple((p, _stamp(p)) for p in options.runs), beam_width)
+    done = _DECODED.setdefault(key, {})
+    wanted = {r.text for r in train}
+    sources = sorted(wanted - set(done), key=lambda s: (len(s), s))
+    log.info(f"head.distill: decoding {len(sources)} training sources with {len(models)} teacher "
+             f"run(s), beam {beam_width}" + (f" ({len(wanted) - len(sources)} decoded earlier in this "
+                                             f"command)" if len(sources) < len(wanted) else ""))
     with progress(len(sources), "head.distill: the teachers decoding", "training sources") as bar:
         for i in range(0, len(sources), CHUNK):  # one bar over the chunks (theirs stay silent)
             chunk = sources[i:i + CHUNK]
             hyps = head.decode_texts(models, chunk, beam_width=beam_width)
-            out.update({s: list(h[0][0]) for s, h in zip(chunk, hyps)})
+            done.update({s: list(h[0][0]) for s, h in zip(chunk, hyps)})
             bar.update(len(chunk))
+    out = {s: list(done[s]) for s in wanted}
     empty = {s for s, t in out.items() if not t}
     if empty:
         firsts = {}
