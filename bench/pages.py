@@ -59,7 +59,6 @@ ANCHORS = {
     "acceptor-japanese-vowels": "1-NN DTW 0.949 (UEA archive)",
     "g2p-cmudict-attention": "Yao & Zweig 2015: WER 23.6%, PER 5.5%",
     "g2p-cmudict-standard": "same test list: LSTM 23.55% (Yao & Zweig 2015), BiLSTM + attention 20.24% (Toshniwal & Livescu 2016)",
-    "g2p-cmudict-distilled": "same test list: LSTM 23.55% (Yao & Zweig 2015), BiLSTM + attention 20.24% (Toshniwal & Livescu 2016)",
 }
 
 

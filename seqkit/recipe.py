@@ -784,6 +784,7 @@ def recipe_from_dict(raw: dict, *, source: str = "<recipe>", lines: dict | None 
     raw = copy.deepcopy(raw)
     applied = apply_overrides(raw, overrides or [])
     errors = _Errors(source, lines or {}, applied)
+
     def base_of(dotted: str) -> str:
         """Where a relative path under ``dotted`` is read from: the current directory when the
         user typed it (``--set``), else the recipe's folder."""
