@@ -138,8 +138,9 @@ class Head(abc.ABC):
 
         Args:
             splits: ``{"train", "valid", "test"}`` record lists, as read and split.
-            run_dir: ``None`` for a new run; a resumed or evaluated run's directory, from which
-                the head reads back what its :meth:`save_assets` kept.
+            run_dir: ``None`` for a new run (called before :meth:`fit`); a resumed or evaluated
+                run's directory, from which the head reads back what its :meth:`save_assets` kept
+                (called after :meth:`load_assets`).
 
         Returns:
             The training records (default: ``splits["train"]`` as given).

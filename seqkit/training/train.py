@@ -166,11 +166,11 @@ def prepare(recipe: Recipe, vocab: Vocabulary | None = None, *, run_dir: str | N
         else:
             splits = assemble_splits(loaded, d.split.valid, d.split.test, shuffle=d.split.shuffle,
                                      seed=recipe.seed, limit=d.limit)
+    if run_dir is not None:  # before derive_training, which may check what it reads back against them
+        head.load_assets(run_dir)
     if read_data and derive and splits.get("train"):
         splits["train"] = head.derive_training(splits, run_dir)
-    if run_dir is not None:
-        head.load_assets(run_dir)
-    elif vocab is None:
+    if run_dir is None and vocab is None:
         if not read_data:
             raise SeqkitError("prepare: the head's assets need the training data or a run directory.")
         head.fit(splits["train"])

@@ -234,7 +234,7 @@ class Seq2SeqHead(Head):
                               "run whose targets are symbols (data.target_tokenizer other than "
                               "sentencepiece), or remove head.distill.")
         if run_dir is not None:
-            self.load_assets(run_dir)  # its target vocabulary bounds the file's symbols
+            # prepare loaded the run's assets first: its target vocabulary bounds the file's symbols
             targets = distill.read_targets(run_dir, train, set(self.target_vocab.tokens))
             return distill.first_per_source(train, targets)
         width = opts.beam_width or self.recipe.decoding.beam_width
