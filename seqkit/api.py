@@ -19,7 +19,7 @@ from seqkit.errors import SeqkitError
 from seqkit.guards import build_model, check_writable
 from seqkit.log import to_stderr
 from seqkit.progress import shown
-from seqkit.recipe import Recipe, load_recipe, recipe_from_dict
+from seqkit.recipe import Recipe, load_recipe, override_strings
 from seqkit.runs.run import Alignment, Run
 from seqkit.runs.rundir import RECIPE, RunDir
 from seqkit.runtime.request import stream as _stream
@@ -42,14 +42,19 @@ def _shown(verbose: int):
         yield
 
 
-def _recipe(recipe, what: str) -> Recipe:
+def _recipe(recipe, what: str, overrides=()) -> Recipe:
+    """A validated :class:`Recipe` from a Recipe, a recipe file or a dict, with ``overrides``
+    (``--set`` strings or ``{"a.b": value}``) applied to each kind alike: a built Recipe is
+    validated again from the keys it gave (Recipe.to_dict(given_only=True)) with the overrides
+    on top."""
     import_tensorflow_quietly()  # TF's C++ start-up lines (oneDNN, CUDA probing) are not ours to print
+    overrides = override_strings(overrides)
     if isinstance(recipe, Recipe):
-        return recipe
+        return Recipe.from_dict(recipe.to_dict(given_only=True), overrides) if overrides else recipe
     if isinstance(recipe, (str, os.PathLike)):
-        return Recipe.from_yaml(os.fspath(recipe))
+        return load_recipe(os.fspath(recipe), overrides)
     if isinstance(recipe, dict):
-        return Recipe.from_dict(recipe)
+        return Recipe.from_dict(recipe, overrides)
     raise SeqkitError(f"{what}: expected a seqkit.Recipe, a recipe file or a recipe dict; got "
                       f"{type(recipe).__name__}.")
 
@@ -67,8 +72,9 @@ def train(recipe=None, run_dir=None, *, overwrite: bool = False, resume: bool = 
             recipe with a larger ``training.epochs`` trains longer).
         verbose: 0 (default) prints nothing; 1 shows Keras's progress bar and seqkit's progress
             lines on stderr; 2 one line per epoch.
-        overrides: ``["KEY.PATH=VALUE", ...]`` (``--set``) applied to a recipe file or, with
-            ``resume`` and no recipe, to the run's own recipe (e.g. ``training.epochs=20``).
+        overrides: ``["KEY.PATH=VALUE", ...]`` (``--set``) or ``{"KEY.PATH": value}``, applied to
+            the recipe however it is given (file, dict, Recipe) or, with ``resume`` and no recipe,
+            to the run's own recipe (e.g. ``training.epochs=20``).
 
     Returns:
         The :class:`Run` (``run.metrics`` holds the final metrics, as ``metrics.json``); ``None``
@@ -81,24 +87,21 @@ def train(recipe=None, run_dir=None, *, overwrite: bool = False, resume: bool = 
             seqkit may replace, is locked by another training, or has nothing to resume.
         SeqkitError: interrupted (Ctrl-C), and the other errors of :func:`seqkit.training.train.train`.
     """
-    overrides = list(overrides or ())
+    overrides = override_strings(overrides)
     if resume:
         if run_dir is None:
             raise SeqkitError("train(resume=True) needs run_dir: the run to continue.")
         run_dir = os.fspath(run_dir)
         RunDir(run_dir).check(need_model=False)  # names a missing plugin; imports nothing
         if recipe is None:  # the run's own recipe is data: its plugins: are not imported
-            recipe = load_recipe(os.path.join(run_dir, RECIPE), overrides, load_plugins=False)
-        elif isinstance(recipe, (str, os.PathLike)):
-            recipe = load_recipe(os.fspath(recipe), overrides)
-        rec = _recipe(recipe, "train")
+            rec = load_recipe(os.path.join(run_dir, RECIPE), overrides, load_plugins=False)
+        else:
+            rec = _recipe(recipe, "train", overrides)
         check_writable(run_dir, "resume")
     else:
         if recipe is None:
             raise SeqkitError("train: give a recipe (a seqkit.Recipe, a recipe file or a dict).")
-        if isinstance(recipe, (str, os.PathLike)):
-            recipe = load_recipe(os.fspath(recipe), overrides)
-        rec = _recipe(recipe, "train")
+        rec = _recipe(recipe, "train", overrides)
         run_dir = os.fspath(run_dir) if run_dir is not None else os.path.join("runs", rec.name)
         check_writable(run_dir, "train")
 
@@ -234,7 +237,8 @@ def validate(recipe, overrides=(), *, data: bool = True) -> dict:
 
     Args:
         recipe: a YAML path, a shipped recipe's name, a dict or a :class:`Recipe`.
-        overrides: ``["KEY.PATH=VALUE", ...]`` (``--set``), for a path or a name.
+        overrides: ``["KEY.PATH=VALUE", ...]`` (``--set``) or ``{"KEY.PATH": value}``, applied
+            to the recipe however it is given.
         data: also read the data and build the model (the training split as read: a head's
             derived training records, e.g. head.distill's teacher outputs, are made by training).
 
@@ -246,18 +250,14 @@ def validate(recipe, overrides=(), *, data: bool = True) -> dict:
         RecipeError: every problem of the recipe at once (file, line and key named).
         DataError: the data cannot be read; SeqkitError: a model too large for memory.
     """
-    if isinstance(recipe, Recipe):
-        rec, name = recipe, recipe.name
-    elif isinstance(recipe, dict):
-        rec, name = recipe_from_dict(recipe), "<dict>"
-    elif isinstance(recipe, (str, os.PathLike)):
-        rec, name = load_recipe(os.fspath(recipe), list(overrides)), os.fspath(recipe)
-    else:
+    if not isinstance(recipe, (Recipe, dict, str, os.PathLike)):
         raise SeqkitError(f"validate: expected a recipe file, a shipped recipe's name, a dict or a "
                           f"seqkit.Recipe; got {type(recipe).__name__}.")
+    rec = _recipe(recipe, "validate", overrides)
+    name = (recipe.name if isinstance(recipe, Recipe) else "<dict>" if isinstance(recipe, dict)
+            else os.fspath(recipe))
     out = {"recipe": name, "ok": True, "resolved": rec.to_dict()}
     if data:
-        _recipe(rec, "validate")  # TensorFlow imported quietly
         prep = prepare(rec, derive=False)  # the split as read: no head.distill teacher decoding
         out["data"] = {"source": str(prep.source), "examples": {k: len(v) for k, v in prep.splits.items()},
                        "assets": prep.head.describe_assets()}

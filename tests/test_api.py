@@ -164,6 +164,23 @@ def test_recipe_errors_are_the_clis(tmp_path):
     assert ok.training.epochs == 3 and ok.model.cell == "gru"
 
 
+def test_overrides_apply_to_a_recipe_given_as_a_dict_or_a_recipe(tmp_path):
+    """validate (and train, through the same path) apply ``overrides`` whatever form the recipe
+    takes; a bad override is refused with the message a file's would get."""
+    import seqkit
+    from seqkit.errors import RecipeError
+
+    raw = {"name": "x", "data": {"source": "pydoc_topics"}, "training": {"epochs": 2}}
+    for given in (raw, seqkit.Recipe.from_dict(raw)):
+        out = seqkit.validate(given, ["training.epochs=5", "model.cell=gru"], data=False)
+        assert out["resolved"]["training"]["epochs"] == 5 and out["resolved"]["model"]["cell"] == "gru"
+        out = seqkit.validate(given, {"training.batch_size": 7}, data=False)
+        assert out["resolved"]["training"]["batch_size"] == 7 and out["resolved"]["training"]["epochs"] == 2
+        with pytest.raises(RecipeError, match="training.epochs"):
+            seqkit.validate(given, ["training.epochs=-1"], data=False)
+    assert raw["training"] == {"epochs": 2}  # the caller's dict is not changed
+
+
 def test_library_calls_print_nothing(doc, capfd, caplog, tmp_path):
     import logging
 
