@@ -870,9 +870,11 @@ def recipe_from_dict(raw: dict, *, source: str = "<recipe>", lines: dict | None 
     errors.raise_if_any()
     data_opts = plugin_opts.get("data")
     if data_opts is not None:  # file paths are kept absolute so a run's recipe copy stays valid
+        declared = getattr(type(data_opts), "path_keys", ())  # e.g. tfds's data_dir
         for key in type(data_opts).model_fields:
             val = getattr(data_opts, key)
-            if (key in ("path", "vocab_file") or key.endswith("_path")) and isinstance(val, (str, list)) and val:
+            if (key in ("path", "vocab_file") or key in declared or key.endswith("_path")) \
+                    and isinstance(val, (str, list)) and val:
                 setattr(data_opts, key, _absolute(val, base_of, f"data.{key}"))
             elif key == "data_files" and val:  # a file, a list, or {split: file(s)} (hf_datasets)
                 setattr(data_opts, key, _absolute(val, base_of, f"data.{key}"))

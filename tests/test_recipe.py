@@ -115,6 +115,10 @@ def test_a_path_given_with_set_is_read_from_the_current_directory(tmp_path, reci
     assert res.exit_code == 0, res.output
     res = CliRunner().invoke(main, ["validate", path, "--set", "data.path=absent.txt"])
     assert res.exit_code != 0 and str(tmp_path / "work" / "absent.txt") in res.output
+    tfds = write_recipe(recipe_dict(data={"source": "tfds", "name": "toy", "data_dir": "tfds_data"}),
+                        name="recipes/tfds.yaml")  # a source's declared path_keys follow the same rules
+    assert load_recipe(tfds).data_options.data_dir == str(tmp_path / "recipes" / "tfds_data")
+    assert load_recipe(tfds, overrides=["data.data_dir=here"]).data_options.data_dir == str(tmp_path / "work" / "here")
 
 
 def test_shipped_recipe_validates():

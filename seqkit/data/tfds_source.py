@@ -19,7 +19,7 @@ load it.
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import ClassVar, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict
 
@@ -36,6 +36,9 @@ class TfdsOptions(BaseModel):
     name: str
     data_dir: Optional[str] = None
     download: bool = True
+    #: keys holding paths besides seqkit's naming rule (``path``, ``vocab_file``, ``*_path``,
+    #: ``data_files``): made absolute when the recipe is read, from the recipe's folder
+    path_keys: ClassVar[tuple] = ("data_dir",)
     train_split: str = "train"
     valid_split: Optional[str] = None
     test_split: Optional[str] = "test"
