@@ -183,6 +183,18 @@ def test_bad_teachers_are_refused_naming_the_run(folder, tiny_acceptor, runs, cu
     assert "Traceback" not in res.output and not os.path.exists(folder / "refused")
 
 
+def test_a_teacher_that_would_read_the_sources_as_unknown_symbols_is_refused(folder):
+    from seqkit.errors import SeqkitError
+
+    # the student's dictionary spells every word with a letter the teacher never saw
+    (folder / "c.dict").write_text("".join(f"c{w} K {p}\n" for w, p in WORDS.items()), encoding="utf-8")
+    recipe = _recipe(distill={"runs": ["teacher"]})
+    recipe["data"]["path"] = "c.dict"
+    with pytest.raises(SeqkitError, match=r"head.distill.runs: .*teacher: \d+ of the \d+ symbols of this "
+                                          r"recipe's training sources \('c'\) are not in the teacher's"):
+        _prepare(folder, recipe)
+
+
 def test_a_teacher_that_trained_on_a_test_source_is_refused(folder):
     from seqkit.errors import SeqkitError
 

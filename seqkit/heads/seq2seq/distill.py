@@ -96,6 +96,31 @@ def _stamp(run: str) -> tuple:
     return st.st_size, st.st_mtime_ns
 
 
+#: the share of the training sources' symbols a teacher may read as [UNK] before it is refused
+MAX_UNKNOWN = 0.01
+
+
+def _check_symbols(where: str, head, sources: set) -> None:
+    """Refuse a teacher that would read over :data:`MAX_UNKNOWN` of the training sources' symbols
+    as ``[UNK]`` (its data was read otherwise: another source, tokenizer or casing); warn below.
+    Symbols are split by the teacher's own head, as its decoding splits them."""
+    from collections import Counter
+
+    counts = Counter(tok for s in sources for tok in head.source_tokens(s))
+    known = set(head.vocab.tokens)
+    unknown = {t: n for t, n in counts.items() if t not in known}
+    total, unk = sum(counts.values()), sum(unknown.values())
+    if not unk:
+        return
+    shown = ", ".join(repr(t) for t, _ in sorted(unknown.items(), key=lambda kv: -kv[1])[:5])
+    what = (f"{unk} of the {total} symbols of this recipe's training sources ({shown}) are not in "
+            f"the teacher's source vocabulary, so it reads them as [UNK]")
+    if unk > MAX_UNKNOWN * total:
+        raise SeqkitError(f"{where}: {what}: its data was read otherwise than this recipe's (another "
+                          f"source, tokenizer or casing); name teachers trained on this recipe's data.")
+    log.warn(f"{where}: {what} (rare symbols its training split lacked).")
+
+
 def decode_teachers(options: DistillOptions, splits: dict, beam_width: int) -> dict:
     """``{source: [symbols]}``: the teachers' best output for every source of the training split
     (a source whose best output is empty: its first reference). Sources these teachers decoded
@@ -108,7 +133,8 @@ def decode_teachers(options: DistillOptions, splits: dict, beam_width: int) -> d
         beam_width: the beam width of the teachers' decoding.
 
     Raises:
-        SeqkitError: a teacher is missing, cannot be loaded, is not a seq2seq run, its
+        SeqkitError: a teacher is missing, cannot be loaded, is not a seq2seq run, would read
+            over :data:`MAX_UNKNOWN` of the training sources' symbols as ``[UNK]``, its
             vocabularies differ from the first teacher's, or it trained on a source of the
             student's test split (naming the run).
     """
@@ -129,6 +155,7 @@ def decode_teachers(options: DistillOptions, splits: dict, beam_width: int) -> d
                               f"be an encoder-decoder (seq2seq) run.")
         if first is None:
             first, head = path, prep.head
+            _check_symbols(where, head, {r.text for r in train})
         elif prep.head.vocabularies() != head.vocabularies():
             raise SeqkitError(f"{where}: its vocabularies differ from {first}'s, so the teachers "
                               f"cannot be decoded together; name runs of one recipe and data.")
