@@ -226,3 +226,6 @@ def test_sources_decoded_earlier_in_the_process_are_not_decoded_again(folder, mo
     monkeypatch.setattr(distill, "_DECODED", {})  # a fresh process decodes them all, the same
     assert distill.decode_teachers(opts, {"train": train, "test": plain.splits["test"]}, 3) == whole
     assert {s: whole[s] for s in first} == first and sorted(decoded[2]) == sorted(sources)
+    # another beam width is another teacher set: decoded afresh, and only the last set is kept
+    distill.decode_teachers(opts, {"train": part, "test": plain.splits["test"]}, 2)
+    assert sorted(decoded[3]) == sorted(sources[:3]) and [k[1] for k in distill._DECODED] == [2]

@@ -36,8 +36,9 @@ DISTILLED = "distilled_targets.jsonl"
 MAX_BYTES = 256 * 1024 * 1024
 #: sources handed to one beam-search call (results do not depend on it; memory does)
 CHUNK = 2000
-#: the teachers' outputs decoded in this process, per teacher set and beam width, so the seeds of
-#: one ``seqkit train --seeds N`` command decode each source once (their training splits overlap)
+#: the teachers' outputs decoded in this process for the last teacher set and beam width, so the
+#: seeds of one ``seqkit train --seeds N`` command decode each source once (their training splits
+#: overlap); another teacher set replaces them
 _DECODED: dict = {}
 
 
@@ -176,6 +177,8 @@ def decode_teachers(options: DistillOptions, splits: dict, beam_width: int) -> d
     from seqkit.progress import progress
 
     key = (tuple((p, _stamp(p)) for p in options.runs), beam_width)
+    for other in [k for k in _DECODED if k != key]:  # one teacher set kept (~30 MB for 112k words)
+        del _DECODED[other]
     done = _DECODED.setdefault(key, {})
     wanted = {r.text for r in train}
     sources = sorted(wanted - set(done), key=lambda s: (len(s), s))
