@@ -48,6 +48,10 @@ class SplitConfig(BaseModel):
     # which keep related lines together; null (default): true when the examples carry a class label
     # (a file sorted by label would leave whole classes out of valid and test), false otherwise
     shuffle: Optional[bool] = None
+    # the seed of the split (and of a source's seeded sample, e.g. cmudict's data.words); null
+    # (default): the recipe's seed. Set, the seeds of --seeds share one split: their valid figures
+    # compare, and a run distilled from the others keeps valid words none of its teachers trained on
+    seed: Optional[int] = Field(None, ge=0, le=2**32 - 1)
 
 
 class SubwordConfig(BaseModel):
@@ -322,6 +326,12 @@ class Recipe:
 
     def __getattr__(self, item):  # recipe.data, recipe.model, ...
         return getattr(self.config, item)
+
+    @property
+    def split_seed(self) -> int:
+        """The seed that divides the data (``data.split.seed``, else the recipe's ``seed``)."""
+        s = self.config.data.split.seed
+        return self.config.seed if s is None else s
 
     def to_dict(self, *, given_only: bool = False) -> dict:
         """The resolved recipe (defaults filled, plugin keys flat in their sections).

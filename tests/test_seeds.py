@@ -29,6 +29,23 @@ def test_summary_statistics_by_hand():
                                "values": [0.5, None, None]}
 
 
+def test_a_split_seed_gives_every_seed_the_same_split():
+    """By default a shuffled split follows the recipe's seed; ``data.split.seed`` fixes it (to the
+    split the recipe's seed of that value draws), whatever the seed."""
+    from seqkit.recipe import Recipe
+    from seqkit.training.train import prepare
+
+    def texts(seed, split_seed=None):
+        split = {"valid": 0.2, "test": 0.2, "shuffle": True}
+        if split_seed is not None:
+            split["seed"] = split_seed
+        rec = Recipe.from_dict(make_recipe(seed=seed, data={"limit": 60, "split": split}))
+        return {k: [r.text for r in v] for k, v in prepare(rec).splits.items()}
+
+    assert texts(7) != texts(8) and sorted(sum(texts(7).values(), [])) == sorted(sum(texts(8).values(), []))
+    assert texts(7, 3) == texts(8, 3) == texts(3)
+
+
 def test_cli_seeds_trains_one_run_per_seed_and_summarises(tmp_path, keras):
     """2 seeds, 1 epoch each (cosine schedule over the run): runs tiny-seed7 and tiny-seed8, the
     summary equals statistics.mean/stdev of their metrics.json; each run's last rate is the

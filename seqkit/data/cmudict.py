@@ -156,7 +156,7 @@ class Cmudict(DataSource):
         """``{"all": records}``, cut to a seeded sample of ``words`` words when asked."""
         if self.options.words:
             words = list(dict.fromkeys(r.group for r in records))
-            seed = self.recipe.seed if self.recipe is not None else 0
+            seed = self.recipe.split_seed if self.recipe is not None else 0
             keep = set(np.random.default_rng([seed, 7]).permutation(len(words))[:self.options.words].tolist())
             keep = {words[i] for i in keep}
             records = [r for r in records if r.group in keep]

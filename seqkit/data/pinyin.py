@@ -153,7 +153,7 @@ class PinyinPhrases(DataSource):
             entries = {k: v for k, v in entries.items() if len(k) <= self.options.max_chars}
         if self.options.phrases:
             keys = list(entries)
-            seed = self.recipe.seed if self.recipe is not None else 0
+            seed = self.recipe.split_seed if self.recipe is not None else 0
             keep = np.random.default_rng([seed, 11]).permutation(len(keys))[:self.options.phrases]
             keep = set(keep.tolist())
             entries = {k: v for i, (k, v) in enumerate(entries.items()) if i in keep}

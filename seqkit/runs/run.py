@@ -353,18 +353,18 @@ class Run:
         if other.recipe.data.model_dump() != prep.recipe.data.model_dump():  # before any model loads
             raise SeqkitError(differs)
         other_prep, other_model = other._load()
-        # the same data section and seed split the data the same way; another seed may not
-        if other_prep.recipe.seed != prep.recipe.seed:
+        # the same data section and split seed split the data the same way; another seed may not
+        if other_prep.recipe.split_seed != prep.recipe.split_seed:
             other_prep, _ = other._load(with_data=True)
             if not mine:
                 mine.append(records_fingerprint(prep.splits[split]))
             if records_fingerprint(other_prep.splits.get(split) or []) != mine[0]:
                 raise SeqkitError(f"--ensemble {path}: its {split} split holds other records than "
-                                  f"{self.path}'s (its seed, {other_prep.recipe.seed}, drew another "
+                                  f"{self.path}'s (its seed, {other_prep.recipe.split_seed}, drew another "
                                   f"split), so each run trained on part of the split the ensemble "
                                   f"would be scored on. Score the ensemble on a split that does not "
                                   f"follow the seed (one read from its own file, such as data.test_path, "
-                                  f"or an unshuffled split), or train the runs with the same seed.")
+                                  f"or an unshuffled split), or train the runs with one data.split.seed.")
         if other_prep.head.vocabularies() != prep.head.vocabularies():
             raise SeqkitError(differs)
         return other_model, path

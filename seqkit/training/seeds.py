@@ -1,7 +1,8 @@
 """Training one recipe with several seeds and reporting the spread (``seqkit train --seeds N``).
 
-Run ``i`` (``i = 0..N-1``) uses seed ``S_i = recipe.seed + i`` (the data split, the weight
-initialisation, the dropout masks and the batch order all follow it), is named
+Run ``i`` (``i = 0..N-1``) uses seed ``S_i = recipe.seed + i`` (the data split unless
+``data.split.seed`` fixes it, the weight initialisation, the dropout masks and the batch order all
+follow it), is named
 ``NAME-seed<S_i>`` and is written to ``BASE-seed<S_i>`` (``BASE``: ``--run-dir``, default
 ``runs/NAME``). The summary ``BASE-seeds.json`` gives, for every numeric figure of each split in
 the runs' ``metrics.json`` (nested keys joined with ``.``, e.g. ``per_class.pos.f1``), over
@@ -16,7 +17,8 @@ unfinished one with the same recipe is resumed from its last finished epoch, and
 run is refused unless ``--overwrite`` (which retrains every seed).
 
 Note: the data split follows the seed when it is shuffled (``data.split.shuffle: true``, the default
-for examples that carry a class label), so the spread then includes the choice of test set.
+for examples that carry a class label) and ``data.split.seed`` is not set, so the spread then
+includes the choice of the valid and test sets.
 """
 
 from __future__ import annotations

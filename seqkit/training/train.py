@@ -165,7 +165,7 @@ def prepare(recipe: Recipe, vocab: Vocabulary | None = None, *, run_dir: str | N
             splits = {k: loaded.get(k, []) for k in ("train", "valid", "test")}
         else:
             splits = assemble_splits(loaded, d.split.valid, d.split.test, shuffle=d.split.shuffle,
-                                     seed=recipe.seed, limit=d.limit)
+                                     seed=recipe.split_seed, limit=d.limit)
     if run_dir is not None:  # before derive_training, which may check what it reads back against them
         head.load_assets(run_dir)
     if read_data and derive and splits.get("train"):

@@ -173,7 +173,8 @@ def decode_teachers(options: DistillOptions, splits: dict, beam_width: int) -> d
         log.warn(f"head.distill: the teachers trained on {len(seen_valid)} of this run's "
                  f"{len(valid_sources)} valid sources (seeds that drew other valid words), so the "
                  f"valid figures are not independent of the teachers and read optimistic; the test "
-                 f"split's are (no teacher trained on it).")
+                 f"split's are (no teacher trained on it). One data.split.seed in the teachers' "
+                 f"and this recipe gives them all one valid split.")
     from seqkit.progress import progress
 
     key = (tuple((p, _stamp(p)) for p in options.runs), beam_width)
