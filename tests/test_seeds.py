@@ -85,7 +85,12 @@ def test_cli_seeds_trains_one_run_per_seed_and_summarises(tmp_path, keras):
     import seqkit
     from seqkit.errors import RunDirError
 
-    # run again: both finished seeds are kept as they are (nothing retrains) and the summary is the same
+    # run again: both finished seeds are kept as they are (nothing retrains) and the summary is the
+    # same; the first run's recipe.yaml as an older seqkit wrote it, without data.split.seed, too
+    saved = yaml.safe_load(open(os.path.join(runs[0], "recipe.yaml"), encoding="utf-8"))
+    assert saved["data"]["split"].pop("seed") is None
+    with open(os.path.join(runs[0], "recipe.yaml"), "w", encoding="utf-8") as f:
+        yaml.safe_dump(saved, f)
     seen, mtimes = [], [os.stat(os.path.join(r, "metrics.json")).st_mtime_ns for r in runs]
     again = seqkit.train_seeds(str(path), 2, base, on_run=lambda p, how: seen.append((p, how)))
     assert seen == [(runs[0], "kept"), (runs[1], "kept")]

@@ -121,7 +121,9 @@ def existing_seed_run(path: str, recipe) -> str | None:
             state = json.load(f)
     except (OSError, ValueError, yaml.YAMLError):
         return None
-    if not isinstance(state, dict) or saved != _flatten(yaml.safe_load(recipe.to_yaml())):
+    now = _flatten(yaml.safe_load(recipe.to_yaml()))
+    # a key the run's recipe.yaml lacks (added to the schema since) reads as its default, null
+    if not isinstance(state, dict) or any(saved.get(k) != now.get(k) for k in set(saved) | set(now)):
         return None
     finished = state.get("status") == "finished" and os.path.isfile(os.path.join(path, "metrics.json"))
     return "finished" if finished else "unfinished"
