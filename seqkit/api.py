@@ -43,14 +43,18 @@ def _shown(verbose: int):
 
 
 def _recipe(recipe, what: str, overrides=()) -> Recipe:
-    """A validated :class:`Recipe` from a Recipe, a recipe file or a dict, with ``overrides``
-    (``--set`` strings or ``{"a.b": value}``) applied to each kind alike: a built Recipe is
-    validated again from the keys it gave (Recipe.to_dict(given_only=True)) with the overrides
-    on top."""
+    """A validated :class:`Recipe` from a recipe file or a dict with ``overrides`` (``--set``
+    strings or ``{"a.b": value}``) applied, or a Recipe as it is (refused with overrides: it is
+    validated already, with the paths, plugins and defaults of the file or dict it came from)."""
     import_tensorflow_quietly()  # TF's C++ start-up lines (oneDNN, CUDA probing) are not ours to print
     overrides = override_strings(overrides)
     if isinstance(recipe, Recipe):
-        return Recipe.from_dict(recipe.to_dict(given_only=True), overrides) if overrides else recipe
+        if overrides:
+            raise SeqkitError(f"{what}: overrides apply to a recipe file or dict; this seqkit.Recipe is "
+                              f"validated already. Give them where it is made: "
+                              f"seqkit.Recipe.from_yaml(path, overrides=...) or "
+                              f".from_dict(raw, overrides=...).")
+        return recipe
     if isinstance(recipe, (str, os.PathLike)):
         return load_recipe(os.fspath(recipe), overrides)
     if isinstance(recipe, dict):
@@ -73,8 +77,8 @@ def train(recipe=None, run_dir=None, *, overwrite: bool = False, resume: bool = 
         verbose: 0 (default) prints nothing; 1 shows Keras's progress bar and seqkit's progress
             lines on stderr; 2 one line per epoch.
         overrides: ``["KEY.PATH=VALUE", ...]`` (``--set``) or ``{"KEY.PATH": value}``, applied to
-            the recipe however it is given (file, dict, Recipe) or, with ``resume`` and no recipe,
-            to the run's own recipe (e.g. ``training.epochs=20``).
+            a recipe file or dict or, with ``resume`` and no recipe, to the run's own recipe (e.g.
+            ``training.epochs=20``); refused with a :class:`seqkit.Recipe` (validated already).
 
     Returns:
         The :class:`Run` (``run.metrics`` holds the final metrics, as ``metrics.json``); ``None``
@@ -238,7 +242,7 @@ def validate(recipe, overrides=(), *, data: bool = True) -> dict:
     Args:
         recipe: a YAML path, a shipped recipe's name, a dict or a :class:`Recipe`.
         overrides: ``["KEY.PATH=VALUE", ...]`` (``--set``) or ``{"KEY.PATH": value}``, applied
-            to the recipe however it is given.
+            to a recipe file, name or dict; refused with a :class:`Recipe` (validated already).
         data: also read the data and build the model (the training split as read: a head's
             derived training records, e.g. head.distill's teacher outputs, are made by training).
 

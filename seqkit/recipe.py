@@ -333,23 +333,16 @@ class Recipe:
         s = self.config.data.split.seed
         return self.config.seed if s is None else s
 
-    def to_dict(self, *, given_only: bool = False) -> dict:
-        """The resolved recipe (defaults filled, plugin keys flat in their sections).
-
-        Args:
-            given_only: only the keys the recipe gave, defaults left out: a dict that validates
-                again after an override changes the cell, head or data source (whose options
-                the full dict would carry over).
-        """
-        d = self.config.model_dump(mode="json", exclude_unset=given_only)
+    def to_dict(self) -> dict:
+        """The resolved recipe (defaults filled, plugin keys flat in their sections)."""
+        d = self.config.model_dump(mode="json")
         for section in ("data", "model", "head"):
-            d.setdefault(section, {})
             for k in list(d[section]):
                 if k in (getattr(self.config, section).model_extra or {}):
                     del d[section][k]
-        d["data"].update(self.data_options.model_dump(mode="json", exclude_unset=given_only))
-        d["model"].update(self.cell_options.model_dump(mode="json", exclude_unset=given_only))
-        d["head"].update(self.head_options.model_dump(mode="json", exclude_unset=given_only))
+        d["data"].update(self.data_options.model_dump(mode="json"))
+        d["model"].update(self.cell_options.model_dump(mode="json"))
+        d["head"].update(self.head_options.model_dump(mode="json"))
         return d
 
     def to_yaml(self) -> str:

@@ -164,20 +164,25 @@ def test_recipe_errors_are_the_clis(tmp_path):
     assert ok.training.epochs == 3 and ok.model.cell == "gru"
 
 
-def test_overrides_apply_to_a_recipe_given_as_a_dict_or_a_recipe(tmp_path):
-    """validate (and train, through the same path) apply ``overrides`` whatever form the recipe
-    takes; a bad override is refused with the message a file's would get."""
+def test_overrides_apply_to_a_recipe_dict_and_a_built_recipe_refuses_them(tmp_path):
+    """validate (and train, through the same path) apply ``overrides`` to a recipe dict as to a
+    file; a bad override is refused with the message a file's would get; a built Recipe, validated
+    already, refuses overrides instead of dropping them."""
     import seqkit
-    from seqkit.errors import RecipeError
+    from seqkit.errors import RecipeError, SeqkitError
 
     raw = {"name": "x", "data": {"source": "pydoc_topics"}, "training": {"epochs": 2}}
-    for given in (raw, seqkit.Recipe.from_dict(raw)):
-        out = seqkit.validate(given, ["training.epochs=5", "model.cell=gru"], data=False)
-        assert out["resolved"]["training"]["epochs"] == 5 and out["resolved"]["model"]["cell"] == "gru"
-        out = seqkit.validate(given, {"training.batch_size": 7}, data=False)
-        assert out["resolved"]["training"]["batch_size"] == 7 and out["resolved"]["training"]["epochs"] == 2
-        with pytest.raises(RecipeError, match="training.epochs"):
-            seqkit.validate(given, ["training.epochs=-1"], data=False)
+    for call in (lambda o: seqkit.validate(seqkit.Recipe.from_dict(raw), o, data=False),
+                 lambda o: seqkit.train(seqkit.Recipe.from_dict(raw), tmp_path / "never", overrides=o)):
+        with pytest.raises(SeqkitError, match="overrides apply to a recipe file or dict; this seqkit.Recipe"):
+            call(["training.epochs=5"])
+    assert not (tmp_path / "never").exists()
+    out = seqkit.validate(raw, ["training.epochs=5", "model.cell=gru"], data=False)
+    assert out["resolved"]["training"]["epochs"] == 5 and out["resolved"]["model"]["cell"] == "gru"
+    out = seqkit.validate(raw, {"training.batch_size": 7}, data=False)
+    assert out["resolved"]["training"]["batch_size"] == 7 and out["resolved"]["training"]["epochs"] == 2
+    with pytest.raises(RecipeError, match="training.epochs"):
+        seqkit.validate(raw, ["training.epochs=-1"], data=False)
     assert raw["training"] == {"epochs": 2}  # the caller's dict is not changed
 
 
