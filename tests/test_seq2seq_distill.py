@@ -2,6 +2,7 @@
 teacher runs; the targets equal the teachers' decoding, are kept in the run and read back."""
 
 import os
+import re
 import shutil
 
 import pytest
@@ -183,16 +184,25 @@ def test_bad_teachers_are_refused_naming_the_run(folder, tiny_acceptor, runs, cu
     assert "Traceback" not in res.output and not os.path.exists(folder / "refused")
 
 
-def test_a_teacher_that_would_read_the_sources_as_unknown_symbols_is_refused(folder):
+def test_a_teacher_that_would_read_the_sources_as_unknown_symbols_is_refused(folder, monkeypatch, caplog):
+    import logging
+
     from seqkit.errors import SeqkitError
+    from seqkit.heads.seq2seq import distill
 
     # the student's dictionary spells every word with a letter the teacher never saw
     (folder / "c.dict").write_text("".join(f"c{w} K {p}\n" for w, p in WORDS.items()), encoding="utf-8")
     recipe = _recipe(distill={"runs": ["teacher"]})
     recipe["data"]["path"] = "c.dict"
     with pytest.raises(SeqkitError, match=r"head.distill.runs: .*teacher: \d+ of the \d+ symbols of this "
-                                          r"recipe's training sources \('c'\) are not in the teacher's"):
+                                          r"recipe's training sources \('c'\) never occur in the teacher's training"):
         _prepare(folder, recipe)
+    monkeypatch.setattr(distill, "MAX_UNKNOWN", 0.9)  # below the bound: a warning, and training goes on
+    with caplog.at_level(logging.WARNING, logger="seqkit"):
+        prep = _prepare(folder, recipe)
+    assert re.search(r"\('c'\) never occur in the teacher's training sources, so it reads them as \[UNK\] "
+                     r"\(rare symbols its training split lacked\)", caplog.text)
+    assert prep.splits["train"] and all(r.target for r in prep.splits["train"])
 
 
 def test_a_teacher_that_trained_on_a_test_source_is_refused(folder):

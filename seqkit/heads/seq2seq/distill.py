@@ -101,21 +101,23 @@ def _stamp(run: str) -> tuple:
 MAX_UNKNOWN = 0.01
 
 
-def _check_symbols(where: str, head, sources: set) -> None:
-    """Refuse a teacher that would read over :data:`MAX_UNKNOWN` of the training sources' symbols
-    as ``[UNK]`` (its data was read otherwise: another source, tokenizer or casing); warn below.
-    Symbols are split by the teacher's own head, as its decoding splits them."""
+def _check_symbols(where: str, head, sources: set, taught: set) -> None:
+    """Refuse a teacher that never saw over :data:`MAX_UNKNOWN` of the training sources' symbols
+    in its own training sources (its data was read otherwise: another source, tokenizer or
+    casing), so reads them as ``[UNK]``; warn below. Symbols its vocabulary left out on purpose
+    (``data.min_count``, ``data.max_vocab``) are in its training sources and not counted. Symbols
+    are split by the teacher's own head, as its decoding splits them."""
     from collections import Counter
 
     counts = Counter(tok for s in sources for tok in head.source_tokens(s))
-    known = set(head.vocab.tokens)
+    known = set(head.vocab.tokens) | {tok for s in taught for tok in head.source_tokens(s)}
     unknown = {t: n for t, n in counts.items() if t not in known}
     total, unk = sum(counts.values()), sum(unknown.values())
     if not unk:
         return
     shown = ", ".join(repr(t) for t, _ in sorted(unknown.items(), key=lambda kv: -kv[1])[:5])
-    what = (f"{unk} of the {total} symbols of this recipe's training sources ({shown}) are not in "
-            f"the teacher's source vocabulary, so it reads them as [UNK]")
+    what = (f"{unk} of the {total} symbols of this recipe's training sources ({shown}) never occur "
+            f"in the teacher's training sources, so it reads them as [UNK]")
     if unk > MAX_UNKNOWN * total:
         raise SeqkitError(f"{where}: {what}: its data was read otherwise than this recipe's (another "
                           f"source, tokenizer or casing); name teachers trained on this recipe's data.")
@@ -135,7 +137,8 @@ def decode_teachers(options: DistillOptions, splits: dict, beam_width: int) -> d
 
     Raises:
         SeqkitError: a teacher is missing, cannot be loaded, is not a seq2seq run, would read
-            over :data:`MAX_UNKNOWN` of the training sources' symbols as ``[UNK]``, its
+            over :data:`MAX_UNKNOWN` of the training sources' symbols as ``[UNK]`` (symbols its own
+            training sources lack), its
             vocabularies differ from the first teacher's, or it trained on a source of the
             student's test split (naming the run).
     """
@@ -154,13 +157,13 @@ def decode_teachers(options: DistillOptions, splits: dict, beam_width: int) -> d
         if prep.recipe.head.type != "seq2seq":
             raise SeqkitError(f"{where}: a run of the '{prep.recipe.head.type}' head; a teacher must "
                               f"be an encoder-decoder (seq2seq) run.")
+        taught = {r.text for r in prep.splits.get("train") or []}
         if first is None:
             first, head = path, prep.head
-            _check_symbols(where, head, {r.text for r in train})
+            _check_symbols(where, head, {r.text for r in train}, taught)
         elif prep.head.vocabularies() != head.vocabularies():
             raise SeqkitError(f"{where}: its vocabularies differ from {first}'s, so the teachers "
                               f"cannot be decoded together; name runs of one recipe and data.")
-        taught = {r.text for r in prep.splits.get("train") or []}
         leaked = sorted(taught & test_sources)
         if leaked:
             raise SeqkitError(f"{where}: it trained on {len(leaked)} source(s) of this recipe's test "
