@@ -873,13 +873,9 @@ def recipe_from_dict(raw: dict, *, source: str = "<recipe>", lines: dict | None 
     errors.raise_if_any()
     data_opts = plugin_opts.get("data")
     if data_opts is not None:  # file paths are kept absolute so a run's recipe copy stays valid
-        declared = getattr(type(data_opts), "path_keys", ())  # e.g. tfds's data_dir
-        for key in type(data_opts).model_fields:
+        for key in data_path_keys(data_opts):
             val = getattr(data_opts, key)
-            if (key in ("path", "vocab_file") or key in declared or key.endswith("_path")) \
-                    and isinstance(val, (str, list)) and val:
-                setattr(data_opts, key, _absolute(val, base_of, f"data.{key}"))
-            elif key == "data_files" and val:  # a file, a list, or {split: file(s)} (hf_datasets)
+            if val and (isinstance(val, (str, list)) or key == "data_files"):
                 setattr(data_opts, key, _absolute(val, base_of, f"data.{key}"))
     head_opts = plugin_opts.get("head")
     # a head's file paths (``path_keys``) are read from the recipe's folder like data files; its run
@@ -980,6 +976,26 @@ def _check_subword(config, source, options, head_cls, errors) -> None:
                                               f"'{d.source}' gives pre-split tokens here; use a "
                                               f"text column (e.g. data.text_column / text_key) or "
                                               f"data.tokenizer: whitespace.")
+
+
+def data_path_keys(data_opts) -> list[str]:
+    """The keys of a data source's options that hold paths: ``path``, ``vocab_file``, ``*_path``,
+    ``data_files`` (a file, a list, or ``{split: file(s)}``) and the source's own
+    ``Options.path_keys`` (top-level keys, e.g. tfds's ``data_dir``)."""
+    declared = getattr(type(data_opts), "path_keys", ())
+    return [k for k in type(data_opts).model_fields
+            if k in ("path", "vocab_file", "data_files") or k in declared or k.endswith("_path")]
+
+
+def path_values(val) -> list[str]:
+    """Every path string in a path key's value (a string, a list, or a mapping of them)."""
+    if isinstance(val, str):
+        return [val] if val else []
+    if isinstance(val, dict):
+        return [p for v in val.values() for p in path_values(v)]
+    if isinstance(val, (list, tuple)):
+        return [p for v in val for p in path_values(v)]
+    return []
 
 
 def _absolute(val, base_dir, key: str = ""):

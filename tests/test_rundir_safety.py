@@ -199,6 +199,26 @@ def test_overwrite_refuses_the_current_folder_and_folders_holding_recipe_data_or
     assert digest(tmp_path) == before
 
 
+def test_every_path_a_recipe_reads_is_protected(tmp_path):
+    """Lists, mappings and declared path keys count, not only ``path`` / ``*_path`` strings."""
+    from seqkit.recipe import recipe_from_dict
+    from seqkit.runs.lifecycle import protected_paths
+
+    def listed(data):
+        rec = recipe_from_dict(make_recipe(data=data), base_dir=str(tmp_path))
+        return {p: what for what, p in protected_paths(rec)}
+
+    hf = listed({"source": "hf_datasets", "builder": "csv", "text_column": "text",
+                 "data_files": {"train": ["a.csv", "b.csv"], "test": "c.csv"}})
+    assert {str(tmp_path / f) for f in ("a.csv", "b.csv", "c.csv")} <= set(hf)
+    assert hf[str(tmp_path / "a.csv")] == "the data file (data.data_files)"
+    tfds = listed({"source": "tfds", "name": "toy", "data_dir": "tfds_data"})
+    assert tfds[str(tmp_path / "tfds_data")] == "the data file (data.data_dir)"
+    corpus = listed({"source": "text_corpus", "train_path": ["p1.txt", "p2.txt"], "vocab_file": "v.txt",
+                     "layout": "stream", "limit": None})
+    assert {str(tmp_path / f) for f in ("p1.txt", "p2.txt", "v.txt")} <= set(corpus)
+
+
 def test_an_empty_existing_folder_is_used(tmp_path, keras):
     from seqkit.training.train import train
 

@@ -194,27 +194,30 @@ def _homes() -> set[str]:
 
 def protected_paths(recipe) -> list[tuple[str, str]]:
     """``[(what, path)]`` that a run directory must never be or hold: the current folder, the
-    recipe file, the data files, the plugin files and the runs (a head's ``run_keys``) the recipe
-    names."""
+    recipe file, the data files and folders (:func:`seqkit.recipe.data_path_keys`), the plugin
+    files, and the files and runs a head reads (its ``path_keys``, ``run_keys``)."""
     out = [("the current folder", os.getcwd())]
     src = getattr(recipe, "path", None)
     if src and os.path.exists(src):
         out.append(("the recipe file", src))
+    from seqkit.recipe import data_path_keys, path_values
+
     opts = getattr(recipe, "data_options", None)
-    for key in type(opts).model_fields if opts is not None else ():
-        val = getattr(opts, key, None)
-        if (key == "path" or key.endswith("_path")) and isinstance(val, str) and val:
+    for key in data_path_keys(opts) if opts is not None else ():
+        for val in path_values(getattr(opts, key, None)):
             out.append((f"the data file (data.{key})", val))
     for spec in getattr(recipe, "plugins", None) or []:
         if isinstance(spec, str) and spec.endswith(".py"):
             out.append(("the plugin file", spec))
     head = getattr(recipe, "head_options", None)
-    for dotted in getattr(type(head), "run_keys", ()):  # runs the head reads, e.g. distillation teachers
+    keys = [(k, "a file the recipe reads") for k in getattr(type(head), "path_keys", ())] + \
+        [(k, "a run the recipe reads") for k in getattr(type(head), "run_keys", ())]  # e.g. teachers
+    for dotted, what in keys:
         val = head
         for part in dotted.split("."):
             val = getattr(val, part, None)
-        for path in [val] if isinstance(val, str) else (val or []):
-            out.append((f"a run the recipe reads (head.{dotted})", path))
+        for path in path_values(val):
+            out.append((f"{what} (head.{dotted})", path))
     return out
 
 
