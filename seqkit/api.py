@@ -118,7 +118,7 @@ def train(recipe=None, run_dir=None, *, overwrite: bool = False, resume: bool = 
 
 
 def train_seeds(recipe, seeds: int, run_dir=None, *, overwrite: bool = False, verbose: int = 0,
-                on_run=None) -> dict:
+                on_run=None, overrides=()) -> dict:
     """Train a recipe with ``seeds`` seeds and summarise the spread, as ``seqkit train --seeds N``.
 
     Run ``i`` uses seed ``recipe.seed + i`` and goes to ``RUN_DIR-seed<S>`` (``RUN_DIR``
@@ -127,7 +127,8 @@ def train_seeds(recipe, seeds: int, run_dir=None, *, overwrite: bool = False, ve
     (:mod:`seqkit.training.seeds`). Run again after a stop, it continues: a seed's run that
     finished with the same recipe is kept, an unfinished one resumed (``overwrite`` retrains all).
     ``on_run(path, how)`` (optional) is called as each seed's run is ready, ``how`` one of
-    ``"trained"``, ``"resumed"``, ``"kept"``.
+    ``"trained"``, ``"resumed"``, ``"kept"``. ``overrides`` as for :func:`train` (a recipe file
+    or dict; refused with a :class:`Recipe`).
 
     Returns:
         The summary dict; ``summary["runs"]`` lists the run directories (open each with
@@ -137,7 +138,7 @@ def train_seeds(recipe, seeds: int, run_dir=None, *, overwrite: bool = False, ve
         RecipeError, DataError, RunDirError, SeqkitError: as :func:`train`; every run directory
         is checked before the first one trains.
     """
-    rec = _recipe(recipe, "train_seeds")
+    rec = _recipe(recipe, "train_seeds", overrides)
     with _shown(verbose):
         return do_train_seeds(rec, int(seeds), os.fspath(run_dir) if run_dir is not None else None,
                               overwrite=overwrite, verbose=verbose, on_run=on_run)

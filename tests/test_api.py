@@ -173,7 +173,8 @@ def test_overrides_apply_to_a_recipe_dict_and_a_built_recipe_refuses_them(tmp_pa
 
     raw = {"name": "x", "data": {"source": "pydoc_topics"}, "training": {"epochs": 2}}
     for call in (lambda o: seqkit.validate(seqkit.Recipe.from_dict(raw), o, data=False),
-                 lambda o: seqkit.train(seqkit.Recipe.from_dict(raw), tmp_path / "never", overrides=o)):
+                 lambda o: seqkit.train(seqkit.Recipe.from_dict(raw), tmp_path / "never", overrides=o),
+                 lambda o: seqkit.train_seeds(seqkit.Recipe.from_dict(raw), 2, tmp_path / "never", overrides=o)):
         with pytest.raises(SeqkitError, match="overrides apply to a recipe file or dict; this seqkit.Recipe"):
             call(["training.epochs=5"])
     assert not (tmp_path / "never").exists()
@@ -183,6 +184,9 @@ def test_overrides_apply_to_a_recipe_dict_and_a_built_recipe_refuses_them(tmp_pa
     assert out["resolved"]["training"]["batch_size"] == 7 and out["resolved"]["training"]["epochs"] == 2
     with pytest.raises(RecipeError, match="training.epochs"):
         seqkit.validate(raw, ["training.epochs=-1"], data=False)
+    with pytest.raises(RecipeError, match="training.epochs"):  # refused before any seed trains
+        seqkit.train_seeds(raw, 2, tmp_path / "never", overrides={"training.epochs": -1})
+    assert not (tmp_path / "never").exists() and not os.path.exists(f"{tmp_path / 'never'}-seed1234")
     assert raw["training"] == {"epochs": 2}  # the caller's dict is not changed
 
 
