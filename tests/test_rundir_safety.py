@@ -213,7 +213,7 @@ def test_every_path_a_recipe_reads_is_protected(tmp_path):
     assert {str(tmp_path / f) for f in ("a.csv", "b.csv", "c.csv")} <= set(hf)
     assert hf[str(tmp_path / "a.csv")] == "the data file (data.data_files)"
     tfds = listed({"source": "tfds", "name": "toy", "data_dir": "tfds_data"})
-    assert tfds[str(tmp_path / "tfds_data")] == "the data file (data.data_dir)"
+    assert tfds[str(tmp_path / "tfds_data")] == "the data folder (data.data_dir)"
     corpus = listed({"source": "text_corpus", "train_path": ["p1.txt", "p2.txt"], "vocab_file": "v.txt",
                      "layout": "stream", "limit": None})
     assert {str(tmp_path / f) for f in ("p1.txt", "p2.txt", "v.txt")} <= set(corpus)

@@ -204,8 +204,9 @@ def protected_paths(recipe) -> list[tuple[str, str]]:
 
     opts = getattr(recipe, "data_options", None)
     for key in data_path_keys(opts) if opts is not None else ():
+        what = "the data folder" if key.endswith("_dir") else "the data file"  # tfds's data_dir
         for val in path_values(getattr(opts, key, None)):
-            out.append((f"the data file (data.{key})", val))
+            out.append((f"{what} (data.{key})", val))
     for spec in getattr(recipe, "plugins", None) or []:
         if isinstance(spec, str) and spec.endswith(".py"):
             out.append(("the plugin file", spec))
