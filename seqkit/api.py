@@ -59,8 +59,8 @@ def _recipe(recipe, what: str, overrides=()) -> Recipe:
         return load_recipe(os.fspath(recipe), overrides)
     if isinstance(recipe, dict):
         return Recipe.from_dict(recipe, overrides)
-    raise SeqkitError(f"{what}: expected a seqkit.Recipe, a recipe file or a recipe dict; got "
-                      f"{type(recipe).__name__}.")
+    raise SeqkitError(f"{what}: expected a recipe file, a shipped recipe's name, a dict or a "
+                      f"seqkit.Recipe; got {type(recipe).__name__}.")
 
 
 def train(recipe=None, run_dir=None, *, overwrite: bool = False, resume: bool = False,
@@ -255,9 +255,6 @@ def validate(recipe, overrides=(), *, data: bool = True) -> dict:
         RecipeError: every problem of the recipe at once (file, line and key named).
         DataError: the data cannot be read; SeqkitError: a model too large for memory.
     """
-    if not isinstance(recipe, (Recipe, dict, str, os.PathLike)):
-        raise SeqkitError(f"validate: expected a recipe file, a shipped recipe's name, a dict or a "
-                          f"seqkit.Recipe; got {type(recipe).__name__}.")
     rec = _recipe(recipe, "validate", overrides)
     name = (recipe.name if isinstance(recipe, Recipe) else "<dict>" if isinstance(recipe, dict)
             else os.fspath(recipe))

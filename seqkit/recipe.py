@@ -875,7 +875,7 @@ def recipe_from_dict(raw: dict, *, source: str = "<recipe>", lines: dict | None 
     if data_opts is not None:  # file paths are kept absolute so a run's recipe copy stays valid
         for key in data_path_keys(data_opts):
             val = getattr(data_opts, key)
-            if val and (isinstance(val, (str, list)) or key == "data_files"):
+            if val and isinstance(val, (str, list, dict)):  # a file, a list, {split: file(s)}
                 setattr(data_opts, key, _absolute(val, base_of, f"data.{key}"))
     head_opts = plugin_opts.get("head")
     # a head's file paths (``path_keys``) are read from the recipe's folder like data files; its run
