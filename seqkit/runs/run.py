@@ -98,6 +98,16 @@ def check_decoding_options(*, greedy: bool, beam_width: int | None, length_penal
     if beam_width is not None and n_best is not None:
         check_beam_args(beam_width, n_best, length_penalty or 0.0, 0, 1)
 
+
+def _data_section(recipe) -> dict:
+    """``recipe``'s data section without ``split.seed``: whether two runs' seeds split alike is
+    asked of ``recipe.split_seed`` (``null`` reads as the recipe's seed) and, where they differ,
+    of the split's records."""
+    data = recipe.data.model_dump()
+    data["split"].pop("seed", None)
+    return data
+
+
 class Run:
     """A run directory made by ``seqkit train``, :func:`seqkit.train` or :meth:`Run.from_model`.
 
@@ -350,7 +360,7 @@ class Run:
         differs = (f"--ensemble {path}: its recipe's data section or vocabulary differs from "
                    f"{self.path}'s, so their distributions cannot be averaged token by token; "
                    f"ensemble runs of the same recipe (e.g. seqkit train --seeds).")
-        if other.recipe.data.model_dump() != prep.recipe.data.model_dump():  # before any model loads
+        if _data_section(other.recipe) != _data_section(prep.recipe):  # before any model loads
             raise SeqkitError(differs)
         other_prep, other_model = other._load()
         # the same data section and split seed split the data the same way; another seed may not
