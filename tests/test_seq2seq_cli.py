@@ -169,7 +169,6 @@ def test_evaluate_ensemble_refuses_a_run_whose_seed_drew_another_split(run):
     assert twice.exit_code != 0 and "named twice" in twice.output
 
 
-
 def test_evaluate_ensemble_takes_a_run_whose_split_seed_names_the_same_split(run):
     """A run of another seed with ``data.split.seed`` equal to the first run's seed (whose own
     ``split.seed`` is unset) splits alike: it joins the ensemble, scored on the same test words."""
@@ -185,6 +184,7 @@ def test_evaluate_ensemble_takes_a_run_whose_split_seed_names_the_same_split(run
     assert Run(str(run)).recipe.config.data.split.seed is None
     rep = Run(str(run)).evaluate("test", ensemble=[str(other)])
     assert rep["ensemble"]["members"] == 2 and rep["ensemble"]["words"] == rep["single"]["words"] == 2
+
 
 def test_evaluate_with_other_decoding_settings_scores_those_outputs_and_keeps_the_runs(run):
     from seqkit.cli import main
