@@ -184,6 +184,12 @@ def test_evaluate_ensemble_takes_a_run_whose_split_seed_names_the_same_split(run
     assert Run(str(run)).recipe.config.data.split.seed is None
     rep = Run(str(run)).evaluate("test", ensemble=[str(other)])
     assert rep["ensemble"]["members"] == 2 and rep["ensemble"]["words"] == rep["single"]["words"] == 2
+    # they do split alike: the same test records
+    from seqkit.data.records import records_fingerprint
+    from seqkit.training.train import load_run
+
+    tests = [load_run(str(p), with_data=True)[0].splits["test"] for p in (run, other)]
+    assert records_fingerprint(tests[0]) == records_fingerprint(tests[1])
 
 
 def test_evaluate_with_other_decoding_settings_scores_those_outputs_and_keeps_the_runs(run):
