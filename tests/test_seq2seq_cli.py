@@ -173,7 +173,9 @@ def test_evaluate_ensemble_takes_a_run_whose_split_seed_names_the_same_split(run
     """A run of another seed with ``data.split.seed`` equal to the first run's seed (whose own
     ``split.seed`` is unset) splits alike: it joins the ensemble, scored on the same test words."""
     from seqkit.cli import main
+    from seqkit.data.records import records_fingerprint
     from seqkit.runs.run import Run
+    from seqkit.training.train import load_run
 
     other = run.parent / "run-seed3-split1"
     if not other.exists():
@@ -185,9 +187,6 @@ def test_evaluate_ensemble_takes_a_run_whose_split_seed_names_the_same_split(run
     rep = Run(str(run)).evaluate("test", ensemble=[str(other)])
     assert rep["ensemble"]["members"] == 2 and rep["ensemble"]["words"] == rep["single"]["words"] == 2
     # they do split alike: the same test records
-    from seqkit.data.records import records_fingerprint
-    from seqkit.training.train import load_run
-
     tests = [load_run(str(p), with_data=True)[0].splits["test"] for p in (run, other)]
     assert records_fingerprint(tests[0]) == records_fingerprint(tests[1])
 

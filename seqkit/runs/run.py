@@ -350,8 +350,9 @@ class Run:
 
     def _ensemble_member(self, path, prep, split: str, mine: list) -> tuple:
         """``(model, run dir)`` of another run for ``ensemble``, checked against this run's data:
-        the same data section and vocabularies, and the same records in ``split`` (runs whose
-        seeds drew different splits would each have trained on part of the others' split).
+        the same data section (``split.seed`` aside) and vocabularies, and, where the runs' split
+        seeds differ, the same records in ``split`` (runs whose seeds drew different splits would
+        each have trained on part of the others' split).
         ``mine`` caches this run's split fingerprint across members (empty until first needed)."""
         if os.path.realpath(path) == os.path.realpath(self.path):
             raise SeqkitError(f"--ensemble {path}: that is the evaluated run itself; name the other "
