@@ -52,3 +52,20 @@ def test_cross_entropy_metric_reuses_the_loss_and_perplexity_reads_it(tf, keras)
     assert logs["perplexity"][0] == pytest.approx(np.exp(nll), rel=1e-5)
     assert logs["accuracy"][0] == pytest.approx((logits.argmax(-1) == y)[valid].mean())
     assert getattr(ce, "shared_steps", 0) >= 1  # the metric took the loss's tensor, not its own softmax
+
+
+def test_accuracy_breaks_ties_and_signed_zeros_as_numpy_and_reads_bfloat16_logits_exactly(tf):
+    from seqkit.training.losses import MaskedAccuracy
+
+    # rows: a tie between classes 1 and 3 (the first wins), -0.0 before 0.0 (equal: the first
+    # wins), a clear maximum, and a padded position whose arg-max is ignored
+    z = np.array([[[0.0, 2.0, 1.0, 2.0], [-0.0, 0.0, -1.0, -2.0], [0.5, 0.25, 3.0, 1.0],
+                   [9.0, 0.0, 0.0, 0.0]]], "float32")
+    # targets (offset 1): the later tied class 3, the +0.0 class 1, the maximum class 2
+    y = np.array([[4, 2, 3, 0]])
+    expected = (z.argmax(-1) == y - 1)[y != 0].mean()
+    assert expected == pytest.approx(1 / 3)  # keras.ops.argmax would also count the +0.0 row
+    for dtype in (tf.float32, tf.bfloat16):  # these values are exact in bfloat16
+        acc = MaskedAccuracy(offset=1)
+        acc.update_state(tf.constant(y), tf.cast(tf.constant(z), dtype))
+        assert float(acc.result()) == pytest.approx(expected)

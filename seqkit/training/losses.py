@@ -229,7 +229,13 @@ class MaskedSparseCrossEntropy(keras.losses.Loss):
 
 @keras.saving.register_keras_serializable(package="seqkit")
 class MaskedAccuracy(keras.metrics.Metric):
-    """Fraction of non-padding positions whose arg-max logit is the target."""
+    """Fraction of non-padding positions whose arg-max logit is the target.
+
+    The arg-max is ``tf.argmax`` (ties and ``-0.0 == 0.0`` go to the lowest class id, as
+    ``np.argmax`` breaks them), not ``keras.ops.argmax``, whose TensorFlow version first rewrites
+    every ``-0.0`` logit to ``-tiny`` (for flush-to-zero backends): five extra element-wise passes
+    over the ``[B, T, C]`` logits, about a tenth of a language-model training step at ``V = 5000``.
+    """
 
     def __init__(self, name="accuracy", offset: int = 0, **kwargs):
         super().__init__(name=name, **kwargs)
@@ -240,7 +246,10 @@ class MaskedAccuracy(keras.metrics.Metric):
     def update_state(self, y_true, y_pred, sample_weight=None):
         y_true = ops.cast(y_true, "int32")
         m = _mask(y_true, sample_weight)
-        pred = ops.cast(ops.argmax(y_pred, axis=-1), "int32")
+        import tensorflow as tf
+
+        # float32 logits: the arg-max of widened bfloat16 runs at twice the speed of bfloat16's own
+        pred = tf.argmax(tf.cast(y_pred, tf.float32), axis=-1, output_type=tf.int32)
         hit = ops.cast(ops.equal(pred, y_true - self.offset), "float32")
         self.correct.assign_add(ops.sum(hit * m))
         self.total.assign_add(ops.sum(m))
