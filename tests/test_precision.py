@@ -80,6 +80,59 @@ def test_bfloat16_products_keep_outputs_and_gradients_within_tolerance_of_float3
     np.testing.assert_array_equal(o16[1][3], state[0][3])
 
 
+def test_recurrent_weight_gradient_is_one_product_of_bfloat16_rounded_operands(tf):
+    from seqkit.layers.fused_rnn import recurrent_weight_gradient
+
+    rng = np.random.default_rng(7)
+    h0, h_seq, dz = (rng.normal(size=s).astype("float32") for s in ((3, 5), (4, 3, 5), (4, 3, 8)))
+    h_prev = np.concatenate([h0[None], h_seq[:-1]]).reshape(-1, 5).astype("float64")
+    want32 = h_prev.T @ dz.reshape(-1, 8)
+    got32 = recurrent_weight_gradient(tf.constant(h0), tf.constant(h_seq), tf.constant(dz)).numpy()
+    np.testing.assert_allclose(got32, want32, rtol=1e-5, atol=1e-5)
+
+    def bf16(a):  # round to the nearest bfloat16, as tf.cast does
+        return tf.cast(tf.cast(tf.constant(a, tf.float32), tf.bfloat16), tf.float64).numpy()
+
+    want16 = bf16(h_prev).T @ bf16(dz.reshape(-1, 8))  # exact products, float32-like sums
+    got16 = recurrent_weight_gradient(tf.constant(h0), tf.constant(h_seq), tf.constant(dz), "bfloat16")
+    assert got16.dtype == tf.float32
+    # the float32 sum of exact products, rounded once to bfloat16 (8 significant bits)
+    np.testing.assert_allclose(got16.numpy(), want16, rtol=2 ** -8, atol=1e-2)
+    assert rel(got16.numpy(), want32) > 1e-4  # it really ran in bfloat16
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_scan_product_dtype_rounds_only_the_recurrent_kernel_gradient(tf, kind):
+    from seqkit.layers.fused_gru import gru_scan
+    from seqkit.layers.fused_lstm import lstm_scan
+
+    rng = np.random.default_rng(8)
+    steps, batch, units = 6, 3, 4
+    gates = 4 * units if kind == "lstm" else 3 * units
+    zx = tf.constant(rng.normal(size=(steps, batch, gates)).astype("float32"))
+    mask = np.ones((steps, batch, 1), "float32")
+    mask[4:, 1] = 0.0
+    mask = tf.constant(mask)
+    h0 = tf.constant(rng.normal(size=(batch, units)).astype("float32"))
+    u = tf.constant(rng.normal(size=(units, gates)).astype("float32") * 0.5)
+    b = tf.constant(rng.normal(size=(gates,)).astype("float32"))
+    weights = tf.constant(np.cos(np.arange(steps * batch * units)).reshape(steps, batch, units).astype("float32"))
+    grads = {}
+    for dtype in (None, "bfloat16"):
+        with tf.GradientTape() as tape:
+            tape.watch([zx, h0, u, b])
+            if kind == "lstm":
+                h_seq, _ = lstm_scan(zx, mask, h0, h0, u, product_dtype=dtype)
+            else:
+                h_seq = gru_scan(zx, mask, h0, u, b, product_dtype=dtype)
+            loss = tf.reduce_sum(h_seq * weights)
+        grads[dtype] = [g.numpy() for g in tape.gradient(loss, [zx, h0, u, b], unconnected_gradients="zero")]
+    (dzx, dh0, du, db), (dzx16, dh016, du16, db16) = grads[None], grads["bfloat16"]
+    for a, c in ((dzx, dzx16), (dh0, dh016), (db, db16)):  # the loops themselves stay float32
+        np.testing.assert_array_equal(a, c)
+    assert 1e-5 < rel(du16, du) < GRAD_RTOL
+
+
 def test_a_layer_made_under_a_mixed_policy_keeps_float32_state_and_saves_its_product_dtype(tf, keras):
     from seqkit.layers.fused_lstm import FusedLSTM
     from seqkit.training.precision import policy_scope

@@ -49,7 +49,9 @@ def _forward(zx, mask, h0, u, b):
 
 
 def _backward(dh_seq, mask, h_seq, acts, h0, u):
-    """BPTT through :func:`_forward`: ``(dzx [T, B, 3H], dh0 [B, H], dU [H, 3H], db_rec [3H])``."""
+    """BPTT through :func:`_forward`: ``(dzx [T, B, 3H], dh0 [B, H], da [T, B, 3H])``, ``da`` the
+    gradient of the recurrent pre-activations ``h_{t-1} U + b_rec`` (``dU`` and ``db_rec`` are
+    taken from it after the loop)."""
     import tensorflow as tf
 
     steps = tf.shape(dh_seq)[0]
@@ -72,14 +74,11 @@ def _backward(dh_seq, mask, h_seq, acts, h0, u):
     _, dh0, dx_ta, da_ta = tf.while_loop(lambda t, *_: t >= 0, back,
                                           (steps - 1, tf.zeros_like(h0), dx_ta, da_ta),
                                           maximum_iterations=steps)
-    dx, da = dx_ta.stack(), da_ta.stack()
-    width = tf.shape(u)[0]
-    da_flat = tf.reshape(da, [-1, 3 * width])
-    du = tf.matmul(tf.reshape(h_prev, [-1, width]), da_flat, transpose_a=True)
-    return dx, dh0, du, tf.reduce_sum(da_flat, axis=0)
+    return dx_ta.stack(), dh0, da_ta.stack()
 
 
-def gru_scan(zx, mask, h0, recurrent_kernel, recurrent_bias, xla: bool = False):
+def gru_scan(zx, mask, h0, recurrent_kernel, recurrent_bias, xla: bool = False,
+             product_dtype: str | None = None):
     """Run the GRU recurrence over precomputed input projections, with a fused BPTT gradient.
 
     Args:
@@ -89,6 +88,10 @@ def gru_scan(zx, mask, h0, recurrent_kernel, recurrent_bias, xla: bool = False):
         recurrent_kernel: ``[H, 3H]`` float32 ``U``.
         recurrent_bias: ``[3H]`` float32 ``b_rec``.
         xla: run the forward and BPTT loops compiled by XLA (:func:`seqkit.layers.fused_rnn.use_xla`).
+        product_dtype: None (float32) or ``"bfloat16"`` / ``"float16"``: the dtype of the
+            recurrent kernel's gradient product ``dU = H_prev^T dA`` (float32 accumulation;
+            :func:`seqkit.layers.fused_rnn.recurrent_weight_gradient`). The recurrence, its
+            per-step products and the BPTT loop stay float32.
 
     Returns:
         ``h_seq [T, B, H]``: the hidden state after every step (a padded step
@@ -111,7 +114,9 @@ def gru_scan(zx, mask, h0, recurrent_kernel, recurrent_bias, xla: bool = False):
         h_seq, acts = forward(*map(tf.stop_gradient, (zx, mask, h0, u, b)))
 
         def grad(dh_seq):
-            return backward(*map(tf.stop_gradient, (dh_seq, mask, h_seq, acts, h0, u)))
+            dx, dh0, da = backward(*map(tf.stop_gradient, (dh_seq, mask, h_seq, acts, h0, u)))
+            du = fused_rnn.recurrent_weight_gradient(h0, h_seq, da, product_dtype)
+            return dx, dh0, du, tf.reduce_sum(da, axis=[0, 1])
 
         return h_seq, grad
 
@@ -131,7 +136,8 @@ class FusedGRU(fused_rnn.ProductDtype, weight_drop_module.WeightDropConfig, kera
     mask per call (:mod:`seqkit.layers.weight_drop`; AWD-LSTM, Merity et al. 2018).
 
     ``product_dtype`` (default None = float32): ``"bfloat16"`` or ``"float16"`` runs the input
-    projection in that dtype, the recurrence and the state in float32
+    projection and the recurrent kernel's gradient product in that dtype, the recurrence and the
+    state in float32
     (:class:`seqkit.layers.fused_rnn.ProductDtype`; a layer made under a Keras mixed policy takes
     it from the policy).
     """
@@ -151,7 +157,8 @@ class FusedGRU(fused_rnn.ProductDtype, weight_drop_module.WeightDropConfig, kera
         xla = fused_rnn.use_xla(zx, training, self.units)
         h0 = tf.convert_to_tensor(h0, tf.float32)
         zk, mk, (h0,), trim = fused_rnn.xla_lengths(zx, m, [h0]) if xla else (zx, m, [h0], None)
-        h_seq = gru_scan(zk, mk[:, :, None], h0, tf.convert_to_tensor(self.cell.recurrent_kernel), bias[1], xla=xla)
+        h_seq = gru_scan(zk, mk[:, :, None], h0, tf.convert_to_tensor(self.cell.recurrent_kernel), bias[1], xla=xla,
+                         product_dtype=self.product_dtype)
         if trim is not None:
             h_seq, _ = trim(h_seq)
         last_output, outputs = fused_rnn.keras_outputs(self, h_seq, m)

@@ -61,11 +61,11 @@ def _forward(zx, mask, h0, c0, u):
 
 
 def _backward(dh_seq, dc_last, mask, h_seq, c_seq, acts, h0, c0, u):
-    """BPTT through :func:`_forward`: ``(dzx [T, B, 4H], dh0, dc0 [B, H], dU [H, 4H])``."""
+    """BPTT through :func:`_forward`: ``(dzx [T, B, 4H], dh0, dc0 [B, H])`` (``dU`` is one product
+    after it: :func:`seqkit.layers.fused_rnn.recurrent_weight_gradient`)."""
     import tensorflow as tf
 
     steps = tf.shape(dh_seq)[0]
-    h_prev = tf.concat([h0[None], h_seq[:-1]], axis=0)
     c_prev = tf.concat([c0[None], c_seq[:-1]], axis=0)
     ut = tf.transpose(u)
     dz_ta = tf.TensorArray(tf.float32, size=steps, element_shape=acts.shape[1:])
@@ -88,13 +88,10 @@ def _backward(dh_seq, dc_last, mask, h_seq, c_seq, acts, h0, c0, u):
     _, dh0, dc0, dz_ta = tf.while_loop(
         lambda t, *_: t >= 0, back, (steps - 1, tf.zeros_like(h0), dc_last, dz_ta),
         maximum_iterations=steps)
-    dz = dz_ta.stack()
-    width = tf.shape(u)[0]
-    du = tf.matmul(tf.reshape(h_prev, [-1, width]), tf.reshape(dz, [-1, 4 * width]), transpose_a=True)
-    return dz, dh0, dc0, du
+    return dz_ta.stack(), dh0, dc0
 
 
-def lstm_scan(zx, mask, h0, c0, recurrent_kernel, xla: bool = False):
+def lstm_scan(zx, mask, h0, c0, recurrent_kernel, xla: bool = False, product_dtype: str | None = None):
     """Run the LSTM recurrence over precomputed input projections, with a fused BPTT gradient.
 
     Args:
@@ -103,6 +100,10 @@ def lstm_scan(zx, mask, h0, c0, recurrent_kernel, xla: bool = False):
         h0, c0: ``[B, H]`` float32 initial hidden and cell state.
         recurrent_kernel: ``[H, 4H]`` float32 ``U``.
         xla: run the forward and BPTT loops compiled by XLA (:func:`seqkit.layers.fused_rnn.use_xla`).
+        product_dtype: None (float32) or ``"bfloat16"`` / ``"float16"``: the dtype of the
+            recurrent kernel's gradient product ``dU = H_prev^T dZ`` (float32 accumulation;
+            :func:`seqkit.layers.fused_rnn.recurrent_weight_gradient`). The recurrence, its
+            per-step products and the BPTT loop stay float32.
 
     Returns:
         ``(h_seq [T, B, H], c_last [B, H])``: the hidden state after every step
@@ -125,7 +126,8 @@ def lstm_scan(zx, mask, h0, c0, recurrent_kernel, xla: bool = False):
         h_seq, c_seq, acts, c_last = forward(*map(tf.stop_gradient, (zx, mask, h0, c0, u)))
 
         def grad(dh_seq, dc_last):
-            return backward(*map(tf.stop_gradient, (dh_seq, dc_last, mask, h_seq, c_seq, acts, h0, c0, u)))
+            dz, dh0, dc0 = backward(*map(tf.stop_gradient, (dh_seq, dc_last, mask, h_seq, c_seq, acts, h0, c0, u)))
+            return dz, dh0, dc0, fused_rnn.recurrent_weight_gradient(h0, h_seq, dz, product_dtype)
 
         return (h_seq, c_last), grad
 
@@ -145,7 +147,8 @@ class FusedLSTM(fused_rnn.ProductDtype, weight_drop_module.WeightDropConfig, ker
     mask per call (:mod:`seqkit.layers.weight_drop`; AWD-LSTM, Merity et al. 2018).
 
     ``product_dtype`` (default None = float32): ``"bfloat16"`` or ``"float16"`` runs the input
-    projection in that dtype, the recurrence and the state in float32
+    projection and the recurrent kernel's gradient product in that dtype, the recurrence and the
+    state in float32
     (:class:`seqkit.layers.fused_rnn.ProductDtype`; a layer made under a Keras mixed policy takes
     it from the policy).
     """
@@ -164,7 +167,7 @@ class FusedLSTM(fused_rnn.ProductDtype, weight_drop_module.WeightDropConfig, ker
         xla = fused_rnn.use_xla(zx, training, self.units)
         zk, mk, (h0, c0), trim = fused_rnn.xla_lengths(zx, m, [h0, c0]) if xla else (zx, m, [h0, c0], None)
         h_seq, c_last = lstm_scan(zk, mk[:, :, None], h0, c0, tf.convert_to_tensor(self.cell.recurrent_kernel),
-                                  xla=xla)
+                                  xla=xla, product_dtype=self.product_dtype)
         if trim is not None:
             h_seq, (c_last,) = trim(h_seq, [c_last])
         last_output, outputs = fused_rnn.keras_outputs(self, h_seq, m)

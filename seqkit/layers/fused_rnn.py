@@ -140,6 +140,35 @@ class ProductDtype:
         return config
 
 
+def recurrent_weight_gradient(h0, h_seq, dz, product_dtype: str | None = None):
+    """``dU = H_prev^T dZ``: the recurrent kernel's gradient, one product over all steps (BPTT).
+
+    Args:
+        h0: ``[B, H]`` float32 initial hidden state.
+        h_seq: ``[T, B, H]`` float32 hidden state after every step (``H_prev`` is ``h0`` then
+            ``h_seq[:-1]``).
+        dz: ``[T, B, G]`` float32 gradient of the recurrent pre-activations ``h_{t-1} U``.
+        product_dtype: None (float32) or ``"bfloat16"`` / ``"float16"``: the product's operands
+            are rounded to that dtype, accumulated in float32 by the matmul kernel, and the
+            result is widened to float32 (as :func:`project_inputs`'s ``dW``).
+
+    Returns:
+        ``[H, G]`` float32.
+
+    Run as a TensorFlow op after the BPTT loop, outside the loops that XLA compiles: XLA's CPU
+    products are slower than oneDNN's and gain nothing from bfloat16 (docs/precision.md).
+    """
+    import tensorflow as tf
+
+    width, gates = tf.shape(h0)[-1], tf.shape(dz)[-1]
+    h_prev = tf.reshape(tf.concat([h0[None], h_seq[:-1]], axis=0), [-1, width])
+    dz = tf.reshape(dz, [-1, gates])
+    if product_dtype:
+        return tf.cast(tf.matmul(tf.cast(h_prev, product_dtype), tf.cast(dz, product_dtype), transpose_a=True),
+                       tf.float32)
+    return tf.matmul(h_prev, dz, transpose_a=True)
+
+
 def keras_outputs(layer, h_seq, m):
     """``(last_output [B, H], outputs [B, T, H])`` as Keras's RNN gives them from the hidden
     states ``h_seq [T, B, H]`` (a padded step repeats the previous one) and ``m [T, B]``.
