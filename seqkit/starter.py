@@ -285,12 +285,25 @@ def write_starter(task: str, data: "str | list[str]", out: str | None = None, *,
             raise InitError(f"{out}: the file exists; " + (
                 "pass --overwrite to replace it (seqkit init wrote it)." if mine else
                 "it was not written by seqkit init, so it is never replaced: choose another --out."))
+    d = recipe["data"]
+    no_held_out = d.get("source") == "text_corpus" and not d.get("test_path")
+    note = ("# No valid or test file: training watches the training loss and `seqkit evaluate` has nothing\n"
+            "# to score. Add data.valid_path and data.test_path (held-out text files), or put three or\n"
+            "# more files in the folder and run init again (its last two become valid and test).\n"
+            if no_held_out else "")
     text = (f"{HEADER} for {', '.join(data) if isinstance(data, list) else data}.\n"
             f"# Check the detected columns/format below, then: seqkit validate {out} && seqkit train {out}\n"
-            f"# Every key: see the recipe reference of the documentation.\n"
-            + yaml.safe_dump(recipe, sort_keys=False, allow_unicode=True))
+            f"# Every key: see the recipe reference of the documentation, or `seqkit validate {out} --show`\n"
+            f"# for this recipe with every default filled in.\n"
+            + note + yaml.safe_dump(recipe, sort_keys=False, allow_unicode=True))
     tmp = f"{out}.tmp-{os.getpid()}"
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(text)
     os.replace(tmp, out)
+    if no_held_out:
+        from seqkit import log
+
+        log.warn(f"{out}: the folder has fewer than three files, so all of them train and there is "
+                 f"no valid or test file; add data.valid_path / data.test_path to measure the model "
+                 f"(the recipe's header says how).")
     return out

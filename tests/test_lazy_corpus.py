@@ -199,3 +199,38 @@ def test_lazy_spans_equal_chunk_spans():
     for length, bptt in ((13, 4), (13, 5), (2, 7), (65, 64), (66, 64)):
         d = Fake(length, bptt)
         assert [d.span(j) for j in range(len(d))] == chunk_spans(length, bptt)
+
+
+def test_export_records_of_a_lazy_corpus_are_its_lines_drawn_as_from_a_list(tmp_path):
+    from types import SimpleNamespace
+
+    from seqkit.export.calibration import calibration_records, parity_records
+    from seqkit.export.sample import write_export_sample
+
+    paths, lines = _corpus_files(tmp_path)
+    corpus = LazyCorpus(paths)
+    picked = corpus.records([5, 0, 5, 2, len(lines) + 3])  # any order, repeats and past the end
+    assert [(r.text, r.where) for r in picked] == [(lines[i], f"train line {i + 1}") for i in (0, 2, 5)]
+
+    def prep(train):
+        return SimpleNamespace(splits={"train": train, "valid": [], "test": []},
+                               recipe=SimpleNamespace(seed=3))
+
+    lazy = calibration_records(prep(corpus), 7)
+    listed = calibration_records(prep([SimpleNamespace(text=t) for t in lines]), 7)
+    assert len(lazy) == 7 and [r.text for r in lazy] == [r.text for r in listed]  # the same seeded draw
+    assert [r.text for r in parity_records(prep(corpus), 4)] == lines[:4]  # no held-out file: first lines
+
+    path = write_export_sample(prep(corpus), str(tmp_path))
+    with open(path, encoding="utf-8") as f:
+        sample = json.load(f)
+    assert [r["text"] for r in sample["calibration"]] == [r.text for r in calibration_records(prep(corpus), 128)]
+    assert [r["text"] for r in sample["parity"]] == lines[:200]
+
+
+def test_evaluating_a_split_without_its_file_names_the_key_to_add(stream_run):
+    import seqkit
+    from seqkit.errors import SeqkitError
+
+    with pytest.raises(SeqkitError, match=r"test split is empty \(the recipe gives no data.test_path"):
+        seqkit.load(stream_run[0]).evaluate(split="test")

@@ -258,6 +258,24 @@ class LazyCorpus:
     def __bool__(self) -> bool:
         return True
 
+    def records(self, lines) -> list:
+        """The :class:`~seqkit.data.records.Record` of each line number in ``lines`` (0-based,
+        increasing), ``where`` ``"train line N"``: one pass that stops after the last one.
+        Numbers past the corpus's end are left out."""
+        from seqkit.data.records import Record
+
+        wanted = sorted(set(int(i) for i in lines))
+        out, k = [], 0
+        if not wanted:
+            return out
+        for n, line in enumerate(self):
+            if n == wanted[k]:
+                out.append(Record(text=line, where=f"train line {n + 1}"))
+                k += 1
+                if k == len(wanted):
+                    break
+        return out
+
     def tokens(self, line: str):
         """A line's tokens (a string for characters: :class:`collections.Counter` counts it fast)."""
         if self.tokenizer == "char":

@@ -52,11 +52,26 @@ DEFAULT_EXAMPLES = 128
 
 def calibration_records(prep, n: int = DEFAULT_EXAMPLES) -> list:
     """``min(n, len(train))`` training records drawn without replacement with
-    ``numpy.random.default_rng(recipe.seed)`` (the same records on every export of the run)."""
-    train = list(prep.splits["train"])
+    ``numpy.random.default_rng(recipe.seed)`` (the same records on every export of the run).
+
+    A training split read lazily (``text_corpus``: :class:`~seqkit.data.lazy_corpus.LazyCorpus`)
+    is counted, not held: the drawn lines are read in one pass."""
+    train = prep.splits["train"]
+    lazy = getattr(train, "lazy", False)
+    if not lazy:
+        train = list(train)
     rng = np.random.default_rng(int(prep.recipe.seed))
-    pick = rng.choice(len(train), size=min(int(n), len(train)), replace=False)
-    return [train[i] for i in sorted(pick)]
+    pick = sorted(rng.choice(len(train), size=min(int(n), len(train)), replace=False))
+    return train.records(pick) if lazy else [train[i] for i in pick]
+
+
+def parity_records(prep, n: int) -> list:
+    """The first ``n`` held-out records an export checks its parity on: the test split, else
+    valid, else train (a training split read lazily, ``text_corpus``: its first ``n`` lines)."""
+    held_out = prep.splits.get("test") or prep.splits.get("valid") or prep.splits.get("train") or []
+    if getattr(held_out, "lazy", False):
+        return held_out.records(range(int(n)))
+    return list(held_out[:int(n)])
 
 
 def _inputs(prep, records, length: int | None = None) -> np.ndarray:

@@ -29,7 +29,7 @@ import os
 from seqkit import log
 from seqkit.data.records import Record
 from seqkit.errors import DataError, SeqkitError
-from seqkit.export.calibration import calibration_records
+from seqkit.export.calibration import calibration_records, parity_records
 from seqkit.runs.rundir import EXPORT_SAMPLE as SAMPLE_FILE  # noqa: E402 (one of the run's own names)
 from seqkit.runs.rundir import atomic_write_text, strict_json
 FORMAT = "seqkit export sample"
@@ -80,11 +80,10 @@ def record_from_json(obj: dict, where: str):
 def write_export_sample(prep, run_dir: str) -> str:
     """Write ``run_dir/export_sample.json`` (see the module docstring) from ``prep``'s splits;
     staged and renamed. Returns its path."""
-    held_out = prep.splits.get("test") or prep.splits.get("valid") or prep.splits.get("train") or []
     sample = {"format": FORMAT, "version": VERSION, "seed": int(prep.recipe.seed),
               "calibration": [record_to_json(r) for r in calibration_records(prep, CALIBRATION_RECORDS)]
               if prep.splits.get("train") else [],
-              "parity": [record_to_json(r) for r in held_out[:PARITY_RECORDS]]}
+              "parity": [record_to_json(r) for r in parity_records(prep, PARITY_RECORDS)]}
     path = os.path.join(run_dir, SAMPLE_FILE)
     atomic_write_text(path, strict_json(sample, ensure_ascii=False, separators=(",", ":")) + "\n")
     return path

@@ -51,7 +51,7 @@ from seqkit.data.vocab import END_ID, PAD_ID, START_ID, UNK_ID
 from seqkit.errors import DataError, SeqkitError, refuse_bidirectional
 from seqkit.export import embedded_metadata, int16_cell
 from seqkit.export.archive import build_archive, build_full_sequence_archive, predict_input_spec, stepper_for
-from seqkit.export.calibration import calibration_records, full_sequence_samples, step_samples
+from seqkit.export.calibration import calibration_records, full_sequence_samples, parity_records, step_samples
 from seqkit.export.cell_scaling import scaled_stepper, stepper_inputs
 from seqkit.export.embedded_metadata import versioned
 from seqkit.export.frame_lengths import LENGTHS
@@ -348,10 +348,10 @@ def write_step_export(prep, model, out: str, options: ExportOptions, calib: list
                               f"Export with --quantize int8 alone, or int16x8.")
         scaling = {**scaling, "clip": None}  # no clip before tanh (seqkit.export.int16_cell)
     length = (length or prep.recipe.data.max_length) if full_sequence else None
-    held_out = prep.splits.get("test") or prep.splits.get("valid") or prep.splits["train"]
-    case = ParityCase(prep, model, held_out[:parity_examples], length)
+    held_out = parity_records(prep, parity_examples)
+    case = ParityCase(prep, model, held_out, length)
     if length is not None:
-        full = np.asarray(prep.head.parity_inputs(held_out[:parity_examples])[1])
+        full = np.asarray(prep.head.parity_inputs(held_out)[1])
         if (full > length).any():
             log.warn(f"{int((full > length).sum())} of {len(full)} held-out examples are longer than "
                      f"--length {length}: the parity check compares their first {length} steps, and "
@@ -385,7 +385,7 @@ def write_step_export(prep, model, out: str, options: ExportOptions, calib: list
             ref_tags = [t[:n] for t, n in zip(
                 crf_layer(model).decode(tf.constant(case.reference), tf.constant(case.valid)).numpy(),
                 case.lengths)]
-        report = {"examples": len(held_out[:parity_examples]), "quantize": quantize,
+        report = {"examples": len(held_out), "quantize": quantize,
                   "artefact": meta["artefact"], "tolerance": tolerance,
                   "min_argmax_agreement": min_agreement, **calibration_report(calib, io_type)}
         if scaled is not None:

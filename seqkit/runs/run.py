@@ -99,6 +99,20 @@ def check_decoding_options(*, greedy: bool, beam_width: int | None, length_penal
         check_beam_args(beam_width, n_best, length_penalty or 0.0, 0, 1)
 
 
+def empty_split_cause(recipe, split: str) -> str:
+    """Why ``recipe``'s ``split`` (``valid`` / ``test``) holds no record, as a fix to make: its own
+    file is not given (a source with ``data.{split}_path`` read without one ``data.path``), or its
+    fraction ``data.split.{split}`` is 0."""
+    from seqkit.registry import DATA
+
+    extra = recipe.data.model_extra or {}
+    options = getattr(DATA.get(recipe.data.source), "Options", None) if recipe.data.source in DATA else None
+    fields = getattr(options, "model_fields", {})
+    if f"{split}_path" in fields and not extra.get("path"):
+        return f"the recipe gives no data.{split}_path; add a {split} file there"
+    return f"data.split.{split} is 0"
+
+
 def _data_section(recipe) -> dict:
     """``recipe``'s data section without ``split.seed``: whether two runs' seeds split alike is
     asked of ``recipe.split_seed`` (``null`` reads as the recipe's seed) and, where they differ,
@@ -291,7 +305,7 @@ class Run:
                               f"together; the '{self.recipe.head.type}' head does neither.")
         prep, model = self._load(with_data=True)
         if not prep.splits.get(split):
-            raise SeqkitError(f"{self.path}: the recipe's {split} split is empty (data.split.{split} is 0).")
+            raise SeqkitError(f"{self.path}: the recipe's {split} split is empty ({empty_split_cause(self.recipe, split)}).")
         if adaptive and not getattr(prep.head, "stream", False):
             raise SeqkitError(f"{self.path}: --cache / --mix / --ensemble need a language model "
                               f"trained with data.layout: stream.")

@@ -33,7 +33,7 @@ from seqkit.data.subword import SUBWORD_MODEL, TARGET_SUBWORD_MODEL
 from seqkit.data.vocab import END_ID, PAD_ID, START_ID, UNK_ID
 from seqkit.errors import SeqkitError
 from seqkit.export import embedded_metadata
-from seqkit.export.calibration import seq2seq_samples
+from seqkit.export.calibration import parity_records, seq2seq_samples
 from seqkit.export.embedded_metadata import versioned
 from seqkit.export.id_lookups import gathered_ids, shifted_attention
 from seqkit.export.tflite import verify_default
@@ -136,9 +136,9 @@ def export_seq2seq(prep, model, out: str, *, fmt: str, quantize: str, tolerance:
     from seqkit.export.tflite import convert_signature, op_names
 
     S = length or prep.recipe.data.max_length
-    held_out = prep.splits.get("test") or prep.splits.get("valid") or prep.splits["train"]
-    case = Seq2SeqParityCase(prep, model, held_out[:parity_examples], S)
-    n = len(held_out[:parity_examples])
+    held_out = parity_records(prep, parity_examples)
+    case = Seq2SeqParityCase(prep, model, held_out, S)
+    n = len(held_out)
     if 2 * len(case.sources) < n:
         raise SeqkitError(f"only {len(case.sources)} of the {n} held-out pairs have a source of at "
                           f"most --length {S} symbols, too few to check the export; raise --length "
