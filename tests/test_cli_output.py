@@ -64,6 +64,16 @@ def test_train_json_holds_the_run_metrics_and_only_json(lm):
     assert "seqkit: data:" in res.stderr  # INFO lines show by default
 
 
+def test_plain_train_keeps_keras_progress_bar_off_stdout(lm, tmp_path):
+    _, recipe, _, _ = lm
+    res = cli("train", recipe, "--run-dir", tmp_path / "plain")
+    assert res.exit_code == 0, res.output
+    assert "1/1" in res.stderr or "━" in res.stderr  # Keras drew its bar, on stderr
+    lines = res.stdout.splitlines()
+    assert lines[-1] == f"run directory: {tmp_path / 'plain'}" and "━" not in res.stdout
+    assert "\x1b" not in res.stdout and all(not line.startswith(("1/", "Epoch")) for line in lines)
+
+
 def test_levels_default_verbose_quiet(lm, tmp_path):
     d, _, run, _ = lm
     default, verbose, quiet = (cli("evaluate", run, *f) for f in ((), ("-v",), ("-q",)))

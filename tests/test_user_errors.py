@@ -243,3 +243,14 @@ def test_plugin_cell_whose_call_raises_names_plugin_origin_and_shapes(runs, tmp_
                      "states ([1, 8])")
     assert "[1,4]" in msg and "[5,8]" in msg  # TensorFlow's own shapes of the failing op (eager matmul)
     assert not (tmp_path / "run").exists()
+
+
+def test_a_reader_that_stops_reading_ends_the_command_quietly():
+    # `seqkit recipes | head -0`: stdout's reader is gone before anything is written
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    p = subprocess.Popen([sys.executable, "-m", "seqkit.cli", "recipes"], cwd=ROOT, env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=120) == 1
+    assert "internal error" not in err and "BrokenPipe" not in err and "Traceback" not in err, err

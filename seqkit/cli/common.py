@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import inspect
+import os
 import sys
 
 import click
@@ -65,7 +66,9 @@ def with_common_options(f):
             with to_stderr(level), shown(not quiet):
                 for p in plugins:
                     load_plugin(p)
-                return f(*args, **kwargs)
+                result = f(*args, **kwargs)
+                sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
+                return result
         except SeqkitError as exc:
             if debug:
                 raise
@@ -75,6 +78,8 @@ def with_common_options(f):
             raise
         except click.ClickException:
             raise
+        except BrokenPipeError:  # the reader of stdout stopped (`| head`): nothing more to say
+            _stdout_closed()
         except Exception as exc:  # an unexpected failure: say so plainly
             if debug:
                 raise
@@ -87,6 +92,18 @@ def with_common_options(f):
             sys.exit(2)
 
     return wrapper
+
+
+def _stdout_closed():
+    """Exit quietly once the reader of stdout has gone (Python's documented handling of
+    ``EPIPE``: stdout is pointed at ``os.devnull`` so the interpreter's last flush cannot fail
+    again, and the exit status is 1)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    sys.exit(1)
 
 
 def _internal(exc: BaseException):

@@ -39,7 +39,7 @@ def _default_run_dir(recipe) -> str:
                    "RUN_DIR-seeds.json: mean, sample sd, min and max of every test figure. Run "
                    "again after a stop, it keeps finished seeds and resumes an unfinished one.")
 @click.option("--json", "as_json", is_flag=True,
-              help="Print the final metrics and the run directory as JSON (Keras's progress bar goes to stderr).")
+              help="Print the final metrics and the run directory as JSON.")
 @with_common_options
 def train(recipe, overrides, run_dir, resume_dir, overwrite, seeds, as_json=False, quiet=False):
     """Train the model a RECIPE describes; write the run directory.
@@ -59,8 +59,9 @@ def train(recipe, overrides, run_dir, resume_dir, overwrite, seeds, as_json=Fals
         from seqkit.training.seeds import format_summary, train_seeds
 
         rec = load_recipe(recipe, list(overrides))
-        summary = train_seeds(rec, seeds, run_dir or _default_run_dir(rec), overwrite=overwrite,
-                              verbose=0 if quiet else 1)
+        with contextlib.redirect_stdout(sys.stderr):  # Keras's progress bar: stdout holds results only
+            summary = train_seeds(rec, seeds, run_dir or _default_run_dir(rec), overwrite=overwrite,
+                                  verbose=0 if quiet else 1)
         if as_json:
             click.echo(json.dumps(summary, indent=2, ensure_ascii=False))
             return
@@ -76,8 +77,9 @@ def train(recipe, overrides, run_dir, resume_dir, overwrite, seeds, as_json=Fals
         raise click.UsageError("give a RECIPE file (or --resume RUN_DIR).")
     from seqkit.api import train as train_run
 
-    # --json: stdout holds the JSON only; Keras writes its progress bar to stdout, so send it to stderr
-    with contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext():
+    # stdout holds the results only (the JSON with --json); Keras writes its progress bar to stdout,
+    # so send it to stderr with seqkit's own lines
+    with contextlib.redirect_stdout(sys.stderr):
         run = train_run(recipe or None, resume_dir or run_dir, overwrite=overwrite, resume=bool(resume_dir),
                         verbose=0 if quiet else 1, overrides=overrides)
     if run is None:  # a non-chief worker of a multi-worker job (logged)
