@@ -114,6 +114,12 @@ def test_api_results_equal_the_cli(doc):
     api = doc["tagger"].predict(["the cat runs", "a dog"], name="<stdin>")
     assert [json.loads(x) for x in res.stdout.splitlines()] == json.loads(json.dumps(api))
 
+    # an empty line is skipped and said (as for seq2seq); each result names its input line
+    res = cli("predict", tagger, "--format", "jsonl", input="the cat runs\n\na dog\n")
+    assert res.exit_code == 0 and "1 empty line(s) skipped" in res.stderr
+    assert [json.loads(x)["where"] for x in res.stdout.splitlines()] == ["<stdin>:1", "<stdin>:3"]
+    assert [r["where"] for r in doc["acceptor"].predict(["aaaa", "", "bbbb"])] == ["<input>:1", "<input>:3"]
+
     res = cli("predict", g2p, "--format", "jsonl", "--n-best", "2", input="abba\nbab\n")
     api = doc["g2p"].transduce(["abba", "bab"], n_best=2, name="<stdin>")
     assert [json.loads(x) for x in res.stdout.splitlines()] == json.loads(json.dumps(api))

@@ -4,7 +4,8 @@ as text or JSON lines by :mod:`seqkit.cli.decode`).
 Input formats (``--input-format``; ``auto`` picks ``ts`` for a frames run and
 ``text`` otherwise):
 
-* ``text``: one sequence per non-empty line, tokenized as in training
+* ``text``: one sequence per non-empty line (empty lines are skipped, with a warning that counts
+  them), tokenized as in training
   (``data.tokenizer`` for sources that tokenize raw text, e.g. TSV; white space
   for pre-tokenized corpora such as CoNLL or ``word/TAG``);
 * ``conll``: one token per line (first column), blank lines between sequences;
@@ -55,8 +56,13 @@ def read_records(text: str, name: str, fmt: str, prep) -> list[Record]:
         records = parse_conll(text, name, token_column=0, tag_column=None)
     else:
         mode = text_tokenizer(prep.recipe)
+        lines = split_lines(text)
         records = [Record(tokens=tokenize(line, mode), where=f"{name}:{n}")
-                   for n, line in enumerate(split_lines(text), start=1) if line.strip()]
+                   for n, line in enumerate(lines, start=1) if line.strip()]
+        empty = len(lines) - len(records)
+        if empty and records:  # as seq2seq's input: skipped, and said, so no one pairs lines blindly
+            log.warn(f"{name}: {empty} empty line(s) skipped; each result names its input line "
+                     f"('where', --format jsonl).")
     if not records:
         raise SeqkitError(f"{name}: no input sequences (empty input).")
     unk, total = head.inputs.unknown_count(records)
