@@ -254,3 +254,22 @@ def test_a_reader_that_stops_reading_ends_the_command_quietly():
     err = p.stderr.read().decode()
     assert p.wait(timeout=120) == 1
     assert "internal error" not in err and "BrokenPipe" not in err and "Traceback" not in err, err
+
+
+def test_a_run_whose_training_has_not_finished_is_used_with_a_warning(runs, tmp_path, caplog):
+    import logging
+
+    import seqkit
+
+    run = _copy(runs, tmp_path)
+    with caplog.at_level(logging.WARNING, logger="seqkit"):
+        finished = seqkit.load(str(run)).evaluate("test")
+    assert "has not finished" not in caplog.text
+    state = json.loads((run / "state.json").read_text())
+    (run / "state.json").write_text(json.dumps({**state, "status": "running"}))
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="seqkit"):
+        again = seqkit.load(str(run)).evaluate("test")
+    assert again == finished  # the same weights, now with the warning
+    assert (f"{run}: training has not finished (state.json: running, {state['epoch']} of 1 epochs done)"
+            in caplog.text and f"seqkit train --resume {run}" in caplog.text)

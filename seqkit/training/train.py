@@ -811,6 +811,17 @@ def load_model(path: str, keep_precision: bool = False):
     return model if keep_precision else precision.to_float32(model)
 
 
+def _warn_unfinished(run_path: str, state: dict, epochs: int) -> None:
+    """Log a warning when ``state.json`` says training has not finished (``running``: still
+    training, or killed without a word; ``interrupted``; ``failed``): the run's model is then the
+    best of the epochs done so far."""
+    status = state.get("status")
+    if status in ("running", "interrupted", "failed"):
+        log.warn(f"{run_path}: training has not finished (state.json: {status}, {state.get('epoch', 0)} of "
+                 f"{epochs} epochs done), so this uses the best model of those epochs. If it is not still "
+                 f"training, continue it with `seqkit train --resume {run_path}`.")
+
+
 def load_run(run_path: str, with_data: bool = False):
     """Load a run for evaluation or generation.
 
@@ -827,6 +838,7 @@ def load_run(run_path: str, with_data: bool = False):
     """
     run = RunDir(run_path).check()
     recipe = load_recipe(run.file(RECIPE), load_plugins=False)  # a run directory is data, never code
+    _warn_unfinished(run_path, run.state(), recipe.training.epochs)
     prep = prepare(recipe, run_dir=run_path, read_data=with_data)
     prep.run_dir = run_path
     model = load_model(run.file(BEST))
