@@ -36,7 +36,8 @@ def format_metrics(m: dict, head=None) -> str:
     for name, figs in (m.get("baselines") or {}).items():
         lines += format_baseline(name, figs)
     if "train_seconds" in m:
-        lines.append(f"trained {m.get('epochs')} epochs in {m['train_seconds']} s")
+        n = m.get("epochs")
+        lines.append(f"trained {n} epoch{'' if n == 1 else 's'} in {m['train_seconds']} s")
     return "\n".join(lines)
 
 

@@ -167,7 +167,7 @@ def training_progress_class():
 
         def on_train_begin(self, logs=None):  # before Keras's "Epoch 1/N"
             left = self.epochs - self.first_epoch
-            counted = f" of {self.steps:,} steps" if self.steps else ""
+            counted = f" of {self.steps:,} step{'s' if self.steps != 1 else ''}" if self.steps else ""
             plan = f"{left} epoch{'s' if left != 1 else ''}{counted}"
             if self.first_epoch:  # a resumed run
                 plan += (f" (epoch {self.epochs})" if left == 1 else
