@@ -267,7 +267,12 @@ def check_export_folder(out: str, replacing: bool = False) -> None:
         raise OutputPathError(f"--out {out}: a symbolic link; seqkit writes exports only into folders "
                               f"it made. Nothing was written; choose another --out.")
     if replacing and os.path.isdir(out):
+        from seqkit.runs.lifecycle import foreign_in_export
+
         other = sorted(n for n in os.listdir(out) if n not in EXPORT_NAMES)
+        inner = None if other else foreign_in_export(out)  # below its SavedModel folders
+        if inner is not None:
+            other = [inner]
         if other:
             shown = ", ".join(other[:5]) + (f" and {len(other) - 5} more" if len(other) > 5 else "")
             raise OutputPathError(f"--out {out}: holds files an export does not write ({shown}); "

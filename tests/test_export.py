@@ -233,6 +233,21 @@ def test_overwrite_replaces_only_an_earlier_export_never_the_run_or_other_files(
     with pytest.raises(SeqkitError, match="only an earlier seqkit export"):
         export_run(run, str(other), overwrite=True, parity_examples=2)
     assert (other / "notes.txt").read_text() == "keep me"
+    # an export's names, another tool's contents: its metadata.json, a file inside saved_model/
+    tool = tmp_path / "othertool"
+    for name, text in (("metadata.json", '{"name": "my classifier"}'), ("model.tflite", "not seqkit's"),
+                       ("labels.json", '["cat", "dog"]')):
+        (tool / name).parent.mkdir(parents=True, exist_ok=True)
+        (tool / name).write_text(text)
+    mine = tmp_path / "mine"
+    shutil.copytree(tiny_lm_export("gru")[0], mine)  # a real export someone added a file to
+    (mine / "saved_model" / "variables" / "important.bin").write_text("keep me")
+    for folder, why in ((tool, "only an earlier seqkit export"), (mine, r"saved_model/variables/important.bin")):
+        kept = sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+        with pytest.raises(SeqkitError, match=why):
+            export_run(run, str(folder), overwrite=True, parity_examples=2)
+        assert sorted(str(p.relative_to(folder)) for p in folder.rglob("*")) == kept
+    assert (tool / "labels.json").read_text() == '["cat", "dog"]'
     out = str(tmp_path / "e")
     shutil.copytree(tiny_lm_export("gru")[0], out)  # an earlier float32 export of this run
     export_run(run, out, overwrite=True, parity_examples=2, quantize="dynamic-range")

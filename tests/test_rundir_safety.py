@@ -160,6 +160,38 @@ def test_overwrite_refuses_a_folder_that_is_not_a_seqkit_run(tmp_path, run_copy)
         assert digest(tmp_path) == before
 
 
+def test_overwrite_refuses_a_folder_with_a_runs_names_but_not_its_contents(tmp_path, run_copy):
+    rec = write_yaml(tmp_path / "r.yaml", make_recipe(**TINY))
+    proj = tmp_path / "proj"  # another tool's recipe.yaml and state.json, a log and a backup
+    for name, text in (("recipe.yaml", "kind: Deployment\n"), ("state.json", '{"app": "mine"}'),
+                       ("logs/server.log", "years of logs"), ("backup/db.sql", "a database")):
+        (proj / name).parent.mkdir(parents=True, exist_ok=True)
+        (proj / name).write_text(text)
+    deep = run_copy("run_with_a_log")  # a real run someone put a file into, below logs/
+    with open(os.path.join(deep, "logs", "diary.txt"), "w") as f:
+        f.write("mine")
+    for folder, why in ((proj, "backup/db.sql"), (deep, "logs/diary.txt")):
+        before = digest(tmp_path)
+        res = cli_train(rec, "--run-dir", folder, "--overwrite")
+        assert res.exit_code == 2 and "not a seqkit run directory" in res.output and why in res.output, res.output
+        assert digest(tmp_path) == before
+    (proj / "logs" / "server.log").unlink()
+    (proj / "backup" / "db.sql").unlink()
+    res = cli_train(rec, "--run-dir", proj, "--overwrite")
+    assert res.exit_code == 2 and "state.json is not one seqkit wrote" in res.output, res.output
+
+
+def test_a_lock_path_planted_as_a_symbolic_link_is_never_written_through(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("my file")
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    os.symlink(victim, runs / ".tiny.lock")
+    res = cli_train(write_yaml(tmp_path / "r.yaml", make_recipe(**TINY)), "--run-dir", runs / "tiny")
+    assert res.exit_code == 2 and "is a symbolic link" in res.output, res.output
+    assert victim.read_text() == "my file" and not (runs / "tiny").exists()
+
+
 def test_overwrite_refuses_the_current_folder_and_folders_holding_recipe_data_or_home(
         tmp_path, run_copy, monkeypatch):
     # the current folder (and its parent), even when it is a seqkit run
@@ -374,12 +406,17 @@ def test_stale_staging_folders_of_dead_processes_are_removed_and_others_kept(tmp
     for d, f in keep.items():
         (runs / d).mkdir()
         (runs / d / f).write_text("mine")
-    kept = digest(runs / ".cache"), digest(runs / f".notes.staging-{dead}")
+    # a run's names at the top, someone else's files below them: never removed, never renamed
+    for d, below in ((f".photos.staging-{dead}", "backup/img.raw"), (f".notes.old-{dead}", "logs/diary.txt")):
+        (runs / d / below).parent.mkdir(parents=True)
+        (runs / d / below).write_text("mine")
+        keep[d] = below
+    kept = [digest(runs / d) for d in keep if not d.startswith(".busy")]
     train(recipe(), str(runs / "tiny"), verbose=0)
     # the .old folder whose run directory is missing was a replacement cut off midway: put back
     assert sorted(os.listdir(runs)) == sorted(["tiny", "gone", *keep])
     assert digest(runs / "gone") == digest(base_run)
-    assert (digest(runs / ".cache"), digest(runs / f".notes.staging-{dead}")) == kept
+    assert [digest(runs / d) for d in keep if not d.startswith(".busy")] == kept
 
 
 def test_an_export_removes_partial_folders_of_dead_exports(tmp_path):
@@ -390,13 +427,17 @@ def test_an_export_removes_partial_folders_of_dead_exports(tmp_path):
     for name, files in ((f"tiny.partial-{dead}", ["metadata.json", "model.tflite"]),
                         (f"old.partial-{dead}", ["parity.json"]),
                         (f"mine.partial-{dead}", ["thesis.txt"]),            # not an export's files
+                        (f"results.partial-{dead}", ["metadata.json", "saved_model/important.bin"]),
                         (f"busy.partial-{os.getppid()}", ["metadata.json"])):  # a live process's
         (exports / name).mkdir(parents=True)
         for f in files:
+            (exports / name / f).parent.mkdir(exist_ok=True)
             (exports / name / f).write_text("x")
     with staged_dir(str(exports / "tiny")) as tmp:
         open(os.path.join(tmp, "metadata.json"), "w").close()
-    assert sorted(os.listdir(exports)) == sorted(["tiny", f"mine.partial-{dead}", f"busy.partial-{os.getppid()}"])
+    assert sorted(os.listdir(exports)) == sorted(["tiny", f"mine.partial-{dead}", f"results.partial-{dead}",
+                                                  f"busy.partial-{os.getppid()}"])
+    assert (exports / f"results.partial-{dead}" / "saved_model" / "important.bin").read_text() == "x"
 
 
 def test_run_names_match_the_modules_that_write_them():

@@ -41,6 +41,7 @@ are looked up in :mod:`seqkit.export.tflite` at each call, so they can be replac
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 
@@ -113,15 +114,28 @@ def check_out(out: str, run_dir: str, overwrite: bool) -> None:
                           f"export there, or choose another --out.")
     model = os.path.join(out, "model.tflite")
     is_export = os.path.isdir(out) and (
-        (os.path.isfile(os.path.join(out, "metadata.json"))
+        (_is_seqkit_metadata(os.path.join(out, "metadata.json"))
          and (os.path.isfile(model) or os.path.isdir(os.path.join(out, "saved_model"))))
         or (os.path.isfile(model) and _carries_metadata(model)))  # metadata.json deleted: the model's own
     check_export_folder(out, replacing=True)  # nothing but export files in it
     if not is_export:
         raise SeqkitError(f"--out {out}: --overwrite replaces only an earlier seqkit export (a "
-                          f"directory with metadata.json and model.tflite or saved_model/, or with a "
+                          f"directory with seqkit's metadata.json and model.tflite or saved_model/, or with a "
                           f"model.tflite carrying seqkit's metadata); this one is something else and "
                           f"is left alone. Choose another --out.")
+
+
+def _is_seqkit_metadata(path: str) -> bool:
+    """Whether ``path`` is a ``metadata.json`` seqkit wrote: a small JSON object naming
+    ``seqkit_version`` and ``schema_version`` (another tool's ``metadata.json`` is not)."""
+    try:
+        if not os.path.isfile(path) or os.path.getsize(path) > (64 << 20):
+            return False
+        with open(path, encoding="utf-8") as f:
+            meta = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and "seqkit_version" in meta and "schema_version" in meta
 
 
 def _carries_metadata(path: str) -> bool:

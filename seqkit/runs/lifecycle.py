@@ -33,7 +33,7 @@ import time
 
 from seqkit import log
 from seqkit.errors import RunDirError
-from seqkit.runs.rundir import is_run_name, not_a_run_because
+from seqkit.runs.rundir import foreign_in_run, foreign_in_tree, is_run_name, not_a_run_because
 
 STAGED = re.compile(r"^\.(?P<name>.+)\.(?P<kind>staging|old)-(?P<pid>\d+)$")
 EXPORT_PARTIAL = re.compile(r"^(?P<name>.+)\.partial-(?P<pid>\d+)$")
@@ -101,7 +101,14 @@ class RunLock:
             parent = os.path.dirname(parent)
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:  # O_NOFOLLOW: a lock path planted as a symbolic link is refused, never written through
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+            except OSError as exc:
+                if os.path.islink(self.path):
+                    raise RunDirError(f"{self.path}: the lock file of {self.run_path} is a symbolic link, "
+                                      f"which seqkit never writes through. Remove the link (it is not "
+                                      f"seqkit's), or choose another folder.") from exc
+                raise
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -385,8 +392,8 @@ def remove_stale(parent: str, own_name: str | None = None) -> list[str]:
         name = m["name"]
         if name != own_name and _lock_is_held(os.path.join(parent, f".{name}.lock")):
             continue
-        if not _only(path, is_run_name):
-            continue
+        if not _only(path, is_run_name) or foreign_in_run(path) is not None:
+            continue  # not only a run's files, at any depth: someone else's folder, left alone
         target = os.path.join(parent, name)
         try:
             if m["kind"] == "old" and not os.path.lexists(target):
@@ -400,6 +407,27 @@ def remove_stale(parent: str, own_name: str | None = None) -> list[str]:
             continue
         done.append(path)
     return done
+
+
+def _saved_model_file(name: str) -> bool:
+    """A file TensorFlow writes into a SavedModel folder (``saved_model.pb``, ``fingerprint.pb``,
+    ``variables/variables.*``, ``assets/...`` -- an export's assets are its vocabulary files)."""
+    return (name in ("saved_model.pb", "fingerprint.pb", "keras_metadata.pb")
+            or name.startswith("variables.") or name in EXPORT_NAMES or name.endswith(".txt"))
+
+
+def foreign_in_export(path: str) -> str | None:
+    """The first entry below an export folder's subfolders (its SavedModels) that a SavedModel
+    does not hold, or a symbolic link, or None (:func:`seqkit.runs.rundir.foreign_in_tree`)."""
+    for n in sorted(os.listdir(path)):
+        p = os.path.join(path, n)
+        if os.path.islink(p):
+            return n
+        if os.path.isdir(p):
+            inner = foreign_in_tree(p, _saved_model_file)
+            if inner is not None:
+                return os.path.join(n, inner)
+    return None
 
 
 def remove_stale_exports(parent: str) -> list[str]:
@@ -418,7 +446,8 @@ def remove_stale_exports(parent: str) -> list[str]:
         m = EXPORT_PARTIAL.match(entry)
         path = os.path.join(parent, entry)
         if (not m or os.path.islink(path) or not os.path.isdir(path) or pid_alive(int(m["pid"]))
-                or not _only(path, lambda n: n in EXPORT_NAMES or n.endswith(".tmp"))):
+                or not _only(path, lambda n: n in EXPORT_NAMES or n.endswith(".tmp"))
+                or foreign_in_export(path) is not None):
             continue
         shutil.rmtree(path, ignore_errors=True)
         log.info(f"removed {path}, left by an export (process {m['pid']}) that has ended.")

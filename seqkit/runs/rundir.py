@@ -82,9 +82,62 @@ def is_run_name(name: str) -> bool:
     return name.endswith(".tmp.keras") and name[: -len(".tmp.keras")] + ".keras" in RUN_NAMES
 
 
+#: Files below a run's folders: TensorBoard's event files (``logs/``) and Keras's
+#: ``BackupAndRestore`` files (``backup/``, ``training.backup``), by their names at any depth.
+_SUBTREE_FILES = {LOGS: lambda n: n.startswith("events.out.tfevents."),
+                  BACKUP: lambda n: n.split(".bkp")[0] in ("latest.weights.h5", "training_metadata.json")}
+#: Most entries a folder's tree may hold to be recognised as seqkit's (a bound on the walk).
+MAX_TREE_ENTRIES = 100_000
+
+
+def foreign_in_tree(root: str, allowed) -> str | None:
+    """The first entry under the folder ``root`` (relative path) that is a symbolic link or a file
+    whose name ``allowed(name)`` rejects, or ``"(more than MAX_TREE_ENTRIES entries)"``; None
+    when every entry is seqkit's. Links are never followed."""
+    seen = 0
+    for dirpath, dirnames, filenames in os.walk(root):
+        for n in dirnames + filenames:
+            seen += 1
+            p = os.path.join(dirpath, n)
+            if seen > MAX_TREE_ENTRIES:
+                return f"(more than {MAX_TREE_ENTRIES:,} entries)"
+            if os.path.islink(p) or (n in filenames and not allowed(n)):
+                return os.path.relpath(p, root)
+    return None
+
+
+def foreign_in_run(path: str) -> str | None:
+    """The first entry of the folder ``path`` that a run directory does not hold (a name seqkit
+    does not write at its top, a symbolic link, or a file below ``logs/`` / ``backup/`` other than
+    TensorBoard's and Keras's backup files), or None."""
+    for n in sorted(os.listdir(path)):
+        p = os.path.join(path, n)
+        if not is_run_name(n) or os.path.islink(p):
+            return n
+        if os.path.isdir(p):
+            inner = foreign_in_tree(p, _SUBTREE_FILES.get(n, lambda _n: False))
+            if inner is not None:
+                return os.path.join(n, inner)
+    return None
+
+
+def _state_is_seqkits(path: str) -> bool:
+    """Whether ``path`` (a ``state.json``) is one seqkit wrote: a JSON object with a whole-number
+    ``epoch`` (read only when it is a small regular file)."""
+    try:
+        if not os.path.isfile(path) or os.path.getsize(path) > (1 << 20):
+            return False
+        with open(path, encoding="utf-8") as f:
+            st = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return isinstance(st, dict) and isinstance(st.get("epoch"), int) and not isinstance(st.get("epoch"), bool)
+
+
 def not_a_run_because(path: str) -> str | None:
-    """``None`` when ``path`` is a seqkit run directory (``recipe.yaml`` and ``state.json``,
-    nothing but the names a run holds), else why not, in words (for messages)."""
+    """``None`` when ``path`` is a seqkit run directory (``recipe.yaml`` and a ``state.json``
+    seqkit wrote, nothing but the names a run holds, and below its ``logs/`` and ``backup/``
+    nothing but TensorBoard's and Keras's files), else why not, in words (for messages)."""
     if os.path.islink(path):
         return "it is a symbolic link"
     if not os.path.isdir(path):
@@ -97,6 +150,11 @@ def not_a_run_because(path: str) -> str | None:
     missing = [n for n in (RECIPE, STATE) if n not in names]
     if missing:
         return f"it lacks {' and '.join(missing)}"
+    foreign = foreign_in_run(path)
+    if foreign is not None:
+        return f"it holds {foreign}, which seqkit does not write"
+    if not _state_is_seqkits(os.path.join(path, STATE)):
+        return f"its {STATE} is not one seqkit wrote (a JSON object with a whole-number epoch)"
     return None
 
 
