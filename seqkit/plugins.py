@@ -127,21 +127,22 @@ def how_to_get(item: dict) -> str:
                 f"seqkit.load_plugin({file!r})); seqkit does not import code a run directory names, "
                 f"so check the file before you pass it.")
     if item.get("package"):
-        return (f"Install it (pip install {item['package']}, or pip install -e PATH from its "
-                f"source folder, e.g. plugins/{item['package']} in a seqkit checkout) or pass the "
-                f"module that registers it: --plugin {module}.")
+        return (f"Install it (pip install {_quote(item['package'])}, or pip install -e PATH from its "
+                f"source folder, e.g. plugins/{_quote(item['package'])} in a seqkit checkout) or pass the "
+                f"module that registers it: --plugin {_quote(module)}.")
     if item.get("root"):
         return (f"Pass the module that registers it with its folder on the import path: "
-                f"PYTHONPATH={_quote(item['root'])} seqkit ... --plugin {module}.")
-    return f"Pass the module or file that registers it: --plugin {module}."
+                f"PYTHONPATH={_quote(item['root'])} seqkit ... --plugin {_quote(module)}.")
+    return f"Pass the module or file that registers it: --plugin {_quote(module)}."
 
 
 _KIND_WORD = {"cell": "cell", "head": "head", "data source": "data"}
 
 
 def _quote(path: str) -> str:
-    """``path`` as the shell needs it (quoted only when it holds spaces or shell characters)."""
-    return shlex.quote(path)
+    """``path`` (a path, module or package name a run names: untrusted) as the shell needs it,
+    quoted when it holds spaces or shell characters, so a pasted fix runs nothing else."""
+    return shlex.quote(str(path))
 
 
 def _describe(item: dict) -> str:
@@ -228,7 +229,7 @@ def require_run_plugins(run_path: str) -> None:
         if listed:
             how = (f"Its recipe lists plugins: {', '.join(listed)}; seqkit does not import code a run "
                    f"directory names. If you trust it, pass it yourself: "
-                   + " ".join(f"--plugin {s}" for s in listed) + ".")
+                   + " ".join(f"--plugin {_quote(s)}" for s in listed) + ".")
         else:
             how = ("Install the package that provides it, or pass the module or .py file that "
                    "registers it: --plugin PATH_OR_MODULE.")

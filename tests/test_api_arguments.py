@@ -78,3 +78,17 @@ def test_a_cell_from_a_script_is_not_to_be_passed_as_the_script():
     assert "--plugin my_cells.py" in msg and "--plugin /work/train_mine.py" not in msg
     other = how_to_get({"kind": "cell", "module": "cells_mod", "file": "/work/cells_mod.py", "name": "c"})
     assert "--plugin /work/cells_mod.py" in other  # a module of its own: pass it as it is
+
+
+def test_a_fix_built_from_names_a_run_holds_runs_nothing_else_when_pasted():
+    import shlex
+
+    from seqkit.plugins import how_to_get
+
+    evil = "x; rm -rf ~ #"
+    for item in ({"kind": "cell", "module": evil, "name": "c"},
+                 {"kind": "cell", "module": evil, "package": evil, "name": "c"},
+                 {"kind": "cell", "module": evil, "root": "/tmp/a b", "name": "c"}):
+        msg = how_to_get(item)
+        assert f"--plugin {shlex.quote(evil)}" in msg and f"--plugin {evil}" not in msg
+        assert shlex.split(msg.split("--plugin ", 1)[1].rstrip("."))[0] == evil  # one word, as written

@@ -92,6 +92,11 @@ class ExportOptions:
             raise SeqkitError(f"--calibration-examples {self.calibration_examples}: at least 1 needed.")
         if self.parity_examples < 1:
             raise SeqkitError(f"--parity-examples {self.parity_examples}: at least 1 needed.")
+        from seqkit import arguments as a
+
+        # NaN would pass every comparison of the parity gate: a finite tolerance, an agreement in [0, 1]
+        a.real("tolerance", self.tolerance, 0, optional=True)
+        a.real("min_agreement", self.min_agreement, 0, 1, optional=True)
         if self.tolerance is None:
             self.tolerance = DEFAULT_TOLERANCE[self.quantize]
         if self.min_agreement is None:
