@@ -31,6 +31,7 @@ from seqkit.errors import RecipeError, RunDirError
 from seqkit.heads import DEFAULT_HEAD
 from seqkit.recipe import read_yaml
 from seqkit.registry import CELLS, DATA, HEADS
+from seqkit.runs.rundir import bounded_json
 
 PLUGINS = "plugins.json"
 BUILTIN = "seqkit (built in)"
@@ -184,10 +185,12 @@ def require_run_plugins(run_path: str) -> None:
     items = []
     if os.path.isfile(path):
         try:
-            with open(path, encoding="utf-8") as f:
-                items = json.load(f)
-            if not isinstance(items, list) or not all(isinstance(i, dict) and isinstance(i.get("name"), str)
-                                                      for i in items):
+            items = bounded_json(path)
+            if not isinstance(items, list) or not all(
+                    isinstance(i, dict) and isinstance(i.get("name"), str)
+                    and all(isinstance(i.get(k), (str, type(None))) for k in ("kind", "module", "package", "file",
+                                                                               "version", "root"))
+                    for i in items):
                 raise ValueError("expected a list of {kind, name, module, package, version, file}")
         except (OSError, ValueError) as exc:
             raise RunDirError(f"{path}: unreadable ({exc}); it lists the run's plugins. Restore it "

@@ -273,3 +273,27 @@ def test_a_run_whose_training_has_not_finished_is_used_with_a_warning(runs, tmp_
     assert again == finished  # the same weights, now with the warning
     assert (f"{run}: training has not finished (state.json: running, {state['epoch']} of 1 epochs done)"
             in caplog.text and f"seqkit train --resume {run}" in caplog.text)
+
+
+@pytest.mark.parametrize("name, damage, words", [
+    ("vocab.json", lambda p: (p.unlink(), os.symlink("/dev/zero", p)), "not a regular file"),
+    ("state.json", lambda p: (p.unlink(), os.symlink("/dev/zero", p)), "not a regular file"),
+    ("vocab.json", lambda p: p.write_text("[" * 100_000), "nested too deep"),
+    ("plugins.json", lambda p: p.write_text('[{"name": "zzz", "kind": [1]}]'), "plugins.json: unreadable"),
+])
+def test_a_run_file_that_is_a_device_too_deep_or_of_wrong_types_is_named(runs, tmp_path, name, damage, words):
+    run = _copy(runs, tmp_path)
+    damage(run / name)
+    user_error(cli("evaluate", run), name, words)
+
+
+def test_a_label_list_that_is_not_a_list_of_names_is_named(tmp_path):
+    from seqkit.data.labels import LabelVocabulary
+    from seqkit.errors import RunDirError
+
+    for text in ('{"a": 1}', '[[1], {}]', '[true]'):
+        (tmp_path / "labels.json").write_text(text)
+        with pytest.raises(RunDirError, match="labels.json: cannot read the label list"):
+            LabelVocabulary.load(str(tmp_path / "labels.json"))
+    (tmp_path / "labels.json").write_text('["neg", "pos"]')
+    assert LabelVocabulary.load(str(tmp_path / "labels.json")).names == ["neg", "pos"]

@@ -9,11 +9,10 @@ feed targets ``id + 1`` with ``0`` meaning "no target" (see
 from __future__ import annotations
 
 import collections
-import json
 from typing import Iterable
 
 from seqkit.errors import RunDirError
-from seqkit.runs.rundir import atomic_write_json
+from seqkit.runs.rundir import atomic_write_json, bounded_json
 
 
 class LabelVocabulary:
@@ -64,8 +63,12 @@ class LabelVocabulary:
             RunDirError: missing or malformed file.
         """
         try:
-            with open(path, encoding="utf-8") as f:
-                return cls([str(n) for n in json.load(f)])
+            names = bounded_json(path)
+            if not isinstance(names, list) or not all(isinstance(n, (str, int)) and not isinstance(n, bool)
+                                                      for n in names):
+                raise ValueError(f"expected a JSON list of class names, found {type(names).__name__} "
+                                 f"{str(names)[:60]}")
+            return cls([str(n) for n in names])
         except (OSError, ValueError, TypeError) as exc:
             raise RunDirError(f"{path}: cannot read the label list ({exc}); the run directory is "
                               f"incomplete, train again.") from exc

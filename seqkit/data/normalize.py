@@ -15,6 +15,7 @@ import os
 import numpy as np
 
 from seqkit.errors import DataError, RunDirError
+from seqkit.runs.rundir import bounded_json
 
 
 class FrameNormalizer:
@@ -63,8 +64,7 @@ class FrameNormalizer:
     def load(cls, path: str) -> "FrameNormalizer":
         """Raises RunDirError: missing or malformed file."""
         try:
-            with open(path, encoding="utf-8") as f:
-                d = json.load(f)
+            d = bounded_json(path)
             return cls(d["mean"], d["std"])
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise RunDirError(f"{path}: cannot read the frame normaliser ({exc}); the run "

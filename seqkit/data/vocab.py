@@ -12,11 +12,10 @@ them, so importing this module does not load TensorFlow.
 from __future__ import annotations
 
 import collections
-import json
 from typing import Iterable
 
 from seqkit.errors import RunDirError
-from seqkit.runs.rundir import atomic_write_json
+from seqkit.runs.rundir import atomic_write_json, bounded_json
 
 PAD, UNK, START, END = "", "[UNK]", "<s>", "</s>"
 PAD_ID, UNK_ID, START_ID, END_ID = 0, 1, 2, 3
@@ -105,8 +104,7 @@ class Vocabulary:
             RunDirError: missing or malformed file.
         """
         try:
-            with open(path, encoding="utf-8") as f:
-                tokens = json.load(f)
+            tokens = bounded_json(path)
             if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
                 raise ValueError(f"expected a JSON list of token strings, found a {type(tokens).__name__}")
             return cls(tokens)

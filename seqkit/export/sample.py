@@ -32,6 +32,7 @@ from seqkit.errors import DataError, SeqkitError
 from seqkit.export.calibration import calibration_records, parity_records
 from seqkit.runs.rundir import EXPORT_SAMPLE as SAMPLE_FILE  # noqa: E402 (one of the run's own names)
 from seqkit.runs.rundir import atomic_write_text, strict_json
+from seqkit.runs.rundir import bounded_json
 FORMAT = "seqkit export sample"
 VERSION = 1
 #: the records kept for calibration (the default --calibration-examples)
@@ -125,8 +126,7 @@ def read_export_sample(run_dir: str) -> dict:
     """
     path = os.path.join(run_dir, SAMPLE_FILE)
     try:
-        with open(path, encoding="utf-8") as f:
-            raw = json.load(f)
+        raw = bounded_json(path)
     except FileNotFoundError:
         raise SeqkitError(f"{path}: missing (a run trained before seqkit kept its export sample).")
     except (OSError, ValueError) as exc:

@@ -276,15 +276,43 @@ def read_checkpoint_state(path: str) -> dict | None:
         return None
 
 
+#: Largest JSON file of a run or export seqkit reads (a vocabulary of a million tokens is ~15 MB).
+MAX_JSON_BYTES = 64 << 20
+
+
+def bounded_json(path: str, limit: int = MAX_JSON_BYTES):
+    """``json.load`` of the file at ``path`` (a run's or export's own file: untrusted), refused
+    unless it is a regular file (not a device, FIFO or folder, also behind a symbolic link) of at
+    most ``limit`` bytes and nested less deep than Python's recursion limit.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: not a regular file, too large, not UTF-8 JSON, or nested too deep (its
+            message says which; callers name the file).
+    """
+    import stat
+
+    st = os.stat(path)
+    if not stat.S_ISREG(st.st_mode):
+        raise ValueError("not a regular file (a device, a pipe or a folder)")
+    if st.st_size > limit:
+        raise ValueError(f"{st.st_size:,} bytes, more than the {limit:,} a file seqkit writes may hold")
+    with open(path, encoding="utf-8") as f:
+        try:
+            return json.load(f)
+        except RecursionError:
+            raise ValueError("nested too deep") from None
+
+
 def read_json(path: str, default=None):
     """Read a run's JSON file (``default`` when it is missing and a default is given).
 
     Raises:
-        RunDirError: the file is not valid JSON (names the file and the fix).
+        RunDirError: the file is not valid JSON, not a regular file or too large (names the file
+            and the fix).
     """
     try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
+        return bounded_json(path)
     except FileNotFoundError:
         if default is not None:
             return default

@@ -21,7 +21,6 @@ them, so importing this module does not load TensorFlow.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import replace
 from typing import Literal
@@ -36,6 +35,7 @@ from seqkit.data.vocab import Vocabulary
 from seqkit.data.word_chars import WordChars, pack
 from seqkit.errors import DataError, RunDirError
 from seqkit.runs.rundir import INPUTS, NORMALIZER, VOCAB, atomic_write_json
+from seqkit.runs.rundir import bounded_json
 
 
 class SequenceHeadOptions(BaseModel):
@@ -149,8 +149,7 @@ class SequenceInputs:
         """Raises RunDirError: a missing or malformed file."""
         path = os.path.join(run_dir, INPUTS)
         try:
-            with open(path, encoding="utf-8") as f:
-                meta = json.load(f)
+            meta = bounded_json(path)
             self.kind, self.width, self.longest = meta["kind"], int(meta["width"]), int(meta["longest"])
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise RunDirError(f"{path}: cannot read the input description ({exc}); the run "
