@@ -273,3 +273,16 @@ def test_tfds_feeds_the_language_model_and_seq2seq(tmp_path, tf, capsys):
     g2p["data"]["target_tokenizer"] = "bpe"
     with pytest.raises(RecipeError, match="target_tokenizer"):
         recipe_from_dict(g2p)
+
+
+def test_reading_a_runs_data_never_downloads_it(tmp_path, tf):
+    from seqkit.data.base import reading_a_run
+    from seqkit.recipe import recipe_from_dict
+    from seqkit.training.train import prepare
+
+    raw = {"name": "t", "data": {"source": "tfds", "name": "imdb_reviews", "data_dir": str(tmp_path / "tfds"),
+                                 "text_key": "text", "label_key": "label"},
+           "model": {"units": 4, "embedding_dim": 3}, "head": {"type": "acceptor"}}
+    with reading_a_run(), pytest.raises(DataError, match="reading a run's data never downloads it"):
+        prepare(recipe_from_dict(raw))
+    assert not (tmp_path / "tfds" / "downloads").exists()

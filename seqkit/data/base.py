@@ -18,6 +18,8 @@ since ``seqkit --help`` imports this module.
 from __future__ import annotations
 
 import abc
+import contextlib
+import contextvars
 import os
 import sys
 from typing import ClassVar, Optional
@@ -27,6 +29,26 @@ from pydantic import BaseModel, ConfigDict
 from seqkit.cells.base import NoOptions
 from seqkit.errors import DataError, SeqkitError
 from seqkit.registry import DATA
+
+
+_READING_A_RUN = contextvars.ContextVar("seqkit_reading_a_run", default=False)
+
+
+@contextlib.contextmanager
+def reading_a_run():
+    """Within the block the data is read for a run that already exists (evaluate, export, ...):
+    a run is data, so its recipe may not make seqkit download anything (:func:`downloads_allowed`)."""
+    token = _READING_A_RUN.set(True)
+    try:
+        yield
+    finally:
+        _READING_A_RUN.reset(token)
+
+
+def downloads_allowed() -> bool:
+    """False while a run's data is read (:func:`reading_a_run`); sources that can download
+    (``tfds``) then read only what is prepared already."""
+    return not _READING_A_RUN.get()
 
 
 class DataSource:

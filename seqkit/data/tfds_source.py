@@ -23,7 +23,7 @@ from typing import ClassVar, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict
 
-from seqkit.data.base import DataSource
+from seqkit.data.base import DataSource, downloads_allowed
 from seqkit.data.columns import ROLES, drop_blank_texts, row_to_record, shape_error
 from seqkit.errors import DataError
 from seqkit.registry import register_data
@@ -110,8 +110,16 @@ class Tfds(DataSource):
         splits = {"train": o.train_split, "valid": o.valid_split, "test": o.test_split}
         try:
             builder = tfds.builder(o.name, data_dir=o.data_dir)
+            if o.download and not builder.is_prepared() and not downloads_allowed():
+                raise DataError(f"data.name: the TFDS data set '{o.name}' is not prepared "
+                                f"({builder.data_dir}), and reading a run's data never downloads it: a run "
+                                f"directory is data and may not reach the network. Prepare it once with "
+                                f"`seqkit validate RUN/recipe.yaml` (which downloads it), or set "
+                                f"data.data_dir to a prepared copy.")
             if o.download:
                 builder.download_and_prepare()
+        except DataError:
+            raise
         except Exception as exc:
             raise DataError(f"data.name: cannot open the TFDS data set '{o.name}' ({type(exc).__name__}: "
                             f"{exc}). Check the name, the network, or data.data_dir.") from exc

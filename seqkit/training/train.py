@@ -839,7 +839,10 @@ def load_run(run_path: str, with_data: bool = False):
     run = RunDir(run_path).check()
     recipe = load_recipe(run.file(RECIPE), load_plugins=False)  # a run directory is data, never code
     _warn_unfinished(run_path, run.state(), recipe.training.epochs)
-    prep = prepare(recipe, run_dir=run_path, read_data=with_data)
+    from seqkit.data.base import reading_a_run
+
+    with reading_a_run():  # a run's recipe may not make seqkit download its data
+        prep = prepare(recipe, run_dir=run_path, read_data=with_data)
     prep.run_dir = run_path
     model = load_model(run.file(BEST))
 
