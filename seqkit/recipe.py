@@ -111,7 +111,7 @@ class CharEmbeddingConfig(BaseModel):
 
 
 MAX_DIM = 2**31 - 1  # a tensor dimension (int32): model.units, model.embedding_dim
-MAX_LAYERS = 10_000
+MAX_LAYERS = 256  # deeper stacks reach Python's recursion limit in Keras (3,000 did)
 
 
 class ModelConfig(BaseModel):
@@ -285,7 +285,7 @@ class RecipeModel(BaseModel):
     """The whole recipe; unknown top-level keys are refused."""
 
     model_config = ConfigDict(extra="forbid")
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$", max_length=100)  # a folder name, with room for .staging-PID
     seed: int = Field(1234, ge=0, le=2**32 - 1)  # numpy's seed range
     plugins: list[str] = []
     data: DataConfig
@@ -471,6 +471,8 @@ def _describe(annotation, info=None) -> str:
     if annotation is int:
         if "Le" in bounds and "Ge" in bounds:
             return f"an integer in [{bounds['Ge']}, {bounds['Le']}]"
+        if bounds.get("Gt") == 0 and "Le" in bounds and bounds["Le"] < 2**31 - 1:  # not a mere int32 limit
+            return f"a positive integer <= {bounds['Le']}"
         if bounds.get("Gt") == 0:
             return "a positive integer"
         if bounds.get("Ge") == 0:
@@ -496,7 +498,9 @@ def _describe(annotation, info=None) -> str:
         return "a number"
     if annotation is str:
         pattern = [m.pattern for m in meta if hasattr(m, "pattern") and m.pattern]
-        return "a string of letters, digits, '_', '-', '.'" if pattern else "a string"
+        longest = [m.max_length for m in meta if getattr(m, "max_length", None)]
+        what = "a string of letters, digits, '_', '-', '.'" if pattern else "a string"
+        return what + (f" of at most {longest[0]} characters" if longest else "")
     return getattr(annotation, "__name__", str(annotation))
 
 

@@ -19,8 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.mark.parametrize("section, key, value, expected", [
     ("model", "units", True, "model.units: expected a positive integer, got True. true/false is not a number."),
-    ("model", "layers", 2.0, "model.layers: expected a positive integer, got 2.0. Write a whole number"),
-    ("model", "layers", 2.5, "model.layers: expected a positive integer, got 2.5."),
+    ("model", "layers", 2.0, "model.layers: expected a positive integer <= 256, got 2.0. Write a whole number"),
+    ("model", "layers", 2.5, "model.layers: expected a positive integer <= 256, got 2.5."),
     ("training", "epochs", "1", "training.epochs: expected a positive integer, got '1'. A quoted number is a string"),
     ("training", "learning_rate", "0.01", "training.learning_rate: expected a finite positive number, got '0.01'."),
     ("training", "learning_rate", float("inf"), "training.learning_rate: expected a finite positive number, got inf."),

@@ -141,6 +141,10 @@ def test_recipe_names_that_leave_their_folder_are_refused():
         with pytest.raises(RecipeError, match=r"name: .*" + ("expected" if "/" in bad else "folder name")):
             recipe_from_dict(make_recipe(name=bad))
     assert recipe_from_dict(make_recipe(name="v1.2_run-3")).name == "v1.2_run-3"
+    with pytest.raises(RecipeError, match=r"name: .* of at most 100 characters"):  # beyond a folder name's room
+        recipe_from_dict(make_recipe(name="a" * 101))
+    with pytest.raises(RecipeError, match=r"model.layers: expected a positive integer <= 256, got 3000"):
+        recipe_from_dict(make_recipe(model={"layers": 3000}))
 
 
 def test_overwrite_refuses_a_folder_that_is_not_a_seqkit_run(tmp_path, run_copy):

@@ -187,6 +187,36 @@ def test_history_json_of_wrong_types_on_resume_names_the_file(runs, tmp_path):
                str(run / "history.json"), "val_cross_entropy", "must be a number")
 
 
+@pytest.mark.parametrize("state, words", [({}, "'epoch' must be a whole number"),
+                                          ({"epoch": -5}, "'epoch' must be a whole number"),
+                                          ([1], "expected a JSON object"),
+                                          ({"epoch": 1, "history": "abc"}, "'history' must be a list")])
+def test_a_checkpoint_state_of_wrong_shape_on_resume_names_the_checkpoint(runs, tmp_path, state, words):
+    import zipfile
+
+    run = _copy(runs, tmp_path)
+    last = run / "last.keras"
+    with zipfile.ZipFile(last) as z:
+        members = {n: z.read(n) for n in z.namelist()}
+    members["seqkit_state.json"] = json.dumps(state).encode()
+    with zipfile.ZipFile(last, "w") as z:
+        for n, data in members.items():
+            z.writestr(n, data)
+    before = (run / "state.json").read_text()
+    user_error(cli("train", "--resume", str(run), "--set", "training.epochs=2", "--quiet"),
+               "last.keras (seqkit_state.json inside it)", words)
+    assert (run / "state.json").read_text() == before  # the run is not marked failed
+
+
+def test_metrics_json_baselines_of_the_wrong_shape_are_left_out(runs, tmp_path):
+    run = _copy(runs, tmp_path)
+    saved = json.loads((run / "metrics.json").read_text())
+    (run / "metrics.json").write_text(json.dumps({**saved, "baselines": {"y": {"test": [1]}, "z": 3}}))
+    res = cli("evaluate", str(run))
+    assert res.returncode == 0 and "internal error" not in res.stderr, res
+    assert res.stdout.startswith("test (") and "baseline y" not in res.stdout and "baseline z" not in res.stdout
+
+
 def test_corrupt_metrics_json_on_evaluate_names_the_file(runs, tmp_path):
     run = _copy(runs, tmp_path)
     (run / "metrics.json").write_text("{oops")

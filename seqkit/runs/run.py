@@ -113,6 +113,17 @@ def empty_split_cause(recipe, split: str) -> str:
     return f"data.split.{split} is 0"
 
 
+def _baseline_shape(figs) -> bool:
+    """Whether a ``metrics.json`` baseline has the shape training writes: ``{split: number}`` or
+    ``{split: {figure: number}}``."""
+    def number(v):
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+    return isinstance(figs, dict) and all(
+        number(v) or (isinstance(v, dict) and all(isinstance(k, str) and number(x) for k, x in v.items()))
+        for v in figs.values())
+
+
 def _data_section(recipe) -> dict:
     """``recipe``'s data section without ``split.seed``: whether two runs' seeds split alike is
     asked of ``recipe.split_seed`` (``null`` reads as the recipe's seed) and, where they differ,
@@ -354,7 +365,8 @@ class Run:
                                            "decay": ev.dynamic_decay, "chunk": ev.dynamic_chunk})
         saved = read_json(os.path.join(self.path, METRICS), default={})  # not JSON: a RunDirError names it
         baselines = saved.get("baselines") if isinstance(saved, dict) else None
-        baselines = baselines if isinstance(baselines, dict) else {}  # wrong types: shown without them
+        baselines = {k: v for k, v in baselines.items() if _baseline_shape(v)} if isinstance(baselines, dict) else {}
+        # (a baseline of the wrong shape, edited by hand: shown without it)
         report = {"split": split, **res, "baselines": baselines}
         if decoded is not None:
             report["decoding"] = {k: getattr(decoded.decoding, k) for k in decoding}

@@ -265,6 +265,32 @@ def damaged(path: str, problem: str) -> RunDirError:
     return RunDirError(f"{path}: {problem}; the file was damaged or edited by hand. {fix}")
 
 
+def _check_checkpoint_state(saved, where: str) -> None:
+    """Refuse a checkpoint state of another shape than :func:`atomic_save_model` writes:
+    ``{"epoch": int >= 0, "best": number or null, "history": [{"epoch": int, ...}, ...]}``.
+
+    Raises:
+        RunDirError: naming ``where`` and the fix.
+    """
+    def bad(problem):
+        return RunDirError(f"{where}: {problem}; the checkpoint was damaged or edited by hand. Restore "
+                           f"the run from a copy, or train again (its model.keras still evaluates).")
+
+    def whole(v):
+        return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+    if not isinstance(saved, dict):
+        raise bad(f"expected a JSON object, found a {type(saved).__name__}")
+    if not whole(saved.get("epoch")):
+        raise bad(f"'epoch' must be a whole number >= 0, found {saved.get('epoch')!r}")
+    best = saved.get("best")
+    if best is not None and (isinstance(best, bool) or not isinstance(best, (int, float))):
+        raise bad(f"'best' must be a number or null, found {best!r}")
+    hist = saved.get("history", [])
+    if not isinstance(hist, list) or not all(isinstance(h, dict) and whole(h.get("epoch", 0)) for h in hist):
+        raise bad("'history' must be a list of per-epoch objects with a whole-number epoch")
+
+
 def read_checkpoint_state(path: str) -> dict | None:
     """The state stored in a ``.keras`` checkpoint by :func:`atomic_save_model` (``None``: none)."""
     try:
@@ -407,6 +433,7 @@ class RunDir:
         history = self.history()  # read even when unused: a damaged file is named, not skipped
         saved = read_checkpoint_state(self.file(LAST))
         if saved is not None:
+            _check_checkpoint_state(saved, f"{self.file(LAST)} ({CHECKPOINT_STATE} inside it)")
             history = saved.get("history", [])
             state = {**state, "epoch": saved["epoch"], "best": saved.get("best")}
         history = [h for h in history if h.get("epoch", 0) <= state.get("epoch", 0)]
