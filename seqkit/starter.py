@@ -68,7 +68,11 @@ def _read_table(path: str) -> tuple[list[str], list[dict]]:
                 if i >= _SAMPLE:
                     break
                 if line.strip():
-                    row = json.loads(line)
+                    try:
+                        row = json.loads(line)
+                    except RecursionError:
+                        raise InitError(f"{path}:{i + 1}: JSON nested too deep to read; a JSON Lines table "
+                                        f"holds one flat object a line.") from None
                     if not isinstance(row, dict):
                         raise InitError(f"{path}:{i + 1}: a JSON Lines table holds one object a line "
                                         f"({{\"text\": ..., \"label\": ...}}); found a {type(row).__name__}.")

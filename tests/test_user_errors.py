@@ -327,3 +327,14 @@ def test_a_label_list_that_is_not_a_list_of_names_is_named(tmp_path):
             LabelVocabulary.load(str(tmp_path / "labels.json"))
     (tmp_path / "labels.json").write_text('["neg", "pos"]')
     assert LabelVocabulary.load(str(tmp_path / "labels.json")).names == ["neg", "pos"]
+
+
+def test_resume_refuses_a_run_whose_logs_folder_is_a_link_elsewhere(runs, tmp_path):
+    run = _copy(runs, tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    shutil.move(str(run / "logs"), str(elsewhere))
+    os.symlink(elsewhere, run / "logs")
+    before = sorted(p.name for p in elsewhere.rglob("*"))
+    user_error(cli("train", "--resume", str(run), "--set", "training.epochs=2", "--quiet"),
+               "logs is a symbolic link")
+    assert sorted(p.name for p in elsewhere.rglob("*")) == before

@@ -229,6 +229,9 @@ def _read_jsonl(text: str, path: str) -> Table:
             raise DataError(f"{path}:{n}: not JSON ({exc.msg} at column {exc.colno}); a JSON lines "
                             f"file has one object per line, e.g. {{\"text\": \"...\", \"label\": "
                             f"\"...\"}}.") from None
+        except RecursionError:
+            raise DataError(f"{path}:{n}: JSON nested too deep to read; a JSON lines table holds one "
+                            f"flat object a line, e.g. {{\"text\": \"...\", \"label\": \"...\"}}.") from None
         if not isinstance(obj, dict):
             raise DataError(f"{path}:{n}: a JSON {type(obj).__name__}, not an object; each line of a "
                             f"JSON lines table is one {{\"column\": value, ...}} object.")

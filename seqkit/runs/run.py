@@ -70,6 +70,8 @@ def _is_frame(obj) -> bool:
 
 #: The most new tokens one ``generate`` call may ask for (the in-graph loop's buffers grow with it).
 MAX_NEW_TOKENS = 1_000_000
+#: Most continuations one generate call samples (they are sampled as one batch).
+MAX_SAMPLES = 10_000
 
 
 def check_decoding_options(*, greedy: bool, beam_width: int | None, length_penalty: float | None,
@@ -457,7 +459,7 @@ class Run:
         temperature = a.real("temperature", temperature, 0, low_open=True, optional=True)
         top_k = a.whole("top_k", top_k, 0, optional=True)
         top_p = a.real("top_p", top_p, 0, 1, low_open=True, optional=True)
-        num, seed = a.whole("num", num, 1), a.whole("seed", seed)
+        num, seed = a.whole("num", num, 1, MAX_SAMPLES), a.whole("seed", seed, 0, 2**32 - 1)
         for name in ("beam_width", "n_best", "min_length"):
             a.whole(name, locals()[name], 0, optional=True)
         length_penalty = a.real("length_penalty", length_penalty, optional=True)

@@ -455,6 +455,13 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
         run.check(need_model=False)
         if not os.path.isfile(run.file(LAST)):
             raise RunDirError(f"{run_path}: nothing to resume (no {LAST}: no epoch finished).")
+        from seqkit.runs.rundir import foreign_in_run
+
+        foreign = foreign_in_run(run_path)  # training writes into logs/ and backup/: never through a link
+        if foreign is not None and os.path.islink(os.path.join(run_path, foreign)):
+            raise RunDirError(f"{run_path}: {foreign} is a symbolic link; seqkit writes a run only into "
+                              f"folders it made, so it does not resume one that points elsewhere. "
+                              f"Replace the link with the folder it points to (or remove it), then resume.")
         _check_resume_changes(recipe, run)
         state, history = run.resume_point()  # what last.keras itself records (see RunDir.resume_point)
         if state.get("epoch", 0) >= t.epochs and state.get("status") == "finished":
