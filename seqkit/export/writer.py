@@ -41,7 +41,6 @@ are looked up in :mod:`seqkit.export.tflite` at each call, so they can be replac
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 
@@ -128,11 +127,10 @@ def check_out(out: str, run_dir: str, overwrite: bool) -> None:
 def _is_seqkit_metadata(path: str) -> bool:
     """Whether ``path`` is a ``metadata.json`` seqkit wrote: a small JSON object naming
     ``seqkit_version`` and ``schema_version`` (another tool's ``metadata.json`` is not)."""
+    from seqkit.runs.rundir import bounded_json
+
     try:
-        if not os.path.isfile(path) or os.path.getsize(path) > (64 << 20):
-            return False
-        with open(path, encoding="utf-8") as f:
-            meta = json.load(f)
+        meta = bounded_json(path)
     except (OSError, ValueError):
         return False
     return isinstance(meta, dict) and "seqkit_version" in meta and "schema_version" in meta

@@ -125,10 +125,7 @@ def _state_is_seqkits(path: str) -> bool:
     """Whether ``path`` (a ``state.json``) is one seqkit wrote: a JSON object with a whole-number
     ``epoch`` (read only when it is a small regular file)."""
     try:
-        if not os.path.isfile(path) or os.path.getsize(path) > (1 << 20):
-            return False
-        with open(path, encoding="utf-8") as f:
-            st = json.load(f)
+        st = bounded_json(path, 1 << 20)
     except (OSError, ValueError):
         return False
     return isinstance(st, dict) and isinstance(st.get("epoch"), int) and not isinstance(st.get("epoch"), bool)
