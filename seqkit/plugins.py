@@ -31,7 +31,7 @@ from seqkit.errors import RecipeError, RunDirError
 from seqkit.heads import DEFAULT_HEAD
 from seqkit.recipe import read_yaml
 from seqkit.registry import CELLS, DATA, HEADS
-from seqkit.runs.rundir import bounded_json
+from seqkit.runs.json_files import bounded_json
 
 PLUGINS = "plugins.json"
 BUILTIN = "seqkit (built in)"

@@ -241,7 +241,6 @@ CASES = [
     # ---- flags on commands that read a run or an export
     ("generate-temperature-zero", lambda u: ["generate", "run", "--temperature", "0"], ["--temperature"]),
     ("generate-num-huge", lambda u: ["generate", "run", "--num", "100000000"], ["--num"]),
-    ("generate-seed-negative", lambda u: ["generate", "run", "--seed", "-1"], ["--seed"]),
     ("generate-nbest-above-beam", lambda u: ["generate", "run", "--beam-width", "2", "--n-best", "3"],
      ["--n-best"]),
     ("predict-on-lm", lambda u: ["predict", "run", "--input", "notes.txt"], ["run"]),

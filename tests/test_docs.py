@@ -296,7 +296,8 @@ def test_recipe_reference_lists_every_schema_key():
     assert "| `training.epochs` | a positive integer | `20` |" in page or "`training.epochs`" in page
     assert "| `data.tokenizer` | one of 'char', 'whitespace', 'sentencepiece' | `char` |" in page
     assert "### `table`" in page and "| `data.label_column` |" in page
-    assert "| `name` | a string of letters, digits, '_', '-', '.' | the recipe file's stem |" in page
+    assert ("| `name` | a string of letters, digits, '_', '-', '.' of at most 100 characters | the recipe "
+            "file's stem |") in page
 
 
 def test_repository_paths_the_pages_name_exist():

@@ -56,7 +56,7 @@ def test_two_exports_into_one_folder_one_wins_the_other_is_refused(tmp_path, tin
     parent = tmp_path / "exports"
     out = parent / "tiny"
     out.mkdir(parents=True)  # an earlier export, which both replace with --overwrite
-    (out / "metadata.json").write_text('{"earlier": true}', encoding="utf-8")
+    (out / "metadata.json").write_text('{"seqkit_version": "0.2.0", "schema_version": 1}', encoding="utf-8")
     (out / "model.tflite").write_bytes(b"the earlier export")
     before = digest(out)
     ready, go = tmp_path / "first-holds-the-lock", tmp_path / "first-may-go-on"

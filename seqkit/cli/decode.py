@@ -35,7 +35,7 @@ from seqkit.runs.rundir import json_line, strict_json
 @click.option("--min-length", type=click.IntRange(min=0), help="Beam search: fewest new tokens before the end marker.")
 @click.option("--num", type=click.IntRange(min=1, max=10_000), default=1, show_default=True,
               help="How many sampled continuations (at most 10,000; they are sampled as one batch).")
-@click.option("--seed", type=click.IntRange(min=0, max=2**32 - 1), default=0, show_default=True, help="Sampling seed.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Sampling seed (any integer).")
 @click.option("--cache", is_flag=True, help="Language model, data.layout stream: draw each token from the "
               "network mixed with a continuous cache of its hidden states over the prompt and the text "
               "generated so far (Grave et al. 2017), as evaluate --cache scores it; settings chosen on the "

@@ -12,7 +12,8 @@ import collections
 from typing import Iterable
 
 from seqkit.errors import RunDirError
-from seqkit.runs.rundir import atomic_write_json, bounded_json
+from seqkit.runs.json_files import bounded_json
+from seqkit.runs.rundir import atomic_write_json
 
 
 class LabelVocabulary:

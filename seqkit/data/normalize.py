@@ -15,7 +15,7 @@ import os
 import numpy as np
 
 from seqkit.errors import DataError, RunDirError
-from seqkit.runs.rundir import bounded_json
+from seqkit.runs.json_files import bounded_json
 
 
 class FrameNormalizer:

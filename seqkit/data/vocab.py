@@ -15,7 +15,8 @@ import collections
 from typing import Iterable
 
 from seqkit.errors import RunDirError
-from seqkit.runs.rundir import atomic_write_json, bounded_json
+from seqkit.runs.json_files import bounded_json
+from seqkit.runs.rundir import atomic_write_json
 
 PAD, UNK, START, END = "", "[UNK]", "<s>", "</s>"
 PAD_ID, UNK_ID, START_ID, END_ID = 0, 1, 2, 3

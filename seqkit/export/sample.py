@@ -32,7 +32,7 @@ from seqkit.errors import DataError, SeqkitError
 from seqkit.export.calibration import calibration_records, parity_records
 from seqkit.runs.rundir import EXPORT_SAMPLE as SAMPLE_FILE  # noqa: E402 (one of the run's own names)
 from seqkit.runs.rundir import atomic_write_text, strict_json
-from seqkit.runs.rundir import bounded_json
+from seqkit.runs.json_files import bounded_json
 FORMAT = "seqkit export sample"
 VERSION = 1
 #: the records kept for calibration (the default --calibration-examples)

@@ -127,7 +127,7 @@ def check_out(out: str, run_dir: str, overwrite: bool) -> None:
 def _is_seqkit_metadata(path: str) -> bool:
     """Whether ``path`` is a ``metadata.json`` seqkit wrote: a small JSON object naming
     ``seqkit_version`` and ``schema_version`` (another tool's ``metadata.json`` is not)."""
-    from seqkit.runs.rundir import bounded_json
+    from seqkit.runs.json_files import bounded_json
 
     try:
         meta = bounded_json(path)

@@ -459,7 +459,7 @@ class Run:
         temperature = a.real("temperature", temperature, 0, low_open=True, optional=True)
         top_k = a.whole("top_k", top_k, 0, optional=True)
         top_p = a.real("top_p", top_p, 0, 1, low_open=True, optional=True)
-        num, seed = a.whole("num", num, 1, MAX_SAMPLES), a.whole("seed", seed, 0, 2**32 - 1)
+        num, seed = a.whole("num", num, 1, MAX_SAMPLES), a.whole("seed", seed)
         for name in ("beam_width", "n_best", "min_length"):
             a.whole(name, locals()[name], 0, optional=True)
         length_penalty = a.real("length_penalty", length_penalty, optional=True)

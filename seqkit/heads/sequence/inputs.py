@@ -35,7 +35,7 @@ from seqkit.data.vocab import Vocabulary
 from seqkit.data.word_chars import WordChars, pack
 from seqkit.errors import DataError, RunDirError
 from seqkit.runs.rundir import INPUTS, NORMALIZER, VOCAB, atomic_write_json
-from seqkit.runs.rundir import bounded_json
+from seqkit.runs.json_files import bounded_json
 
 
 class SequenceHeadOptions(BaseModel):
