@@ -234,3 +234,15 @@ def test_evaluating_a_split_without_its_file_names_the_key_to_add(stream_run):
 
     with pytest.raises(SeqkitError, match=r"test split is empty \(the recipe gives no data.test_path"):
         seqkit.load(stream_run[0]).evaluate(split="test")
+
+
+def test_an_export_without_held_out_data_says_its_figure_is_the_training_splits(tmp_path):
+    from types import SimpleNamespace
+
+    from seqkit.export.calibration import parity_split
+
+    def prep(**splits):
+        return SimpleNamespace(splits={"train": [1], "valid": [], "test": [], **splits})
+
+    assert [parity_split(prep(test=[1], valid=[1])), parity_split(prep(valid=[1])), parity_split(prep())] == \
+        ["test", "valid", "train"]

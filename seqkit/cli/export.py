@@ -99,7 +99,8 @@ def export(run_dir, fmt, out, quantize, io_type, calibration_examples, cell_scal
             click.echo(f"{kind}: max |logit diff| {r['max_abs_diff']:.3g}, arg-max agreement "
                        f"{r['argmax_agreement']:.4f} ({r['positions']} positions)"
                        + (f", {r['bytes']:,} bytes, ops {', '.join(r['ops'])}" if kind == "tflite" else "")
-                       + (f"; held-out {r['task']['metric']} {r['task']['export']:.4g} (Keras "
+                       + (f"; {'training-split' if report.get('parity_split') == 'train' else 'held-out'} "
+                          f"{r['task']['metric']} {r['task']['export']:.4g} (Keras "
                           f"{r['task']['keras']:.4g})" if "task" in r else "")
                        + (f"; state internal, max |logit diff| vs the explicit-state model "
                           f"{r['explicit_state_max_abs_diff']:.3g}" if "explicit_state_max_abs_diff" in r else ""))

@@ -65,10 +65,15 @@ def calibration_records(prep, n: int = DEFAULT_EXAMPLES) -> list:
     return train.records(pick) if lazy else [train[i] for i in pick]
 
 
+def parity_split(prep) -> str:
+    """The split :func:`parity_records` reads: ``test``, else ``valid``, else ``train``."""
+    return next((k for k in ("test", "valid") if prep.splits.get(k)), "train")
+
+
 def parity_records(prep, n: int) -> list:
     """The first ``n`` held-out records an export checks its parity on: the test split, else
     valid, else train (a training split read lazily, ``text_corpus``: its first ``n`` lines)."""
-    held_out = prep.splits.get("test") or prep.splits.get("valid") or prep.splits.get("train") or []
+    held_out = prep.splits.get(parity_split(prep)) or []
     if getattr(held_out, "lazy", False):
         return held_out.records(range(int(n)))
     return list(held_out[:int(n)])

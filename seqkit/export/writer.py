@@ -51,7 +51,8 @@ from seqkit.data.vocab import END_ID, PAD_ID, START_ID, UNK_ID
 from seqkit.errors import DataError, SeqkitError, refuse_bidirectional
 from seqkit.export import embedded_metadata, int16_cell
 from seqkit.export.archive import build_archive, build_full_sequence_archive, predict_input_spec, stepper_for
-from seqkit.export.calibration import calibration_records, full_sequence_samples, parity_records, step_samples
+from seqkit.export.calibration import (calibration_records, full_sequence_samples, parity_records, parity_split,
+                                       step_samples)
 from seqkit.export.cell_scaling import scaled_stepper, stepper_inputs
 from seqkit.export.embedded_metadata import versioned
 from seqkit.export.frame_lengths import LENGTHS
@@ -397,7 +398,7 @@ def write_step_export(prep, model, out: str, options: ExportOptions, calib: list
             ref_tags = [t[:n] for t, n in zip(
                 crf_layer(model).decode(tf.constant(case.reference), tf.constant(case.valid)).numpy(),
                 case.lengths)]
-        report = {"examples": len(held_out), "quantize": quantize,
+        report = {"examples": len(held_out), "parity_split": parity_split(prep), "quantize": quantize,
                   "artefact": meta["artefact"], "tolerance": tolerance,
                   "min_argmax_agreement": min_agreement, **calibration_report(calib, io_type)}
         if scaled is not None:
@@ -499,7 +500,8 @@ def write_step_export(prep, model, out: str, options: ExportOptions, calib: list
             meta["verified"] = verify_default(data)  # LiteRT's default interpreter (XNNPACK on) ran it
             data = embedded_metadata.embed(data, meta, subword_files(prep, meta))  # the file describes itself
             report["tflite"].update({"ops": op_names(data), "bytes": len(data)})
-            _check(report["tflite"], f"TFLite {meta['artefact']} ({quantize})", tolerance, min_agreement)
+            _check(report["tflite"], f"TFLite {meta['artefact']} ({quantize})", tolerance, min_agreement,
+                   parity_split(prep))
             why = prep.head.export_gate(report["tflite"].get("task"), quantize)
             if why:
                 raise SeqkitError(f"parity check failed for the TFLite {meta['artefact']} ({quantize}) "
@@ -549,11 +551,14 @@ def calibration_report(calib: list | None, io_type: str) -> dict:
                                                 "drawn": "numpy default_rng(recipe seed)"}}
 
 
-def _check(res: dict, what: str, tolerance: float | None, min_agreement: float) -> None:
+def _check(res: dict, what: str, tolerance: float | None, min_agreement: float, split: str = "test") -> None:
+    """Log a parity result and refuse one past ``tolerance`` / ``min_agreement`` (``split``: the
+    split its records came from, :func:`seqkit.export.calibration.parity_split`)."""
     task = res.get("task")
+    where = "held-out" if split != "train" else "training-split (no held-out data)"
     log.info(f"parity {what}: max |logit diff| {res['max_abs_diff']:.3g}, arg-max agreement "
              f"{res['argmax_agreement']:.4f} over {res['positions']} positions"
-             + (f"; held-out {task['metric']} {task['export']:.4g} (Keras {task['keras']:.4g})"
+             + (f"; {where} {task['metric']} {task['export']:.4g} (Keras {task['keras']:.4g})"
                 if task else ""))
     if tolerance is not None and res["max_abs_diff"] > tolerance:
         raise SeqkitError(f"parity check failed for the {what} model: max |logit diff| "
@@ -562,7 +567,7 @@ def _check(res: dict, what: str, tolerance: float | None, min_agreement: float) 
     if res["argmax_agreement"] < min_agreement:
         raise SeqkitError(f"parity check failed for the {what} model: arg-max agreement "
                           f"{res['argmax_agreement']:.4f} < {min_agreement}; nothing was written."
-                          + (f" Held-out {task['metric']}: {task['export']:.4g} against "
+                          + (f" {where.capitalize()} {task['metric']}: {task['export']:.4g} against "
                              f"{task['keras']:.4g} for Keras float32." if task else "")
                           + " Lower --min-agreement to accept it, or export a finer precision "
                             "(--quantize int16x8, dynamic-range, float16 or none; an LSTM step model may keep int8 "
