@@ -78,6 +78,7 @@ def export(run_dir, fmt, out, quantize, io_type, calibration_examples, cell_scal
            calibration_file, parity_file):
     """Export a trained run (SavedModel / TFLite step model; seq2seq: encode + decode_step signatures),
     checked against Keras before writing."""
+    from seqkit.export.calibration import parity_words
     from seqkit.runs.run import Run
 
     report = Run(run_dir).export(out, format=fmt, quantize=quantize, tolerance=tolerance,
@@ -99,7 +100,7 @@ def export(run_dir, fmt, out, quantize, io_type, calibration_examples, cell_scal
             click.echo(f"{kind}: max |logit diff| {r['max_abs_diff']:.3g}, arg-max agreement "
                        f"{r['argmax_agreement']:.4f} ({r['positions']} positions)"
                        + (f", {r['bytes']:,} bytes, ops {', '.join(r['ops'])}" if kind == "tflite" else "")
-                       + (f"; {'training-split' if report.get('parity_split') == 'train' else 'held-out'} "
+                       + (f"; {parity_words(report.get('parity_split', 'test'))} "
                           f"{r['task']['metric']} {r['task']['export']:.4g} (Keras "
                           f"{r['task']['keras']:.4g})" if "task" in r else "")
                        + (f"; state internal, max |logit diff| vs the explicit-state model "

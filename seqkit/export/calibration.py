@@ -70,6 +70,11 @@ def parity_split(prep) -> str:
     return next((k for k in ("test", "valid") if prep.splits.get(k)), "train")
 
 
+def parity_words(split: str) -> str:
+    """How a parity report names the figure of its records' ``split`` (:func:`parity_split`)."""
+    return "held-out" if split != "train" else "training-split"
+
+
 def parity_records(prep, n: int) -> list:
     """The first ``n`` held-out records an export checks its parity on: the test split, else
     valid, else train (a training split read lazily, ``text_corpus``: its first ``n`` lines)."""

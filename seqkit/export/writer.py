@@ -52,7 +52,7 @@ from seqkit.errors import DataError, SeqkitError, refuse_bidirectional
 from seqkit.export import embedded_metadata, int16_cell
 from seqkit.export.archive import build_archive, build_full_sequence_archive, predict_input_spec, stepper_for
 from seqkit.export.calibration import (calibration_records, full_sequence_samples, parity_records, parity_split,
-                                       step_samples)
+                                       parity_words, step_samples)
 from seqkit.export.cell_scaling import scaled_stepper, stepper_inputs
 from seqkit.export.embedded_metadata import versioned
 from seqkit.export.frame_lengths import LENGTHS
@@ -555,7 +555,7 @@ def _check(res: dict, what: str, tolerance: float | None, min_agreement: float, 
     """Log a parity result and refuse one past ``tolerance`` / ``min_agreement`` (``split``: the
     split its records came from, :func:`seqkit.export.calibration.parity_split`)."""
     task = res.get("task")
-    where = "held-out" if split != "train" else "training-split (no held-out data)"
+    where = parity_words(split) + (" (no held-out data)" if split == "train" else "")
     log.info(f"parity {what}: max |logit diff| {res['max_abs_diff']:.3g}, arg-max agreement "
              f"{res['argmax_agreement']:.4f} over {res['positions']} positions"
              + (f"; {where} {task['metric']} {task['export']:.4g} (Keras {task['keras']:.4g})"

@@ -33,7 +33,7 @@ import time
 
 from seqkit import log
 from seqkit.errors import RunDirError
-from seqkit.runs.rundir import foreign_in_run, foreign_in_tree, is_run_name, not_a_run_because
+from seqkit.runs.rundir import foreign_in_run, foreign_in_tree, not_a_run_because
 
 STAGED = re.compile(r"^\.(?P<name>.+)\.(?P<kind>staging|old)-(?P<pid>\d+)$")
 EXPORT_PARTIAL = re.compile(r"^(?P<name>.+)\.partial-(?P<pid>\d+)$")
@@ -392,7 +392,7 @@ def remove_stale(parent: str, own_name: str | None = None) -> list[str]:
         name = m["name"]
         if name != own_name and _lock_is_held(os.path.join(parent, f".{name}.lock")):
             continue
-        if not _only(path, is_run_name) or foreign_in_run(path) is not None:
+        if foreign_in_run(path) is not None:
             continue  # not only a run's files, at any depth: someone else's folder, left alone
         target = os.path.join(parent, name)
         try:

@@ -110,8 +110,12 @@ def foreign_in_tree(root: str, allowed) -> str | None:
 def foreign_in_run(path: str) -> str | None:
     """The first entry of the folder ``path`` that a run directory does not hold (a name seqkit
     does not write at its top, a symbolic link, or a file below ``logs/`` / ``backup/`` other than
-    TensorBoard's and Keras's backup files), or None."""
-    for n in sorted(os.listdir(path)):
+    TensorBoard's and Keras's backup files; an unreadable folder counts as foreign), or None."""
+    try:
+        names = sorted(os.listdir(path))
+    except OSError:
+        return "(its entries cannot be read)"
+    for n in names:
         p = os.path.join(path, n)
         if not is_run_name(n) or os.path.islink(p):
             return n
@@ -129,7 +133,7 @@ def _state_is_seqkits(path: str) -> bool:
         st = bounded_json(path, 1 << 20)
     except (OSError, ValueError):
         return False
-    return isinstance(st, dict) and isinstance(st.get("epoch"), int) and not isinstance(st.get("epoch"), bool)
+    return state_problem(st) is None and "epoch" in st
 
 
 def not_a_run_because(path: str) -> str | None:
@@ -263,30 +267,51 @@ def damaged(path: str, problem: str) -> RunDirError:
     return RunDirError(f"{path}: {problem}; the file was damaged or edited by hand. {fix}")
 
 
+def state_problem(st) -> str | None:
+    """What is wrong with a ``state.json`` object (``{"epoch": int >= 0, "best": number or null,
+    ...}``; a missing ``epoch`` reads as 0), in words, or None."""
+    if not isinstance(st, dict):
+        return f"expected a JSON object with epoch and best, found a {type(st).__name__}"
+    epoch, best = st.get("epoch", 0), st.get("best")
+    if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+        return f"'epoch' must be a whole number >= 0, found {epoch!r}"
+    if best is not None and (isinstance(best, bool) or not isinstance(best, (int, float))):
+        return f"'best' must be a number or null, found {best!r}"
+    return None
+
+
+def history_problem(hist) -> str | None:
+    """What is wrong with a ``history.json`` list (objects with a whole-number ``epoch`` and numbers
+    for the losses a resumed run's early stopping reads), in words, or None."""
+    if not isinstance(hist, list):
+        return f"expected a JSON list of per-epoch objects, found a {type(hist).__name__}"
+    for i, h in enumerate(hist):
+        if not isinstance(h, dict) or isinstance(h.get("epoch"), bool) or not isinstance(h.get("epoch"), int):
+            return f"entry {i} is not an object with a whole-number 'epoch' (found {str(h)[:80]})"
+        bad = [k for k, v in h.items() if (k.startswith("val_") or k in ("loss", "cross_entropy"))
+               and v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)))]
+        if bad:
+            return f"entry {i}: '{bad[0]}' must be a number, found {h[bad[0]]!r}"
+    return None
+
+
 def _check_checkpoint_state(saved, where: str) -> None:
-    """Refuse a checkpoint state of another shape than :func:`atomic_save_model` writes:
-    ``{"epoch": int >= 0, "best": number or null, "history": [{"epoch": int, ...}, ...]}``.
+    """Refuse a checkpoint state of another shape than :func:`atomic_save_model` writes: a
+    ``state.json`` object with its ``epoch`` (:func:`state_problem`) and a ``history`` list
+    (:func:`history_problem`).
 
     Raises:
         RunDirError: naming ``where`` and the fix.
     """
-    def bad(problem):
-        return RunDirError(f"{where}: {problem}; the checkpoint was damaged or edited by hand. Restore "
-                           f"the run from a copy, or train again (its model.keras still evaluates).")
-
-    def whole(v):
-        return isinstance(v, int) and not isinstance(v, bool) and v >= 0
-
-    if not isinstance(saved, dict):
-        raise bad(f"expected a JSON object, found a {type(saved).__name__}")
-    if not whole(saved.get("epoch")):
-        raise bad(f"'epoch' must be a whole number >= 0, found {saved.get('epoch')!r}")
-    best = saved.get("best")
-    if best is not None and (isinstance(best, bool) or not isinstance(best, (int, float))):
-        raise bad(f"'best' must be a number or null, found {best!r}")
-    hist = saved.get("history", [])
-    if not isinstance(hist, list) or not all(isinstance(h, dict) and whole(h.get("epoch", 0)) for h in hist):
-        raise bad("'history' must be a list of per-epoch objects with a whole-number epoch")
+    problem = state_problem(saved)
+    if problem is None and "epoch" not in saved:
+        problem = "'epoch' must be a whole number >= 0, found None"
+    if problem is None:
+        wrong = history_problem(saved.get("history", []))
+        problem = f"'history' must be a list of per-epoch objects ({wrong})" if wrong else None
+    if problem:
+        raise RunDirError(f"{where}: {problem}; the checkpoint was damaged or edited by hand. Restore "
+                          f"the run from a copy, or train again (its model.keras still evaluates).")
 
 
 def read_checkpoint_state(path: str) -> dict | None:
@@ -358,14 +383,9 @@ class RunDir:
         """
         path = self.file(STATE)
         st = read_json(path, default={"epoch": 0, "best": None, "status": "new"})
-        if not isinstance(st, dict):
-            raise damaged(path, f"expected a JSON object with epoch and best, found a "
-                                f"{type(st).__name__}")
-        epoch, best = st.get("epoch", 0), st.get("best")
-        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
-            raise damaged(path, f"'epoch' must be a whole number >= 0, found {epoch!r}")
-        if best is not None and (isinstance(best, bool) or not isinstance(best, (int, float))):
-            raise damaged(path, f"'best' must be a number or null, found {best!r}")
+        problem = state_problem(st)
+        if problem:
+            raise damaged(path, problem)
         return st
 
     def history(self) -> list:
@@ -377,17 +397,9 @@ class RunDir:
         """
         path = self.file(HISTORY)
         hist = read_json(path, default=[])
-        if not isinstance(hist, list):
-            raise damaged(path, f"expected a JSON list of per-epoch objects, found a "
-                                f"{type(hist).__name__}")
-        for i, h in enumerate(hist):
-            if not isinstance(h, dict) or isinstance(h.get("epoch"), bool) or not isinstance(h.get("epoch"), int):
-                raise damaged(path, f"entry {i} is not an object with a whole-number 'epoch' "
-                                    f"(found {str(h)[:80]})")
-            bad = [k for k, v in h.items() if (k.startswith("val_") or k in ("loss", "cross_entropy"))
-                   and v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)))]
-            if bad:  # the values resuming reads (early stopping's monitor)
-                raise damaged(path, f"entry {i}: '{bad[0]}' must be a number, found {h[bad[0]]!r}")
+        problem = history_problem(hist)
+        if problem:
+            raise damaged(path, problem)
         return hist
 
     def resume_point(self) -> tuple[dict, list]:

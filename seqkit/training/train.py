@@ -455,11 +455,11 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
         run.check(need_model=False)
         if not os.path.isfile(run.file(LAST)):
             raise RunDirError(f"{run_path}: nothing to resume (no {LAST}: no epoch finished).")
-        from seqkit.runs.rundir import foreign_in_run
+        from seqkit.runs.rundir import foreign_in_tree
 
-        foreign = foreign_in_run(run_path)  # training writes into logs/ and backup/: never through a link
-        if foreign is not None and os.path.islink(os.path.join(run_path, foreign)):
-            raise RunDirError(f"{run_path}: {foreign} is a symbolic link; seqkit writes a run only into "
+        link = foreign_in_tree(run_path, lambda _name: True)  # any name, but never a link: training writes here
+        if link is not None:
+            raise RunDirError(f"{run_path}: {link} is a symbolic link; seqkit writes a run only into "
                               f"folders it made, so it does not resume one that points elsewhere. "
                               f"Replace the link with the folder it points to (or remove it), then resume.")
         _check_resume_changes(recipe, run)
