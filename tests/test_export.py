@@ -185,7 +185,7 @@ def test_cli_export_stream_inspect(runs, tmp_path):
     bad = tmp_path / "bad.tflite"
     bad.write_bytes(b"not a model")
     res = r.invoke(main, ["inspect", str(bad)])
-    assert res.exit_code == 2 and "not a valid TFLite model" in res.output
+    assert res.exit_code == 2 and "bad.tflite: not a TFLite model" in res.output
 
 
 def test_op_names_reads_every_subgraph_and_names_flex_ops(tf, tmp_path):

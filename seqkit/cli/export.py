@@ -168,10 +168,7 @@ def inspect(path, show_metadata, as_json=False):
     model = os.path.join(path, "model.tflite") if os.path.isdir(path) else path
     if not os.path.isfile(model):
         raise SeqkitError(f"{path}: no model.tflite here.")
-    try:
-        it = interpreter(model)
-    except ValueError as exc:
-        raise SeqkitError(f"{model}: not a valid TFLite model ({exc}).") from exc
+    it = interpreter(model)
     found = embedded_metadata.entries(model)
     embedded = embedded_metadata.read(model, validate=False)  # untrusted: shown, then checked
     invalid = _invalid_metadata(embedded, model)

@@ -34,7 +34,7 @@ import json
 import os
 
 from seqkit.errors import SeqkitError
-from seqkit.export import metadata_schema
+from seqkit.export import metadata_schema, model_check
 from seqkit.runs.rundir import strict_json
 
 KEY = "seqkit_metadata"
@@ -94,14 +94,11 @@ def tokenization(meta: dict, side: str = "source") -> str:
 
 
 def _bytes_of(model) -> bytes:
-    """Model bytes from bytes or a path (``str`` / ``os.PathLike``)."""
+    """Model bytes from bytes or a path (``str`` / ``os.PathLike``), read bounded
+    (:func:`seqkit.export.model_check.read_model`)."""
     if isinstance(model, (bytes, bytearray, memoryview)):
         return bytes(model)
-    try:
-        with open(model, "rb") as f:
-            return f.read()
-    except OSError as exc:
-        raise SeqkitError(f"{model}: cannot read the TFLite model ({exc}).") from exc
+    return model_check.read_model(model)
 
 
 def embed(model: bytes, meta: dict, files: dict[str, bytes] | None = None) -> bytes:

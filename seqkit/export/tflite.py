@@ -213,23 +213,35 @@ def interpreter(model: bytes | str):
     in LiteRT's default configuration (:data:`DEFAULT_CONFIGURATION`: XNNPACK on), its signatures
     each invoked once on zeros (a stateful model is reset afterwards by its runtime).
 
+    The model is untrusted: read bounded and checked against the TFLite schema, then tried in a
+    child process (:func:`seqkit.export.model_check.check`), before LiteRT loads it here.
+
     Raises:
-        SeqkitError: the default configuration refuses the model (XNNPACK "failed to prepare"),
-            with XNNPACK's reason and the model's ops; there is no silent fallback to the builtin
-            kernels, which an app's default interpreter would not make either.
+        SeqkitError: the file is unreadable, damaged (the structure check names the part) or
+            crashes LiteRT (the child's signal); LiteRT refuses it (its reason); or the default
+            configuration refuses the model (XNNPACK "failed to prepare"), with XNNPACK's reason
+            and the model's ops -- there is no silent fallback to the builtin kernels, which an
+            app's default interpreter would not make either.
     """
     from ai_edge_litert.interpreter import Interpreter
 
-    src = {"model_content": bytes(model)} if isinstance(model, (bytes, bytearray)) else {"model_path": model}
+    from seqkit.export import model_check
+
+    path = not isinstance(model, (bytes, bytearray))
+    where = str(model) if path else "this model"
+    data = model_check.read_model(model) if path else bytes(model)
+    model_check.check(data, where)
     try:
-        it = Interpreter(**src)
+        it = Interpreter(model_content=data)
         it.allocate_tensors()
         if "reset" not in it.get_signature_list():  # a pure function: a probe call changes nothing
             _prepare_all(it)
     except (RuntimeError, ValueError) as exc:
-        if "XNNPACK" not in str(exc) and "elegate" not in str(exc):
-            raise
-        raise _refused(exc, model, model if isinstance(model, str) else "this model") from exc
+        if "XNNPACK" in str(exc) or "elegate" in str(exc):
+            raise _refused(exc, data, where) from exc
+        raise SeqkitError(f"{where}: LiteRT cannot load this model ({_first_lines(str(exc), 3)}). The "
+                          f"file was damaged, or was not written by `seqkit export`; export the run "
+                          f"again.") from exc
     return it
 
 
@@ -247,6 +259,9 @@ def verify_default(model: bytes) -> dict:
     import ai_edge_litert
     from ai_edge_litert.interpreter import Interpreter
 
+    from seqkit.export import model_check
+
+    model_check.check_structure(bytes(model), "the exported model")  # what every reader will check
     try:
         it = Interpreter(model_content=bytes(model))
         it.allocate_tensors()

@@ -101,10 +101,7 @@ class Seq2SeqModel:
                               f"an encoder-decoder; run it with seqkit.runtime.StreamingModel.")
         self.metadata = metadata
         self.export_dir = export_dir
-        try:
-            it = interpreter(model)
-        except ValueError as exc:
-            raise SeqkitError(f"{export_dir}: {MODEL} is not a valid TFLite model ({exc}).") from exc
+        it = interpreter(model)
         self.interpreter = it
 
         check_model(metadata, it, str(export_dir or "this export"))  # untrusted: checked
