@@ -709,18 +709,28 @@ def _check_size(node, path: str) -> None:
         size(node, 0)
 
 
+#: Largest recipe file read (bytes): the shipped recipes are 1-5 KB.
+MAX_RECIPE_BYTES = 1 << 20
+
+
 def read_yaml(path: str) -> tuple[dict, dict]:
     """Read a YAML mapping; return ``(data, key_lines)``.
 
     Raises:
-        RecipeError: missing file, not UTF-8, malformed YAML, or not a mapping.
+        RecipeError: missing file (or not a regular file), larger than :data:`MAX_RECIPE_BYTES`,
+            not UTF-8, malformed YAML, or not a mapping.
     """
     if not os.path.isfile(path):
         raise RecipeError(f"{path}: no such recipe file. Pass the path of a .yaml recipe, or the "
                           f"name of a shipped one (`seqkit recipes` lists them).")
+    size = os.path.getsize(path)
+    if size > MAX_RECIPE_BYTES:
+        raise RecipeError(f"{path}: {size:,} bytes, more than a recipe may hold ({MAX_RECIPE_BYTES:,}; "
+                          f"a recipe is a page of settings, its data lives in the files it names). "
+                          f"Check that this is the recipe you meant.")
     try:
         with open(path, encoding="utf-8") as f:
-            text = f.read()
+            text = f.read(MAX_RECIPE_BYTES + 1)
     except UnicodeDecodeError as exc:
         raise RecipeError(f"{path}: not UTF-8 text (byte {exc.start}): save the recipe as UTF-8.") from exc
     try:

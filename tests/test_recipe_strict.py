@@ -59,6 +59,20 @@ def test_a_key_given_twice_names_both_lines(tmp_path):
     assert f"{p}:11: seed: given twice (lines 10 and 11)" in msg and "2 problems" in msg
 
 
+def test_a_recipe_larger_than_a_recipe_is_refused_unread(recipe_dict, write_recipe, tmp_path):
+    """A valid recipe padded with comments past 1 MiB: refused by its size (parsing 30 MB of YAML
+    took 18 s and 870 MB); the same recipe under the bound loads."""
+    from seqkit.recipe import MAX_RECIPE_BYTES
+
+    text = open(write_recipe(recipe_dict()), encoding="utf-8").read()
+    p = tmp_path / "big.yaml"
+    p.write_text(text + "#" * (MAX_RECIPE_BYTES - len(text) - 1) + "\n", encoding="utf-8")
+    assert load_recipe(str(p)).name  # exactly at the bound: read
+    p.write_text(text + "#" * (MAX_RECIPE_BYTES - len(text)) + "\n", encoding="utf-8")
+    with pytest.raises(RecipeError, match=rf"{p}: {MAX_RECIPE_BYTES + 1:,} bytes, more than a recipe may hold"):
+        load_recipe(str(p))
+
+
 def test_numbers_without_a_point_and_overrides_stay_valid(recipe_dict, write_recipe, tmp_path):
     path = write_recipe(recipe_dict())
     text = open(path).read().replace("learning_rate: 0.01", "learning_rate: 1e-3")

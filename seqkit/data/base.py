@@ -188,12 +188,14 @@ def text_tokenizer(recipe) -> str:
 
 
 def read_text(path: str, key: str = "data.path") -> str:
-    """Read a UTF-8 file.
+    """Read a UTF-8 file: a recipe's ``key`` names a regular file; a command-line option's
+    (``--input``) may also name a device or pipe (``/dev/stdin``, ``<(cmd)``).
 
     Raises:
-        DataError: the file is missing or not UTF-8 (naming the line of the bad byte).
+        DataError: the file is missing, a folder, (for a recipe key) a device or pipe, or not
+            UTF-8 (naming the line of the bad byte).
     """
-    if os.path.isdir(path):  # devices and pipes (/dev/null, <(cmd)) are read like files
+    if os.path.isdir(path):
         raise DataError(f"{key}: '{path}' is a folder, not a file. Name a UTF-8 text file"
                         + (f", or pass {key} - for stdin." if key.startswith("--") else " in the recipe."))
     if not os.path.exists(path):
@@ -203,6 +205,10 @@ def read_text(path: str, key: str = "data.path") -> str:
         raise DataError(f"{key}: no such file '{path}'. Fix the path in the recipe (relative "
                         f"paths are read from the recipe's folder) or pass --set {key}=FILE (read from the current "
                         f"directory).")
+    if not key.startswith("--") and not os.path.isfile(path):  # a recipe's data is read again later
+        raise DataError(f"{key}: '{path}' is a device or a pipe, not a file. A recipe's data must be a "
+                        f"regular file: `seqkit evaluate`, `export` and `--resume` read it again from the "
+                        f"run's recipe. Save the data to a file and name that file.")
     with open(path, "rb") as f:
         raw = f.read()
     try:
