@@ -107,7 +107,9 @@ def _classify_table(path: str, rows: list[dict], cols: list[str]) -> dict:
         raise InitError(f"{path}: a classification table needs a header and at least two columns "
                         f"(a text and a label) and one row; found columns {cols} and {len(rows)} rows.")
     named = [c for c in cols if c.strip().lower() in LABEL_NAMES]
-    label = named[0] if named else min(cols, key=lambda c: (len({str(r.get(c)) for r in rows}), cols.index(c)))
+    # the column with the fewest distinct values, the first of equals (linear in the columns)
+    label = named[0] if named else cols[min(range(len(cols)),
+                                            key=lambda i: (len({str(r.get(cols[i])) for r in rows}), i))]
     text = max((c for c in cols if c != label), key=lambda c: _mean_len(rows, c))
     return {"text_column": text, "label_column": label,
             "tokenizer": _tokenizer([str(r.get(text, "")) for r in rows])}

@@ -153,3 +153,18 @@ def test_a_split_that_leaves_a_class_out_warns_naming_it(caplog):
     assert missing_classes({"train": [a, b], "valid": [b, a], "test": [b, a]}) == {}
     tagged = Record(tokens=["x"], tags=["T"])
     assert missing_classes({"train": [tagged], "valid": [], "test": [tagged]}) == {}
+
+
+def test_init_picks_the_label_column_with_fewest_values_first_of_equals(tmp_path):
+    """Without a column named like a label, the label is the column with the fewest distinct
+    values (the first of equals), the text the longest of the rest; a table of 3,000 columns
+    is sniffed as well (the pick is linear in the columns)."""
+    from seqkit.starter import _classify_table
+
+    rows = [{"id": str(i), "kind": "ab"[i % 2], "mood": "xy"[i % 2], "body": "words " * (i + 3)}
+            for i in range(6)]
+    got = _classify_table("t.csv", rows, ["id", "kind", "mood", "body"])
+    assert (got["label_column"], got["text_column"]) == ("kind", "body")
+    cols = [f"c{i}" for i in range(3000)]
+    wide = [{c: f"{r}-{c}" for c in cols} | {"c2999": "yes" if r % 2 else "no"} for r in range(4)]
+    assert _classify_table("w.csv", wide, cols)["label_column"] == "c2999"
