@@ -52,6 +52,14 @@ def test_predict_from_conll_file_as_jsonl_with_probabilities(tagger_run, tmp_pat
     assert [r["tags"] for r in rows] == [["D", "N"], ["D", "N", "V"]]
     p = rows[0]["probabilities"][0]
     assert sum(p.values()) == pytest.approx(1.0, abs=1e-4) and p["D"] == rows[0]["probability"][0]
+    # the file's name says CoNLL: the same sequences without --input-format, from both entry points
+    res = CliRunner().invoke(main, ["predict", str(tagger_run), "--input", str(f), "--format", "jsonl"])
+    assert [json.loads(x)["tags"] for x in res.output.splitlines() if x.startswith("{")] == [["D", "N"],
+                                                                                          ["D", "N", "V"]]
+    from seqkit.runs.run import Run
+
+    got = Run(str(tagger_run)).predict(f.read_text(encoding="utf-8"), name="in.conll")
+    assert [r["tags"] for r in got] == [["D", "N"], ["D", "N", "V"]]
 
 
 def test_predict_longer_than_max_length_is_split_and_counted(tagger_run):

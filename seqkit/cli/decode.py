@@ -75,7 +75,8 @@ def generate(run_dir, prompt, max_length, temperature, top_k, top_p, greedy, bea
               help="Input file, or - for stdin.")
 @click.option("--input-format", type=click.Choice(["auto", "text", "conll", "ts"]), default="auto",
               show_default=True, help="text: one sequence per line; conll: a token per line, blank "
-              "lines between sequences; ts: UCR/UEA .ts file; auto: ts for a frames run, else text.")
+              "lines between sequences; ts: UCR/UEA .ts file; auto: ts for a frames run or a *.ts file, "
+              "conll for a *.conll, *.conllu, *.iob or *.bio file, else text.")
 @click.option("--format", "out_format", type=click.Choice(["text", "jsonl"]), default="text",
               show_default=True, help="Output: text lines or JSON lines.")
 @click.option("--probabilities", is_flag=True, help="Also print the probabilities.")
@@ -106,8 +107,6 @@ def predict(run_dir, input_path, input_format, out_format, probabilities, beam_w
     from seqkit.runs.run import Run
 
     run = Run(run_dir)
-    if input_format == "auto" and input_path.endswith(".ts"):
-        input_format = "ts"
     results = run.predict(text, input_format=input_format, beam_width=beam_width, n_best=n_best,
                           length_penalty=length_penalty, name=name, plot=plot, overwrite=overwrite)
     head = run.prepared.head

@@ -519,8 +519,9 @@ class Run:
                 Text is tokenized as in training. A ``pandas.DataFrame`` (the columns of the
                 training table) for a head that reads tables (``Head.read_frame``); the result is
                 then a ``pandas.DataFrame`` too (``Head.results_frame``).
-            input_format: ``"auto"`` (``ts`` for a frames run, else ``text``), ``"text"``,
-                ``"conll"`` or ``"ts"``.
+            input_format: ``"auto"`` (``ts`` for a frames run or a ``name`` ending ``.ts``,
+                ``conll`` for one ending ``.conll``, ``.conllu``, ``.iob`` or ``.bio``, else
+                ``text``), ``"text"``, ``"conll"`` or ``"ts"``.
             beam_width / n_best / length_penalty: seq2seq runs only (see :meth:`transduce`).
             name: how messages name the input (``<input>:LINE``).
             plot: also draw the answers into this PNG (``seqkit predict --plot``), for a head that

@@ -1,8 +1,9 @@
 """What ``Run.predict`` and ``seqkit predict`` compute: raw input -> records -> labels or tags (printed
 as text or JSON lines by :mod:`seqkit.cli.decode`).
 
-Input formats (``--input-format``; ``auto`` picks ``ts`` for a frames run and
-``text`` otherwise):
+Input formats (``--input-format``; ``auto`` picks ``ts`` for a frames run or a file named
+``*.ts``, ``conll`` for a file named ``*.conll`` / ``*.conllu`` / ``*.iob`` / ``*.bio``, and ``text``
+otherwise):
 
 * ``text``: one sequence per non-empty line (empty lines are skipped, with a warning that counts
   them), tokenized as in training
@@ -30,13 +31,26 @@ from seqkit.errors import SeqkitError
 from seqkit.runs.rundir import json_line
 
 
+#: File-name endings that ``auto`` reads as CoNLL columns (one token per line).
+CONLL_SUFFIXES = (".conll", ".conllu", ".iob", ".bio")
+
+
+def auto_format(name: str, kind: str) -> str:
+    """The format ``auto`` reads: ``ts`` for a frames run (``kind``) or a ``*.ts`` file,
+    ``conll`` for a file named with one of :data:`CONLL_SUFFIXES`, else ``text``."""
+    low = name.lower()
+    if kind == "frames" or low.endswith(".ts"):
+        return "ts"
+    return "conll" if low.endswith(CONLL_SUFFIXES) else "text"
+
+
 def read_records(text: str, name: str, fmt: str, prep) -> list[Record]:
     """Parse prediction input into records without targets.
 
     Args:
         text: the whole input.
         name: its file name (or ``<stdin>``), for messages.
-        fmt: ``auto``, ``text``, ``conll`` or ``ts``.
+        fmt: ``auto`` (:func:`auto_format`), ``text``, ``conll`` or ``ts``.
         prep: the loaded run (:func:`seqkit.training.train.load_run`).
 
     Raises:
@@ -45,7 +59,7 @@ def read_records(text: str, name: str, fmt: str, prep) -> list[Record]:
     head = prep.head
     kind = head.inputs.kind
     if fmt == "auto":
-        fmt = "ts" if kind == "frames" else "text"
+        fmt = auto_format(name, kind)
     if (fmt == "ts") != (kind == "frames"):
         raise SeqkitError(f"{name}: this run reads {kind}; --input-format {fmt} gives "
                           f"{'frames' if fmt == 'ts' else 'tokens'}. Use "
