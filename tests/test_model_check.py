@@ -173,3 +173,14 @@ def test_only_a_bounded_regular_file_is_read(model, tmp_path, monkeypatch):
     monkeypatch.setattr(model_check, "MAX_MODEL_BYTES", len(model) - 1)
     with pytest.raises(SeqkitError, match=f"{len(model):,} bytes, more than a TFLite flatbuffer holds"):
         model_check.read_model(path)
+
+
+def test_a_child_that_cannot_run_litert_gives_no_verdict(model, monkeypatch):
+    """A child that exits without being killed (here: LiteRT not importable in it) neither
+    passes nor refuses the model: the caller's own load decides."""
+    from seqkit.export import model_check
+
+    monkeypatch.setattr(model_check, "_PROBED", set())
+    monkeypatch.setattr(model_check, "_PROBE", "raise SystemExit(1)")
+    model_check.probe(model, "m.tflite")
+    assert not model_check._PROBED

@@ -238,12 +238,13 @@ def check_structure(data: bytes, where: str = "this model") -> None:
 
 
 #: The child process of :func:`probe`: the model's bytes on standard input; exit 0 when LiteRT
-#: loaded and ran it, 3 when LiteRT raised an error (the caller's own load reports it).
+#: loaded and ran it, 3 when it raised an error (the caller's own load reports it); killed by a
+#: signal when LiteRT crashed.
 _PROBE = """
 import sys
-import numpy as np
-from ai_edge_litert.interpreter import Interpreter
 try:
+    import numpy as np
+    from ai_edge_litert.interpreter import Interpreter
     it = Interpreter(model_content=sys.stdin.buffer.read())
     it.allocate_tensors()
     sigs = it.get_signature_list()
@@ -266,14 +267,15 @@ def probe(data: bytes, where: str = "this model") -> None:
     caller's own load).
 
     Raises:
-        SeqkitError: the child was killed (LiteRT crashed on the model: the message names the
-            signal) or took more than :data:`PROBE_SECONDS`.
+        SeqkitError: the child was killed by a signal (LiteRT crashed on the model: the message
+            names the signal) or took more than :data:`PROBE_SECONDS`. A child that exits any other
+            way (it could not import LiteRT, say) gives no verdict: the caller's load goes ahead.
     """
     digest = hashlib.sha256(data).hexdigest()
     if digest in _PROBED:
         return
-    try:
-        done = subprocess.run([sys.executable, "-I", "-c", _PROBE], input=bytes(data), capture_output=True,
+    try:  # -P: the current folder is not put on the child's sys.path (PYTHONPATH and site are kept)
+        done = subprocess.run([sys.executable, "-P", "-c", _PROBE], input=bytes(data), capture_output=True,
                               timeout=PROBE_SECONDS, check=False)
     except subprocess.TimeoutExpired:
         raise SeqkitError(f"{where}: LiteRT took more than {PROBE_SECONDS} s to load this model and run it "
@@ -281,11 +283,13 @@ def probe(data: bytes, where: str = "this model") -> None:
                           f"seconds: export the run again.") from None
     except OSError:  # no child process possible here: the structure check is all there is
         return
-    if done.returncode in (0, 3):
+    rc = done.returncode
+    if rc in (0, 3):
         _PROBED.add(digest)
         return
-    rc = done.returncode
-    how = f"signal {signal.Signals(-rc).name}" if rc < 0 and -rc in signal.valid_signals() else f"exit status {rc}"
+    if rc >= 0:  # not killed by a signal (the child could not start Python's side): no verdict
+        return
+    how = f"signal {signal.Signals(-rc).name}" if -rc in signal.valid_signals() else f"signal {-rc}"
     said = [ln for ln in done.stderr.decode("utf-8", "replace").splitlines() if ln and not ln.startswith("INFO:")]
     raise SeqkitError(f"{where}: LiteRT crashed loading this model ({how}, in the child process seqkit "
                       f"tries every model in first{': ' + said[-1][:300] if said else ''}). The file was "
