@@ -48,7 +48,7 @@ def split_examples(examples: list, valid: float, test: float, *, shuffle: bool, 
 
 
 def assemble_splits(loaded: dict, valid: float, test: float, *, shuffle: bool | None, seed: int,
-                    limit: int | None = None) -> dict:
+                    limit: int | None = None, classes: bool = True) -> dict:
     """Turn a data source's :meth:`~seqkit.data.base.DataSource.load` result into three splits.
 
     Args:
@@ -58,6 +58,9 @@ def assemble_splits(loaded: dict, valid: float, test: float, *, shuffle: bool | 
         shuffle, seed: as for :func:`split_examples`; ``shuffle=None`` (``data.split.shuffle``'s
             default) is :func:`default_shuffle` of ``loaded``.
         limit: keep at most this many examples of each list first (``data.limit``).
+        classes: the records' ``label`` names a class (the head's
+            :attr:`~seqkit.heads.base.Head.label_classes`): warn of classes missing from a split
+            (:func:`missing_classes`).
 
     Returns:
         ``{"train": [...], "valid": [...], "test": [...]}``.
@@ -68,7 +71,8 @@ def assemble_splits(loaded: dict, valid: float, test: float, *, shuffle: bool | 
     if shuffle is None:
         shuffle = default_shuffle(loaded)
     splits = _assemble(loaded, valid, test, shuffle=shuffle, seed=seed, limit=limit)
-    missing_classes(splits, shuffle=shuffle)
+    if classes:
+        missing_classes(splits, shuffle=shuffle)
     return splits
 
 

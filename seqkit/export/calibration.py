@@ -45,7 +45,6 @@ import numpy as np
 
 from seqkit.data.vocab import START_ID
 from seqkit.export.frame_lengths import LENGTHS
-from seqkit.export.parity import padded_pairs, sequence_inputs
 
 DEFAULT_EXAMPLES = 128
 
@@ -85,13 +84,9 @@ def parity_records(prep, n: int) -> list:
 
 
 def _inputs(prep, records, length: int | None = None) -> np.ndarray:
-    """``[N, T]`` int32 ids or ``[N, T, D]`` raw frames (NaN padding) of ``records`` (a head without
-    an input vocabulary: its :meth:`~seqkit.heads.base.Head.parity_inputs`)."""
-    if hasattr(prep.head, "inputs"):
-        return sequence_inputs(prep, records, length)[0]
-    if prep.vocab is None:  # a head without a vocabulary: its own raw inputs (Head.parity_inputs)
-        return prep.head.parity_inputs(records, length)[0]
-    return padded_pairs(prep, records)[0]
+    """``[N, T]`` int32 ids or ``[N, T, D]`` raw frames (NaN padding) of ``records``: the head's
+    :meth:`~seqkit.heads.base.Head.parity_inputs`, whichever head it is."""
+    return prep.head.parity_inputs(records, length)[0]
 
 
 def step_samples(prep, records, saved_model_dir: str, input_name: str) -> list[dict]:

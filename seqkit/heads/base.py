@@ -91,6 +91,9 @@ class Head(abc.ABC):
     stream_layout: ClassVar[bool] = False
     #: ``training.class_weight`` applies (one class per example).
     class_weights: ClassVar[bool] = False
+    #: :attr:`Record.label <seqkit.data.records.Record.label>` names a class (a split that lacks one
+    #: of train's classes is warned of); False for a head whose ``label`` holds a number (regression).
+    label_classes: ClassVar[bool] = True
     #: ``model.char_embedding`` (character-aware word inputs) applies.
     word_inputs: ClassVar[bool] = False
     #: ``data.tokenizer: sentencepiece`` applies (the head reads raw text it may cut into pieces).
@@ -275,12 +278,15 @@ class Head(abc.ABC):
                           f"its class must implement selection_figures(model, records).")
 
     def baselines(self, prep) -> dict:
-        """Figures of trivial models on the same splits, for comparison (may be empty)."""
+        """Figures of trivial models on the same splits, for comparison (may be empty):
+        ``{baseline name: {split: figures}}``, ``split`` one of ``valid`` / ``test`` (/ ``train``),
+        ``figures`` a number or ``{figure name: number}`` (checked by :func:`seqkit.heads.contract.checked_baselines`)."""
         return {}
 
     def format_metrics(self, figures: dict) -> list[str]:
-        """Console lines for one split's figures (default: ``name value`` pairs)."""
-        return [", ".join(f"{k} {v:.4f}" for k, v in figures.items() if isinstance(v, (int, float)))]
+        """Console lines for one split's figures (default: ``name value`` pairs; counts as integers)."""
+        return [", ".join(f"{k} {v}" if isinstance(v, int) and not isinstance(v, bool) else f"{k} {v:.4f}"
+                          for k, v in figures.items() if isinstance(v, (int, float)))]
 
     # ---------------------------------------------------------------- recipe
     @classmethod
@@ -579,3 +585,4 @@ class Head(abc.ABC):
             seqkit.errors.SeqkitError: the head has no runtime (the default), or a bad request.
         """
         raise SeqkitError(f"{export}: head '{metadata.get('head')}' has no streaming runtime.")
+

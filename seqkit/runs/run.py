@@ -21,6 +21,7 @@ from seqkit.export.options import FORMATS, ExportOptions
 from seqkit.export.portable import export_portable_keras
 from seqkit.export.writer import export_run
 from seqkit.guards import check_model_matches, check_writable
+from seqkit.heads.contract import checked_baselines
 from seqkit.inference.decoding import check_beam_args
 from seqkit.inference.decoding_overrides import with_decoding
 from seqkit.inference.serving import serving_model, text_unsupported
@@ -842,7 +843,7 @@ class Run:
                 for split in ("valid", "test"):
                     if prep.splits.get(split):
                         metrics[split] = evaluate_model(prep, best, split)
-                metrics["baselines"] = prep.head.baselines(prep)
+                metrics["baselines"] = checked_baselines(prep)
                 atomic_write_json(os.path.join(path, HISTORY), history)
                 atomic_write_json(os.path.join(path, METRICS), metrics)
                 atomic_write_json(os.path.join(path, STATE), {"epoch": epochs, "best": None,

@@ -25,6 +25,7 @@ from seqkit.data.vocab import Vocabulary
 from seqkit.errors import DataError, RunDirError, SeqkitError
 from seqkit.export.sample import write_export_sample
 from seqkit.guards import build_model, check_model_matches, resource_error
+from seqkit.heads.contract import checked_baselines
 from seqkit.plugins import keras_classes_needed
 from seqkit.recipe import Recipe, load_recipe
 from seqkit.registry import DATA, HEADS
@@ -165,7 +166,7 @@ def prepare(recipe: Recipe, vocab: Vocabulary | None = None, *, run_dir: str | N
             splits = {k: loaded.get(k, []) for k in ("train", "valid", "test")}
         else:
             splits = assemble_splits(loaded, d.split.valid, d.split.test, shuffle=d.split.shuffle,
-                                     seed=recipe.split_seed, limit=d.limit)
+                                     seed=recipe.split_seed, limit=d.limit, classes=head.label_classes)
     if run_dir is not None:  # before derive_training, which may check what it reads back against them
         head.load_assets(run_dir)
     if read_data and derive and splits.get("train"):
@@ -628,7 +629,7 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
     for split in ("valid", "test"):
         if prep.splits[split]:
             metrics[split] = evaluate_model(prep, best, split)
-    metrics["baselines"] = prep.head.baselines(prep)
+    metrics["baselines"] = checked_baselines(prep)
     if stopped is not None:
         metrics["early_stopping"] = stopped
     watched = [(h[monitor], h["epoch"]) for h in history if isinstance(h.get(monitor), (int, float))]
