@@ -1,5 +1,5 @@
-"""A head seqkit does not ship (``tests/plugin_heads/regression_head.py``, per-sequence regression,
-loaded with ``--plugin``) goes through every command: train, evaluate, predict, export (TFLite,
+"""A head seqkit does not ship (``examples/heads/sequence_regression.py``, the example of
+docs/heads.md: per-sequence regression, loaded with ``--plugin``) goes through every command: train, evaluate, predict, export (TFLite,
 parity checked), stream from the lone ``.tflite``, ``--json``; diagnose refuses it by name. And no
 built-in head is named outside ``seqkit/heads/``."""
 
@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from seqkit.cli import main
 
-HEAD = str(Path(__file__).parent / "plugin_heads" / "regression_head.py")
+HEAD = str(Path(__file__).parent.parent / "examples" / "heads" / "sequence_regression.py")
 
 
 def _data(path: Path, n: int, seed: int) -> None:
@@ -40,12 +40,14 @@ def plugin_run(tmp_path_factory, keras):
                        "tokenizer": "whitespace", "max_length": 12,
                        "split": {"valid": 0.1, "test": 0.2, "shuffle": True}},
               "model": {"cell": "gru", "units": 24, "embedding_dim": 8, "layers": 1},
-              "head": {"type": "test_sequence_regression"},
+              "head": {"type": "sequence_regression"},
               "training": {"epochs": 25, "batch_size": 32, "learning_rate": 0.01}}
     (d / "r.yaml").write_text(json.dumps(recipe))
     run = str(d / "run")
     res = CliRunner().invoke(main, ["train", str(d / "r.yaml"), "--run-dir", run, "--plugin", HEAD])
     assert res.exit_code == 0, res.output
+    assert "has no example of" not in res.output  # label_classes = False: counts are not classes
+    assert "baseline training-mean: test mae" in res.output
     return d, run
 
 
@@ -93,9 +95,27 @@ def test_plugin_head_predicts_exports_and_streams_the_same_values(plugin_run, tm
                           str(tmp_path / "in.txt")], capture_output=True, text=True, timeout=300,
                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
     assert res.returncode != 0 and "Traceback" not in res.stderr, res.stderr[-2000:]
-    assert "test_sequence_regression" in res.stderr and "--plugin" in res.stderr
+    assert "sequence_regression" in res.stderr and "--plugin" in res.stderr
     assert seqkit.load(run).predict("\n".join(lines)) == [
         {"where": f"<input>:{i}", "value": v} for i, v in enumerate(predicted, start=1)]
+
+
+def test_plugin_head_exports_full_integer_calibrated_on_its_own_inputs(plugin_run, tmp_path):
+    """int8 calibration reads the head's parity_inputs (not a language model's text pairs): the
+    quantized step model streams values close to the float model's."""
+    d, run = plugin_run
+    out = str(tmp_path / "q8")
+    res = CliRunner().invoke(main, ["export", run, "--out", out, "--quantize", "int8", "--parity-examples", "8",
+                                    "--plugin", HEAD])
+    assert res.exit_code == 0, res.output
+    parity = json.loads((Path(out) / "parity.json").read_text())
+    assert 0 < parity["tflite"]["max_abs_diff"] < 0.25, parity["tflite"]  # standardised units
+    lines = "a a b c\nb b b\nc a a a a b\n"
+    float_values = [r["value"] for r in __import__("seqkit").load(run).predict(lines)]
+    from seqkit.runtime.request import stream
+
+    streamed = [float(x.split("\t")[1]) for x in stream(out, text=lines).splitlines()]
+    np.testing.assert_allclose(streamed, float_values, atol=0.5)
 
 
 def test_plugin_head_is_refused_where_it_declares_nothing(plugin_run, tmp_path):
@@ -103,7 +123,7 @@ def test_plugin_head_is_refused_where_it_declares_nothing(plugin_run, tmp_path):
     r = CliRunner()
     res = r.invoke(main, ["diagnose", run, "--out", str(tmp_path / "d.png"), "--plugin", HEAD])
     assert "Traceback" not in res.output, res.output
-    assert "declares none" in res.output and "test_sequence_regression" in res.output, res.output
+    assert "declares none" in res.output and "sequence_regression" in res.output, res.output
     res = r.invoke(main, ["plot", run, "--out", str(tmp_path / "curves.png"), "--plugin", HEAD])
     assert res.exit_code == 0, res.output  # training curves: generic, from history.json
     curves = json.loads((tmp_path / "curves.json").read_text())["runs"][run]
@@ -137,12 +157,13 @@ def test_no_builtin_head_is_named_outside_the_heads():
 
 def test_the_machinery_imports_no_builtin_head():
     """Outside ``seqkit/heads/`` nothing imports a built-in head's modules (``seqkit.heads`` itself,
-    for the default head's name, and the contract ``seqkit.heads.base`` aside); the one exception,
+    for the default head's name, and the contract ``seqkit.heads.base`` with its checks
+    ``seqkit.heads.contract`` aside); the one exception,
     ``seqkit.runtime.Seq2SeqModel``, is looked up on first use for code written against it."""
     import ast
 
     root = Path(__file__).parent.parent
-    allowed = {"seqkit.heads", "seqkit.heads.base"}
+    allowed = {"seqkit.heads", "seqkit.heads.base", "seqkit.heads.contract"}
     found = []
     for path in sorted((root / "seqkit").rglob("*.py")):
         rel = path.relative_to(root).as_posix()

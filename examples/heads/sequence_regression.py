@@ -1,9 +1,15 @@
-"""A head seqkit does not ship, written only against the head contract (``docs/heads.md``):
+"""A task head seqkit does not ship, written only against the head contract (docs/heads.md):
 per-sequence regression. It reads a table of ``text`` and a number (``label_column``), encodes the
 text with seqkit's sequence inputs, and answers one real value per sequence from the final state:
-``tokens [B, T] int32 -> value [B, 1] float32`` (the layer is named ``logits`` so the step view
-and the export find it). Loss: mean squared error of the standardised target. Used by
-``tests/test_plugin_head.py`` with ``--plugin``."""
+``tokens [B, T] int32 -> value [B, 1] float32`` (the output layer is named ``logits``, so the step
+view and the export find it). Loss: mean squared error of the standardised target; figure: mean
+absolute error (MAE, the target's units) beside the training-mean baseline.
+
+Use it with ``--plugin examples/heads/sequence_regression.py`` (or copy it into a package that
+registers it under the ``seqkit.heads`` entry-point group) and ``head: {type: sequence_regression}``.
+``tests/test_plugin_head.py`` trains it, evaluates, predicts, exports (float32 and int8), streams
+the lone ``.tflite`` and compares the streamed values with ``predict``'s.
+"""
 
 from __future__ import annotations
 
@@ -19,10 +25,11 @@ from seqkit.registry import register_head
 TARGET = "regression_target.json"
 
 
-@register_head("test_sequence_regression")
+@register_head("sequence_regression")
 class SequenceRegression(Head):
-    answers = "predict"
-    table_columns = {"text_column": ("text", 0), "label_column": ("label", 1)}
+    answers = "predict"  # `seqkit predict` / Run.predict answer raw input with predict() below
+    table_columns = {"text_column": ("text", 0), "label_column": ("label", 1)}  # the `table` source
+    label_classes = False  # Record.label holds a number, not a class
 
     def __init__(self, recipe, vocab=None):
         from seqkit.heads.sequence.inputs import SequenceInputs
