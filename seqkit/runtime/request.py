@@ -132,8 +132,8 @@ def stream_export(export: str, request: StreamRequest) -> Iterator[str]:
         head = HEADS.get(name)
     except RegistryError as exc:
         raise SeqkitError(f"{export}: its metadata names the head '{name}', which is not registered "
-                          f"here ({exc}). Install the plugin that provides it, or pass its module "
-                          f"with --plugin.") from exc
+                          f"here ({exc}). Install the plugin that provides it, or pass its file "
+                          f"(`--plugin path/to/head.py`) or module (`--plugin package.module`).") from exc
     yield from head.stream_export(export, metadata, request)
 
 
