@@ -20,9 +20,23 @@ def test_filter_logits_temperature_and_top_k(tf):
     from seqkit.inference.decoding import filter_logits
 
     z = tf.constant([[1.0, 3.0, 2.0, -1.0]])
-    np.testing.assert_allclose(filter_logits(z, temperature=2.0).numpy(), [[0.5, 1.5, 1.0, -0.5]])
+    # (z - max z) / T: the softmax of z / T, by hand: (1-3)/2, 0, (2-3)/2, (-1-3)/2
+    np.testing.assert_allclose(filter_logits(z, temperature=2.0).numpy(), [[-1.0, 0.0, -0.5, -2.0]])
     out = filter_logits(z, top_k=2).numpy()
-    assert out[0, 1] == 3.0 and out[0, 2] == 2.0 and np.isneginf(out[0, [0, 3]]).all()
+    assert out[0, 1] == 0.0 and out[0, 2] == -1.0 and np.isneginf(out[0, [0, 3]]).all()
+
+
+def test_tiny_temperature_and_top_p_keep_the_most_likely_token(tf):
+    """A temperature of 1e-40 (every z / T overflowed to +-inf: NaN probabilities, an id outside the
+    vocabulary sampled) and a top_p that rounds to 0 in float32 both leave the arg-max alone."""
+    from seqkit.inference.decoding import filter_logits
+
+    z = tf.constant([[1.0, 3.0, 2.0, -1.0], [-5.0, -4.0, -9.0, -4.5]])
+    for kwargs in ({"temperature": 1e-40}, {"top_p": 1e-300}, {"temperature": 1e-40, "top_p": 1e-300}):
+        probs = tf.nn.softmax(filter_logits(z, **kwargs)).numpy()
+        np.testing.assert_array_equal(probs, [[0, 1, 0, 0], [0, 1, 0, 0]])
+        ids = tf.random.stateless_categorical(filter_logits(z, **kwargs), 50, seed=[1, 2]).numpy()
+        assert (ids == 1).all()
 
 
 def test_greedy_stops_at_end_and_pads_finished_rows(tf):

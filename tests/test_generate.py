@@ -61,6 +61,8 @@ def test_cli_beam_prints_n_best_with_scores(lm_run):
     (["--beam-width", "2", "--top-p", "0.9"], "--top-p: sampling options"),
     (["--beam-width", "2", "--length-penalty", "-1"], "length penalty must be >= 0"),
     (["--top-p", "0"], "--top-p"),
+    # a beam of 10^8 took 15 GB before failing inside TensorFlow
+    (["--beam-width", "100000000", "--max-length", "3"], "beam width 100,000,000 is more than seqkit searches (1,000)"),
 ])
 def test_cli_bad_decoding_options_exit_2_with_a_clear_message(lm_run, args, needle):
     res = CliRunner().invoke(main, ["generate", str(lm_run), *args])

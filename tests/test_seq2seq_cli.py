@@ -62,6 +62,7 @@ def test_predict_prints_n_best_with_falling_scores_and_counts_bad_input(run):
 @pytest.mark.parametrize("args,stdin,msg", [
     (["--beam-width", "2", "--n-best", "3"], "ab\n", "n-best (3) is larger than the beam width (2)"),
     (["--n-best", "4"], "ab\n", "n-best (4) is larger than the beam width (3)"),
+    (["--beam-width", "10000000"], "ab\n", "beam width 10,000,000 is more than seqkit searches"),
     ([], "abababab\n", "<stdin>:1: the input has 8 symbols, more than the run's data.max_length (6)"),
     ([], "\n  \n", "no input (only empty lines)"),
 ])

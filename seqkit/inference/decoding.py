@@ -17,6 +17,8 @@ them, so importing this module does not load TensorFlow.
 
 from __future__ import annotations
 
+import math
+
 from typing import NamedTuple
 
 from seqkit.data.vocab import END_ID, PAD_ID
@@ -40,7 +42,8 @@ def filter_logits(logits, temperature: float = 1.0, top_k: int = 0, top_p: float
         top_p: nucleus mass in ``(0, 1]``; 1 = no nucleus filtering.
 
     Returns:
-        ``[B, V]`` float32 logits, ``-inf`` where filtered out.
+        ``[B, V]`` float32 logits shifted so each row's largest is 0 (the same softmax), ``-inf``
+        where filtered out.
 
     Raises:
         SeqkitError: ``top_p`` (a Python number) outside ``(0, 1]``.
@@ -51,7 +54,12 @@ def filter_logits(logits, temperature: float = 1.0, top_k: int = 0, top_p: float
         raise SeqkitError(f"top_p must be in (0, 1] (1 = off), got {top_p}: it is the probability "
                           f"mass of the most likely tokens that sampling keeps, e.g. 0.9.")
     neg_inf = tf.constant(-float("inf"), tf.float32)
-    logits = tf.cast(logits, tf.float32) / tf.cast(temperature, tf.float32)
+    logits = tf.cast(logits, tf.float32)
+    # shifted by the row's largest logit first (softmax is unchanged), so a tiny temperature (or one
+    # flushed to 0 in float32) sends the others to -inf and keeps the largest at 0, instead of
+    # overflowing every logit to +-inf (inf - inf, 0 / 0: NaN)
+    shifted = logits - tf.reduce_max(logits, axis=-1, keepdims=True)
+    logits = tf.where(shifted < 0, shifted / tf.cast(temperature, tf.float32), tf.zeros_like(shifted))
     if top_k and top_k > 0:
         k = tf.minimum(tf.cast(top_k, tf.int32), tf.shape(logits)[-1])
         kth = tf.math.top_k(logits, k=k).values[:, -1:]
@@ -60,7 +68,8 @@ def filter_logits(logits, temperature: float = 1.0, top_k: int = 0, top_p: float
         ordered = tf.sort(logits, axis=-1, direction="DESCENDING")
         probs = tf.nn.softmax(ordered, axis=-1)
         mass_above = tf.math.cumsum(probs, axis=-1, exclusive=True)
-        keep = mass_above < tf.cast(top_p, tf.float32)
+        # the most likely token is always kept (a top_p below float32's smallest number included)
+        keep = (mass_above < tf.cast(top_p, tf.float32)) | (tf.range(tf.shape(ordered)[-1]) == 0)
         # the smallest kept logit per row; every logit at least as large is kept (ties kept)
         threshold = tf.reduce_min(tf.where(keep, ordered, tf.fill(tf.shape(ordered), float("inf"))),
                                   axis=-1, keepdims=True)
@@ -181,17 +190,27 @@ def length_penalty_factor(length, alpha):
     return tf.pow((5.0 + length) / 6.0, tf.cast(alpha, tf.float32))
 
 
+#: The widest beam seqkit searches (a wider one is refused before any work).
+MAX_BEAM_WIDTH = 1000
+
+
 def check_beam_args(beam_width, n_best, length_penalty, min_length, max_length):
     """Validate beam-search arguments given as Python numbers (tensors are not checked).
 
     Raises:
-        SeqkitError: ``beam_width`` or ``n_best`` below 1, ``n_best > beam_width``,
-            ``length_penalty < 0``, ``max_length < 1`` or ``min_length`` outside
-            ``[0, max_length]``; each message names the option and the fix.
+        SeqkitError: ``beam_width`` or ``n_best`` below 1, ``beam_width`` above
+            :data:`MAX_BEAM_WIDTH`, ``n_best > beam_width``, ``length_penalty`` not a number or
+            ``< 0``, ``max_length < 1`` or ``min_length`` outside ``[0, max_length]``; each
+            message names the option and the fix.
     """
-    if not isinstance(beam_width, int) or beam_width < 1:
+    if not isinstance(beam_width, int) or isinstance(beam_width, bool) or beam_width < 1:
         raise SeqkitError(f"beam width must be a positive integer, got {beam_width!r} "
                           f"(--beam-width / decoding.beam_width; 1 with length penalty 0 is greedy decoding).")
+    if beam_width > MAX_BEAM_WIDTH:
+        raise SeqkitError(f"beam width {beam_width:,} is more than seqkit searches ({MAX_BEAM_WIDTH:,}): "
+                          f"every step scores beam width x vocabulary candidates per input, and the "
+                          f"best outputs change little past a few dozen (--beam-width / "
+                          f"decoding.beam_width).")
     if not isinstance(n_best, int) or n_best < 1:
         raise SeqkitError(f"n-best must be a positive integer, got {n_best!r} (--n-best / "
                           f"decoding.n_best).")
@@ -200,6 +219,10 @@ def check_beam_args(beam_width, n_best, length_penalty, min_length, max_length):
                           f"search keeps only beam-width finished hypotheses per input. Ask for "
                           f"--n-best {beam_width} or less, or widen the beam with --beam-width "
                           f"{n_best}.")
+    if isinstance(length_penalty, (str, bool, bytes)) or (isinstance(length_penalty, float)
+                                                         and not math.isfinite(length_penalty)):
+        raise SeqkitError(f"length penalty must be a finite number >= 0, got {length_penalty!r} "
+                          f"(--length-penalty / decoding.length_penalty).")
     if isinstance(length_penalty, (int, float)) and length_penalty < 0:
         raise SeqkitError(f"length penalty must be >= 0, got {length_penalty} (--length-penalty / "
                           f"decoding.length_penalty): 0 ranks by log-probability, larger values "
