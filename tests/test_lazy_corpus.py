@@ -66,6 +66,24 @@ def test_lazy_stream_equals_in_memory_layout_chunk_for_chunk(tmp_path):
         assert all((a == c).all() and (b == d).all() for (a, b), (c, d) in zip(want, got))
 
 
+def test_a_line_longer_than_the_bound_is_named_not_held(tmp_path, monkeypatch):
+    """A corpus is read a line at a time: a .gz that is one enormous line (510 KB holding 512 MiB
+    took 2.9 GB) is refused at the bound, naming the file and line; shorter lines read as before."""
+    import seqkit.data.lazy_corpus as lc
+
+    monkeypatch.setattr(lc, "MAX_LINE_BYTES", 100)
+    p = tmp_path / "c.txt.gz"
+    with gzip.open(p, "wt", encoding="utf-8") as f:
+        f.write("short line\n" + "x" * 99 + "\n" + "y" * 101 + "\nlast\n")
+    with pytest.raises(DataError, match=r"c\.txt\.gz:3: a line longer than 100 bytes"):
+        LazyCorpus([str(p)], "char").scan()
+    with pytest.raises(DataError, match=r"c\.txt\.gz:3: a line longer than 100 bytes"):
+        list(LazyCorpus([str(p)], "char"))
+    with gzip.open(p, "wt", encoding="utf-8") as f:
+        f.write("short line\n" + "x" * 99 + "\nlast\n")  # the longest line, 100 bytes with its \n
+    assert list(LazyCorpus([str(p)], "char")) == ["short line", "x" * 99, "last"]
+
+
 def test_bounded_counter_equals_counter_build(tmp_path):
     paths, lines = _corpus_files(tmp_path)
     for mode, min_count, max_size in (("whitespace", 2, 300), ("whitespace", 1, None), ("char", 3, 40)):

@@ -109,3 +109,35 @@ def test_a_truncated_gz_corpus_names_the_file_and_offset(tmp_path):
     p.write_bytes(b"\x1f\x8b\x08\x00" + bytes(range(256)) * 4)  # corrupt from the start
     with pytest.raises(DataError, match=r"part\.txt\.gz: the gzip file is damaged"):
         list(read_lines([str(p)]))
+
+
+def test_parquet_that_decompresses_past_memory_is_refused_before_reading(tmp_path, monkeypatch):
+    """A few kilobytes of Parquet can hold gigabytes of one string repeated (dictionary-encoded): the
+    decoded length is summed before the strings are expanded, and compared with the machine's memory."""
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    import seqkit.guards
+
+    p = tmp_path / "bomb.parquet"
+    pd.DataFrame({"text": ["x" * 1_000_000] * 8, "label": ["a"] * 8}).to_parquet(p, compression="zstd")
+    assert p.stat().st_size < 20_000
+    assert len(read_table(str(p), "parquet").rows) == 8  # 8 MB decoded: read
+    monkeypatch.setattr(seqkit.guards, "memory_bytes", lambda: 16_000_000)  # as if the machine had 16 MB
+    with pytest.raises(DataError, match=r"bomb\.parquet: its text columns hold 8,000,008 bytes once decoded "
+                                        r"\(the file is [\d,]+\).*more than this machine's 16,000,000 bytes"):
+        read_table(str(p), "parquet")
+
+
+def test_a_wide_header_is_read_in_linear_time_and_bounded(tmp_path):
+    """A duplicate among 50,000 header names is found (a quadratic scan took 145 s for 200,000);
+    more columns than MAX_COLUMNS are refused at the header."""
+    from seqkit.data.table import MAX_COLUMNS
+
+    names = [f"c{i}" for i in range(50_000)]
+    p = tmp_path / "wide.csv"
+    p.write_text(",".join(names + ["c49999"]) + "\n" + ",".join(["1"] * 50_001) + "\n")
+    with pytest.raises(DataError, match=r"wide\.csv:1: the header names the column 'c49999' twice"):
+        read_table(str(p), "csv")
+    p.write_text(",".join(f"c{i}" for i in range(MAX_COLUMNS + 1)) + "\n")
+    with pytest.raises(DataError, match=rf"wide\.csv:1: {MAX_COLUMNS + 1:,} columns, more than a table"):
+        read_table(str(p), "csv")

@@ -109,6 +109,31 @@ def _open(path: str):
     return _NamedGzip(path, "rb") if path.endswith(".gz") else open(path, "rb")
 
 
+#: Longest line of a corpus file (bytes): a corpus is read a line at a time, so a file that is one
+#: enormous line (a 510 KB ``.gz`` of one 512 MiB line) would be held whole.
+MAX_LINE_BYTES = 64 << 20
+
+
+def _raw_lines(f, path: str, first: int = 1):
+    """The raw lines of the open corpus file ``f`` (numbered from ``first``, for messages), each at
+    most :data:`MAX_LINE_BYTES`.
+
+    Raises:
+        DataError: a longer line, named by file and line.
+    """
+    n = first
+    while True:
+        raw = f.readline(MAX_LINE_BYTES + 1)
+        if not raw:
+            return
+        if len(raw) > MAX_LINE_BYTES:
+            raise DataError(f"{path}:{n}: a line longer than {MAX_LINE_BYTES:,} bytes; a text corpus is read "
+                            f"a line at a time, so each line (a sentence, a paragraph, a document) must "
+                            f"be shorter. Break the text into lines.")
+        yield raw
+        n += 1
+
+
 def _lines_of(raw: bytes, path: str, line_no: int, file_start: bool = False) -> list[str]:
     """The ``text_lines`` line of one physical line (``[]`` if it is empty): ``\\n`` and a ``\\r``
     before it dropped, and a byte-order mark if it is the file's first line (``file_start``)."""
@@ -139,7 +164,7 @@ def read_lines(paths, start: tuple[int, int] = (0, 0)):
         with _open(paths[i]) as f:
             if i == first and offset:
                 f.seek(offset)
-            for n, raw in enumerate(f, 1):
+            for n, raw in enumerate(_raw_lines(f, paths[i]), 1):
                 yield from _lines_of(raw, paths[i], n, file_start=n == 1 and not (i == first and offset))
 
 
@@ -301,8 +326,14 @@ class LazyCorpus:
         for i, path in enumerate(self.paths):
             offset, n = 0, 0
             with _open(path) as f:
+                lines_of_file = _raw_lines(f, path)
                 while True:  # a block of whole lines, about seek_bytes long: a seek entry at its start
-                    raws = f.readlines(self.seek_bytes)
+                    raws, size = [], 0
+                    for raw in lines_of_file:
+                        raws.append(raw)
+                        size += len(raw)
+                        if size >= self.seek_bytes:
+                            break
                     if not raws:
                         break
                     seek.append((pos, i, offset))
