@@ -129,6 +129,41 @@ def test_label_never_seen_in_training_is_counted(tmp_path, keras, capsys, seqkit
     assert figs["unseen_label_examples"] == 1 and figs["accuracy"] <= 0.5
 
 
+def test_held_out_frames_of_another_width_are_refused_before_training(tmp_path, keras):
+    """A 3-channel test file beside 2-channel training data: named when the data is read (validate,
+    train's start), not after training at the final evaluation (which left the run unfinished)."""
+    two = "@dimensions 2\n@classLabel true a b\n@data\n1,2:3,4:a\n3,4,5:6,7,8:b\n"
+    three = "@dimensions 3\n@classLabel true a b\n@data\n1,2:3,4:5,6:a\n"
+    with pytest.raises(DataError, match=r"test\.ts:4: 3 channels in the test split, but the training data "
+                                        r"has 2; every split needs the same channels\. Check data\.test_path"):
+        _prepare(tmp_path, "ts", {"train": two, "test": three}, "acceptor")
+
+
+def test_a_failure_in_the_final_evaluation_marks_the_run_failed(tmp_path, keras, monkeypatch):
+    """Training's last phase (evaluating the kept model, the baselines, metrics.json) failing leaves
+    state.json saying failed, with the reason, not running."""
+    import json
+
+    import seqkit.training.train as tr
+    from seqkit.errors import SeqkitError
+    from seqkit.recipe import recipe_from_dict
+
+    p = tmp_path / "train.ts"
+    p.write_text("@dimensions 1\n@classLabel true a b\n@data\n" + "1,2:a\n3,4,5:b\n" * 6, encoding="utf-8")
+    raw = {"name": "t", "seed": 1, "data": {"source": "ts", "train_path": str(p), "split": {"valid": 0.0, "test": 0.3}},
+           "model": {"units": 4}, "head": {"type": "acceptor"}, "training": {"epochs": 1, "batch_size": 4}}
+
+    def broken(prep, model, split):
+        raise SeqkitError("the test split cannot be read")
+
+    monkeypatch.setattr(tr, "evaluate_model", broken)
+    with pytest.raises(SeqkitError, match="the test split cannot be read"):
+        tr.train(recipe_from_dict(raw), str(tmp_path / "run"), verbose=0)
+    state = json.loads((tmp_path / "run" / "state.json").read_text())
+    assert state["status"] == "failed" and state["reason"] == "the test split cannot be read"
+    assert state["epoch"] == 1
+
+
 def test_empty_sequence_and_too_long_are_refused(tmp_path, keras):
     from seqkit.data.records import Record
 

@@ -616,33 +616,37 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
     if not dist.is_chief:
         return {"worker": dist.worker, "epochs": len(history), "history": history}
 
-    best = load_model(run.file(BEST)) if os.path.isfile(run.file(BEST)) else model
-    if not os.path.isfile(run.file(BEST)):
-        atomic_save_model(best, run.file(BEST))
-    metrics = {"recipe": recipe.name, "source": prep.source, "epochs": len(history),
-               "train_seconds": round(train_seconds, 1), "parameters": params,
-               "vocabulary": len(prep.vocab) if prep.vocab is not None else None,
-               "replicas": dist.replicas,
-               "examples": {k: len(v) for k, v in prep.splits.items()},
-               "machine": machine_record,
-               "precision": {"requested": t.precision, "policy": policy, "why": why}}
-    for split in ("valid", "test"):
-        if prep.splits[split]:
-            metrics[split] = evaluate_model(prep, best, split)
-    metrics["baselines"] = checked_baselines(prep)
-    if stopped is not None:
-        metrics["early_stopping"] = stopped
-    watched = [(h[monitor], h["epoch"]) for h in history if isinstance(h.get(monitor), (int, float))]
-    if watched:  # the epoch model.keras holds: the first of the lowest monitored values
-        value, epoch = min(watched)
-        metrics["kept"] = {"epoch": epoch, "monitor": monitor, "value": value}
+    try:  # the final evaluation can still fail (e.g. a test file the model cannot read): marked
+        best = load_model(run.file(BEST)) if os.path.isfile(run.file(BEST)) else model
+        if not os.path.isfile(run.file(BEST)):
+            atomic_save_model(best, run.file(BEST))
+        metrics = {"recipe": recipe.name, "source": prep.source, "epochs": len(history),
+                   "train_seconds": round(train_seconds, 1), "parameters": params,
+                   "vocabulary": len(prep.vocab) if prep.vocab is not None else None,
+                   "replicas": dist.replicas,
+                   "examples": {k: len(v) for k, v in prep.splits.items()},
+                   "machine": machine_record,
+                   "precision": {"requested": t.precision, "policy": policy, "why": why}}
+        for split in ("valid", "test"):
+            if prep.splits[split]:
+                metrics[split] = evaluate_model(prep, best, split)
+        metrics["baselines"] = checked_baselines(prep)
+        if stopped is not None:
+            metrics["early_stopping"] = stopped
+        watched = [(h[monitor], h["epoch"]) for h in history if isinstance(h.get(monitor), (int, float))]
+        if watched:  # the epoch model.keras holds: the first of the lowest monitored values
+            value, epoch = min(watched)
+            metrics["kept"] = {"epoch": epoch, "monitor": monitor, "value": value}
 
-    write_export_sample(prep, run.path)  # what export needs of the data, for a run copied without it
-    atomic_write_json(run.file(METRICS), metrics)
-    st = run.state()
-    st["status"] = "finished"
-    atomic_write_json(run.file(STATE), st)
-    return metrics
+        write_export_sample(prep, run.path)  # what export needs of the data, for a run copied without it
+        atomic_write_json(run.file(METRICS), metrics)
+        st = run.state()
+        st["status"] = "finished"
+        atomic_write_json(run.file(STATE), st)
+        return metrics
+    except Exception as exc:
+        _mark_failed(run, exc)
+        raise
 
 
 def _progress_callbacks(prep: Prepared, train_ds, t, monitor: str, streamed: bool, steps: int | None,

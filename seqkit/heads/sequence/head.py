@@ -88,7 +88,21 @@ class SequenceHead(Head):
                               what="data.max_length", allow_split=self.allow_split)
 
     def check_splits(self, splits: dict) -> None:
-        """Count held-out classes never seen in training (scored as errors; warning)."""
+        """Refuse held-out frames of another width than training's (before any training: found
+        only at the final evaluation, they left a trained run unfinished); count held-out classes
+        never seen in training (scored as errors; warning).
+
+        Raises:
+            DataError: a valid or test record with another number of channels, naming it.
+        """
+        if self.inputs.kind == "frames":
+            for split in ("valid", "test"):
+                bad = next((r for r in splits.get(split) or [] if r.frames is not None
+                            and r.frames.shape[1] != self.inputs.width), None)
+                if bad is not None:
+                    raise DataError(f"{bad.where}: {bad.frames.shape[1]} channels in the {split} split, but "
+                                    f"the training data has {self.inputs.width}; every split needs the "
+                                    f"same channels. Check data.{split}_path.")
         for split in ("valid", "test"):
             names = [c for r in splits.get(split, []) for c in self.record_classes(r)]
             bad = [c for c in names if c not in self.labels]
