@@ -168,3 +168,27 @@ def test_init_picks_the_label_column_with_fewest_values_first_of_equals(tmp_path
     cols = [f"c{i}" for i in range(3000)]
     wide = [{c: f"{r}-{c}" for c in cols} | {"c2999": "yes" if r % 2 else "no"} for r in range(4)]
     assert _classify_table("w.csv", wide, cols)["label_column"] == "c2999"
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"text,text\nhello,pos\n", "the header names the column 'text' twice"),
+    ("text,label\ncaf\u00e9,pos\n".encode("latin1"), r"not UTF-8 \(byte 14.*Latin-1\?.*iconv -f latin1"),
+    ("text,label\nhi,pos\n".encode("utf-16"), r"not UTF-8 \(byte 0.*looks like UTF-16.*iconv -f UTF-16"),
+])
+def test_init_names_what_is_wrong_with_a_table(tmp_path, content, message):
+    """A duplicate header, Latin-1 and UTF-16 files: one paragraph each (they were internal errors)."""
+    from seqkit.starter import InitError, _read_table
+
+    p = tmp_path / "t.csv"
+    p.write_bytes(content)
+    with pytest.raises(InitError, match=message):
+        _read_table(str(p))
+
+
+def test_init_reads_a_field_longer_than_the_csv_modules_limit(tmp_path):
+    from seqkit.starter import _read_table
+
+    p = tmp_path / "t.csv"
+    p.write_text("text,label\n" + "word " * 40_000 + ",pos\n", encoding="utf-8")  # 200,000 characters
+    cols, rows = _read_table(str(p))
+    assert cols == ["text", "label"] and len(rows[0]["text"]) == 200_000

@@ -215,9 +215,10 @@ def read_text(path: str, key: str = "data.path") -> str:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
+        source = "UTF-16" if raw[:2] in (b"\xff\xfe", b"\xfe\xff") else "latin1"  # a UTF-16 byte-order mark
         raise DataError(f"{path}:{line}: not UTF-8 (byte 0x{raw[exc.start]:02x} at offset "
-                        f"{exc.start}). Convert the file to UTF-8, e.g. "
-                        f"`iconv -f latin1 -t utf-8`.") from exc
+                        f"{exc.start}{'; the file starts with a UTF-16 byte-order mark' if source == 'UTF-16' else ''}). "
+                        f"Convert the file to UTF-8, e.g. `iconv -f {source} -t utf-8`.") from exc
 
 
 def read_input(input_path: str) -> tuple[str, str]:

@@ -70,7 +70,7 @@ PAIR_KEYS = ("target_tokenizer", "target_lowercase", "too_long")
 
 
 @contextlib.contextmanager
-def _no_field_limit():
+def no_field_limit():
     """Lift :mod:`csv`'s 128 KiB field limit while reading (a long text is no error)."""
     old = csv.field_size_limit()
     csv.field_size_limit(2**31 - 1)
@@ -98,7 +98,7 @@ def csv_rows(text: str, path: str, *, delimiter: str, quotes: bool = True) -> It
     """
     text = text.removeprefix("\ufeff")
     kw = dict(quotechar='"', doublequote=True, strict=True) if quotes else dict(quoting=csv.QUOTE_NONE)
-    with _no_field_limit():
+    with no_field_limit():
         reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, **kw)
         start = 1
         while True:
