@@ -321,12 +321,23 @@ def test_a_label_list_that_is_not_a_list_of_names_is_named(tmp_path):
     from seqkit.data.labels import LabelVocabulary
     from seqkit.errors import RunDirError
 
-    for text in ('{"a": 1}', '[[1], {}]', '[true]'):
+    for text in ('{"a": 1}', '[[1], {}]', '[true]', '[]'):  # [] was an IndexError in predict
         (tmp_path / "labels.json").write_text(text)
         with pytest.raises(RunDirError, match="labels.json: cannot read the label list"):
             LabelVocabulary.load(str(tmp_path / "labels.json"))
     (tmp_path / "labels.json").write_text('["neg", "pos"]')
     assert LabelVocabulary.load(str(tmp_path / "labels.json")).names == ["neg", "pos"]
+
+
+def test_a_vocabulary_listing_a_token_twice_is_named(tmp_path):
+    """Every later id would point one token off (the duplicate's second entry shadowed the first);
+    the model's answers then change without a word."""
+    from seqkit.data.vocab import Vocabulary
+    from seqkit.errors import RunDirError
+
+    (tmp_path / "vocab.json").write_text('["<pad>", "[UNK]", "<s>", "</s>", "a", "a", "c"]')
+    with pytest.raises(RunDirError, match=r"vocab.json: cannot read the vocabulary \(the token 'a' is listed twice\)"):
+        Vocabulary.load(str(tmp_path / "vocab.json"))
 
 
 def test_resume_refuses_a_run_whose_logs_folder_is_a_link_elsewhere(runs, tmp_path):

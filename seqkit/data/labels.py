@@ -69,6 +69,8 @@ class LabelVocabulary:
                                                       for n in names):
                 raise ValueError(f"expected a JSON list of class names, found {type(names).__name__} "
                                  f"{str(names)[:60]}")
+            if not names:
+                raise ValueError("the list names no class")
             return cls([str(n) for n in names])
         except (OSError, ValueError, TypeError) as exc:
             raise RunDirError(f"{path}: cannot read the label list ({exc}); the run directory is "

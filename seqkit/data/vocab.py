@@ -108,6 +108,10 @@ class Vocabulary:
             tokens = bounded_json(path)
             if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
                 raise ValueError(f"expected a JSON list of token strings, found a {type(tokens).__name__}")
+            if len(set(tokens)) != len(tokens):  # the model's ids would silently shift
+                seen: set = set()
+                dup = next(t for t in tokens if t in seen or seen.add(t))
+                raise ValueError(f"the token {dup!r} is listed twice")
             return cls(tokens)
         except (OSError, ValueError) as exc:
             raise RunDirError(f"{path}: cannot read the vocabulary ({exc}); the run directory is "
