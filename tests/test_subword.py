@@ -92,6 +92,37 @@ def test_training_is_deterministic_and_errors_name_the_key():
         SubwordModel.train(lines, vocab_size=5000)
 
 
+def test_a_cut_or_replaced_model_is_refused_against_the_vocabulary(tmp_path):
+    """A model file cut in half still parses (16 of 28 pieces): text was split into other pieces
+    and read as other ids (generate answered "the ⁇ ⁇ sat ⁇"). Loaded with the vocabulary its ids
+    index, the missing pieces are named; another model of the same size is refused the same way."""
+    from seqkit.data.subword import SUBWORD_MODEL, SubwordModel, TextTokenizer
+    from seqkit.errors import RunDirError
+
+    model = SubwordModel.train(lm_lines(seed=3), vocab_size=50)
+    tok = TextTokenizer("sentencepiece", False, model)
+    vocab = tok.vocabulary().tokens
+    tok.save(str(tmp_path))
+    assert TextTokenizer.load(str(tmp_path), "sentencepiece", False, vocab=vocab).model.proto == model.proto
+    path = tmp_path / SUBWORD_MODEL
+    data = path.read_bytes()
+
+    def parses(cut):
+        try:
+            return 0 < len(SubwordModel(data[:cut])) < len(model)
+        except Exception:  # noqa: BLE001  (cut inside a field: the file does not parse)
+            return False
+
+    cut = next(c for c in range(len(data) // 2, len(data) // 4, -1) if parses(c))
+    path.write_bytes(data[:cut])  # a file cut at a piece boundary parses: only the vocabulary shows it
+    with pytest.raises(RunDirError, match=r"subword.model: the sentencepiece model \(\d+ pieces\) lacks \d+ "
+                                          r"of the vocabulary's tokens"):
+        TextTokenizer.load(str(tmp_path), "sentencepiece", False, vocab=vocab)
+    SubwordModel.train(lm_lines(seed=9)[::-1] + ["zebra quagga okapi"] * 5, vocab_size=50).save(str(path))
+    with pytest.raises(RunDirError, match="lacks"):
+        TextTokenizer.load(str(tmp_path), "sentencepiece", False, vocab=vocab)
+
+
 def test_recipe_keys_are_checked(lm_text):
     from seqkit.errors import RecipeError
     from seqkit.recipe import recipe_from_dict

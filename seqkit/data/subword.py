@@ -234,14 +234,34 @@ class TextTokenizer:
             self.model.save(os.path.join(folder, name))
 
     @classmethod
-    def load(cls, folder: str, mode: str, lowercase: bool, name: str = SUBWORD_MODEL) -> "TextTokenizer":
+    def load(cls, folder: str, mode: str, lowercase: bool, name: str = SUBWORD_MODEL,
+             vocab: list | None = None) -> "TextTokenizer":
         """The tokenizer a run directory or export folder saved (:meth:`save`). ``folder`` may
         also be an export's ``.tflite`` (or a folder without the model file): the file embedded in
         the model (:mod:`seqkit.export.embedded_metadata`, ``seqkit_file:NAME``) is read then.
 
+        Args:
+            vocab: the token list the model's ids index (``vocab.json``, an export's ``vocab``):
+                every token but seqkit's specials must be a piece of a sentencepiece model.
+
         Raises:
-            RunDirError: ``sentencepiece`` and the model file is missing or unreadable.
+            RunDirError: ``sentencepiece`` and the model file is missing or unreadable, or it lacks
+                pieces ``vocab`` lists (a cut or replaced file: its text would be split into
+                other pieces, read as other ids, silently).
         """
+        tok = cls._load(folder, mode, lowercase, name)
+        if vocab is not None and tok.model is not None:
+            pieces = {tok.model.sp.id_to_piece(i) for i in range(len(tok.model))}
+            missing = [t for t in vocab if t not in pieces and t not in SPECIALS]
+            if missing:
+                raise RunDirError(f"{os.path.join(folder, name) if os.path.isdir(folder) else folder}: the "
+                                  f"sentencepiece model ({len(tok.model)} pieces) lacks {len(missing)} of the "
+                                  f"vocabulary's tokens (e.g. {missing[0]!r}): the model file or the vocabulary "
+                                  f"was cut, damaged or replaced. Train or export again.")
+        return tok
+
+    @classmethod
+    def _load(cls, folder: str, mode: str, lowercase: bool, name: str) -> "TextTokenizer":
         if mode != "sentencepiece":
             return cls(mode, lowercase)
         if not isinstance(name, str) or os.path.basename(name) != name or name in ("", ".", ".."):
@@ -263,10 +283,11 @@ class TextTokenizer:
         ``side="target"`` ``target_tokenizer``/``target_subword_model``)."""
         if side == "target":
             mode = tokenization(metadata, "target")
-            return cls.load(folder, mode, False, metadata.get("target_subword_model") or TARGET_SUBWORD_MODEL)
+            return cls.load(folder, mode, False, metadata.get("target_subword_model") or TARGET_SUBWORD_MODEL,
+                            vocab=metadata.get("target_vocab"))
         mode = tokenization(metadata)
         return cls.load(folder, mode, bool(metadata.get("lowercase")),
-                        metadata.get("subword_model") or SUBWORD_MODEL)
+                        metadata.get("subword_model") or SUBWORD_MODEL, vocab=metadata.get("vocab"))
 
     def describe(self) -> str:
         return self.model.describe() if self.model is not None else self.mode

@@ -221,7 +221,9 @@ class Head(abc.ABC):
             seqkit.errors.RunDirError: ``sentencepiece`` and no readable ``subword.model``.
         """
         d = self.recipe.data
-        self.tokenizer = TextTokenizer.load(run_dir, d.tokenizer, d.lowercase)
+        vocab = getattr(self, "vocab", None)  # read first by the heads that have one: checked against it
+        self.tokenizer = TextTokenizer.load(run_dir, d.tokenizer, d.lowercase,
+                                            vocab=vocab.tokens if vocab is not None else None)
 
     @abc.abstractmethod
     def dataset(self, records: list, *, training: bool, first_epoch: int = 0):

@@ -274,7 +274,8 @@ class Seq2SeqHead(Head):
         self.target_vocab = Vocabulary.load(os.path.join(run_dir, TARGET_VOCAB))
         self.load_tokenizer(run_dir)
         if self.target_subword:
-            self.target_tokenizer = TextTokenizer.load(run_dir, "sentencepiece", False, TARGET_SUBWORD_MODEL)
+            self.target_tokenizer = TextTokenizer.load(run_dir, "sentencepiece", False, TARGET_SUBWORD_MODEL,
+                                                       vocab=self.target_vocab.tokens)
 
     def describe_assets(self):
         sp = lambda tok: f" ({tok.describe()})" if tok is not None and tok.mode == "sentencepiece" else ""  # noqa: E731

@@ -271,7 +271,8 @@ class Seq2SeqModel:
             if side == "source":
                 cache[side] = TextTokenizer.load(self.export_dir or ".", tokenization(self.metadata),
                                                  bool(self.metadata["lowercase"]),
-                                                 self.metadata.get("subword_model") or "subword.model")
+                                                 self.metadata.get("subword_model") or "subword.model",
+                                                 vocab=self.metadata.get("vocab"))
             else:
                 cache[side] = TextTokenizer.from_export(self.export_dir or ".", self.metadata, "target")
         return cache[side]

@@ -159,7 +159,8 @@ class SequenceInputs:
             if self.char_cfg is not None:
                 self.chars = WordChars.load(run_dir, self.char_cfg.max_chars)
             if self.data_cfg.tokenizer == "sentencepiece":
-                self.subword = TextTokenizer.load(run_dir, "sentencepiece", self.data_cfg.lowercase)
+                self.subword = TextTokenizer.load(run_dir, "sentencepiece", self.data_cfg.lowercase,
+                                                  vocab=self.vocab.tokens)
         else:
             self.normalizer = FrameNormalizer.load(os.path.join(run_dir, NORMALIZER))
 
