@@ -322,6 +322,9 @@ def load_plugin(spec: str) -> None:
         path = os.path.abspath(spec)
         if not os.path.isfile(path):
             raise SeqkitError(f"--plugin {spec}: no such file. Pass a .py file or an importable module name.")
+        if not path.endswith(".py"):  # importlib finds no loader for other names
+            raise SeqkitError(f"--plugin {spec}: not a .py file. Pass the plugin's Python source file (NAME.py) "
+                              f"or an importable module name.")
         mod_name = "seqkit_plugin_" + os.path.splitext(os.path.basename(path))[0]
         if mod_name in sys.modules and getattr(sys.modules[mod_name], "__file__", None) == path:
             return

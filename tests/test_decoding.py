@@ -106,3 +106,16 @@ def test_sampling_frequencies_follow_temperature_softmax(tf):
     p = np.exp(np.array([0.0, 0.5, 1.0]))
     p /= p.sum()
     assert np.all(np.abs(freq - p) < 3 * np.sqrt(p * (1 - p) / n))
+
+
+def test_any_integer_seed_and_top_k(tf):
+    """Seeds past int64 (a ValueError) wrap into int32 as the cast of those that fitted did; a top_k
+    past int32 (an autograph ValueError) keeps every token, as any k >= V."""
+    from seqkit.inference.decoding import filter_logits, int32_seed
+
+    assert [int32_seed(s) for s in (0, 7, -5, 2**31 - 1)] == [0, 7, -5, 2**31 - 1]
+    for big in (2**31, 2**40 + 3, -(2**40) - 3, 99999999999999999999999):
+        assert int32_seed(big) == int(tf.cast(tf.constant(big % 2**64 - (2**64 if big % 2**64 >= 2**63 else 0),
+                                                          tf.int64), tf.int32))
+    z = tf.constant([[1.0, 3.0, 2.0]])
+    np.testing.assert_array_equal(filter_logits(z, top_k=10**12).numpy(), filter_logits(z).numpy())

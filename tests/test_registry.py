@@ -93,3 +93,7 @@ def test_load_plugin_errors_are_clear(tmp_path):
     bad.write_text("raise RuntimeError('boom')\n")
     with pytest.raises(SeqkitError, match="boom"):
         load_plugin(str(bad))
+    notes = tmp_path / "notes.txt"  # any existing file that is not Python source (was an AttributeError)
+    notes.write_text("x = 1\n")
+    with pytest.raises(SeqkitError, match=r"--plugin .*notes.txt: not a .py file"):
+        load_plugin(str(notes))

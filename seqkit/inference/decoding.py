@@ -61,6 +61,8 @@ def filter_logits(logits, temperature: float = 1.0, top_k: int = 0, top_p: float
     shifted = logits - tf.reduce_max(logits, axis=-1, keepdims=True)
     logits = tf.where(shifted < 0, shifted / tf.cast(temperature, tf.float32), tf.zeros_like(shifted))
     if top_k and top_k > 0:
+        if isinstance(top_k, int):  # a k past int32 keeps every token, as any k >= V does
+            top_k = min(top_k, 2**31 - 1)
         k = tf.minimum(tf.cast(top_k, tf.int32), tf.shape(logits)[-1])
         kth = tf.math.top_k(logits, k=k).values[:, -1:]
         logits = tf.where(logits < kth, neg_inf, logits)
@@ -188,6 +190,13 @@ def length_penalty_factor(length, alpha):
 
     length = tf.cast(length, tf.float32)
     return tf.pow((5.0 + length) / 6.0, tf.cast(alpha, tf.float32))
+
+
+def int32_seed(seed: int) -> int:
+    """Any Python integer as the int32 sampling seed it stands for: itself inside int32's range, else
+    wrapped (two's complement, as TensorFlow's int64 -> int32 cast does), so ``--seed`` takes any
+    integer and every seed that fitted keeps its samples."""
+    return ((int(seed) + 2**31) % 2**32) - 2**31
 
 
 #: The widest beam seqkit searches (a wider one is refused before any work).

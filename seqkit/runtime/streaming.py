@@ -33,6 +33,8 @@ from seqkit.export.tflite import interpreter
 from seqkit.runtime.quantization import codecs
 
 MODEL, METADATA = "model.tflite", "metadata.json"
+#: Most rows a runtime steps at once (states of B x H float32 each; 10^9 rows asked for 30 GiB).
+MAX_BATCH = 1 << 20
 
 
 def export_model_path(path: str | None) -> str:
@@ -233,14 +235,35 @@ class StreamingModel:
         ``states`` holds float32 arrays, or for an integer-I/O export (``--io-type int``) the
         states as stored (int8 / int16; :class:`seqkit.runtime.quantization.TensorCodec`
         ``decode`` gives their values)."""
+        batch_size = a.whole("batch_size", batch_size, 1, MAX_BATCH)
         zeros = {name: np.zeros((batch_size, size), np.float32) for name, size in self.states_layout}
         if getattr(self, "_raw_states", False):
             zeros = {name: self._codec_in[name].encode(v) for name, v in zeros.items()}
         self.states = zeros
 
     def step(self, x) -> np.ndarray:
-        """Feed one input per row (``[B]`` ids or ``[B, D]`` frames); return logits ``[B, C]``."""
-        x = np.asarray(x, self.input_dtype)
+        """Feed one input per row (``[B]`` ids or ``[B, D]`` frames); return logits ``[B, C]``.
+
+        Raises:
+            SeqkitError: ``x`` of another shape or kind, or ids outside the vocabulary (LiteRT's
+                reason).
+        """
+        try:
+            x = np.asarray(x, self.input_dtype)
+        except (TypeError, ValueError) as exc:
+            raise SeqkitError(f"step: the input must be {self._expected()}; got {str(x)[:60]!r} ({exc}).") from None
+        try:
+            return self._step(x)
+        except RuntimeError as exc:  # LiteRT's error (e.g. an id outside the vocabulary): no crash, named
+            raise SeqkitError(f"step: LiteRT refused the input ({str(exc).splitlines()[0][:200]}); it must "
+                              f"be {self._expected()}.") from exc
+
+    def _expected(self) -> str:
+        if self.input_dtype.kind in "iu":
+            return f"one token id per row, [B] integers in [0, {len(self.metadata.get('vocab') or ())})"
+        return f"one frame per row, [B, {self._x_shape[-1]}] numbers"
+
+    def _step(self, x) -> np.ndarray:
         cin, cout = self._codec_in, self._codec_out
         if self._runner is not None:  # pragma: no cover - see _bind_step
             out = self._runner(**{self.input_name: cin[self.input_name].encode(x)},
@@ -249,6 +272,10 @@ class StreamingModel:
                            for name, _ in self.states_layout}
             return cout["logits"].decode(out["logits"])
         if x.shape != self._x_shape:
+            want = 1 if self.input_dtype.kind in "iu" else 2
+            if x.ndim != want or not 1 <= x.shape[0] <= MAX_BATCH or (want == 2 and x.shape[1] != self._x_shape[1]):
+                raise SeqkitError(f"step: the input must be {self._expected()}, at most {MAX_BATCH:,} rows; "
+                                  f"got shape {list(x.shape)}.")
             self._resize(x.shape)
         set_tensor, get_tensor, states = self._set, self._get, self.states
         set_tensor(self._in_x, cin[self.input_name].encode(x))
@@ -284,6 +311,9 @@ class StreamingModel:
         start_id = int(self.metadata["special_ids"]["start"])
         across = self.metadata.get("layout") == "stream"
         rng = np.random.default_rng(seed)
+        if isinstance(prompt_ids, (str, bytes)) or not len(prompt_ids):
+            raise SeqkitError(f"generate: prompt_ids must be a non-empty list of token ids (at least the start "
+                              f"id, {start_id}); got {str(prompt_ids)[:60]!r}.")
         self.reset(1)
         for t in prompt_ids[:-1]:
             self.step([t])

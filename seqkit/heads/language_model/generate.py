@@ -10,7 +10,7 @@ from seqkit import log
 from seqkit.data.stream import decode_lines, prompt_ids
 from seqkit.data.vocab import END_ID, START_ID, UNK_ID, tokenize
 from seqkit.errors import SeqkitError
-from seqkit.inference.decoding import beam_search, check_beam_args, decode
+from seqkit.inference.decoding import beam_search, check_beam_args, decode, int32_seed
 
 
 #: The attribute of a Keras model that holds its traced generation loops (see :func:`_traced`).
@@ -144,7 +144,7 @@ def generate_text(prep, model, prompt: str = "", *, num: int = 1, max_length: in
 
     run = _traced(model, ("sample", num, greedy, top_k, top_p), build)
     tokens, lengths = run(prompt_t, tf.constant(max_length), tf.constant(temperature, tf.float32),
-                          tf.constant(seed))
+                          tf.constant(int32_seed(seed)))
     return [_join(prep, prompt, toks, row) for row in tokens.numpy()]
 
 
@@ -223,5 +223,5 @@ def _generate_stream(prep, model, prompt: str, *, num, max_length, greedy, tempe
 
     run = _traced(model, ("stream", num, greedy, top_k, top_p), build)
     tokens, _ = run(tf.constant([ids[-1:]] * num, tf.int32), states, tf.constant(max_length),
-                    tf.constant(temperature, tf.float32), tf.constant(seed))
+                    tf.constant(temperature, tf.float32), tf.constant(int32_seed(seed)))
     return [_join_stream(prep, prompt, row) for row in tokens.numpy()]
