@@ -259,9 +259,10 @@ class StreamingModel:
                               f"be {self._expected()}.") from exc
 
     def _expected(self) -> str:
-        if self.input_dtype.kind in "iu":
+        if self.input_dtype.kind in "iu" and len(self._x_shape) == 1:
             return f"one token id per row, [B] integers in [0, {len(self.metadata.get('vocab') or ())})"
-        return f"one frame per row, [B, {self._x_shape[-1]}] numbers"
+        kind = "integers" if self.input_dtype.kind in "iu" else "numbers"
+        return f"one input per row, [B, {', '.join(str(d) for d in self._x_shape[1:])}] {kind}"
 
     def _step(self, x) -> np.ndarray:
         cin, cout = self._codec_in, self._codec_out
@@ -272,8 +273,8 @@ class StreamingModel:
                            for name, _ in self.states_layout}
             return cout["logits"].decode(out["logits"])
         if x.shape != self._x_shape:
-            want = 1 if self.input_dtype.kind in "iu" else 2
-            if x.ndim != want or not 1 <= x.shape[0] <= MAX_BATCH or (want == 2 and x.shape[1] != self._x_shape[1]):
+            if (x.ndim != len(self._x_shape) or not 1 <= x.shape[0] <= MAX_BATCH
+                    or x.shape[1:] != tuple(self._x_shape[1:])):  # rows may change, nothing else
                 raise SeqkitError(f"step: the input must be {self._expected()}, at most {MAX_BATCH:,} rows; "
                                   f"got shape {list(x.shape)}.")
             self._resize(x.shape)
