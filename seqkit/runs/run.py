@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from typing import NamedTuple
 
+from seqkit import arguments
 from seqkit._quiet import import_tensorflow_quietly
 from seqkit.data.records import records_fingerprint
 from seqkit.errors import SeqkitError
@@ -151,6 +152,9 @@ class Run:
     """
 
     def __init__(self, path):
+        if not isinstance(path, (str, os.PathLike)) or isinstance(os.fspath(path), bytes):
+            raise SeqkitError(f"a run directory is a path (str or pathlib.Path), e.g. seqkit.load(\"runs/lm\"); "
+                              f"got {path!r} ({type(path).__name__}).")
         self.path = os.fspath(path)
         RunDir(self.path).check()
         self._prep = self._model = None
@@ -544,6 +548,10 @@ class Run:
                 DataFrame or ``plot`` for a head that reads or draws none; a ``plot`` path seqkit
                 may not write (OutputPathError); matplotlib missing.
         """
+        name = arguments.text("name", name)
+        if plot is not None and not isinstance(plot, (str, os.PathLike)):
+            raise arguments.ArgumentTypeError(f"plot={plot!r}: must be the path of a PNG to write (--plot in "
+                                              f"the CLI); got a {type(plot).__name__}.")
         table = _is_frame(inputs)
         if table:
             self._refuse_unless("read_frame", "a pandas DataFrame input", "reads tables",
@@ -562,7 +570,7 @@ class Run:
         text = _texts(inputs, "predict")
         prep, model = self._load()
         if prep.head.answers == "transduce":
-            return self.transduce(text, beam_width=beam_width, n_best=n_best or 1,
+            return self.transduce(text, beam_width=beam_width, n_best=1 if n_best is None else n_best,
                                   length_penalty=length_penalty, name=name)
         if beam_width is not None or n_best is not None or length_penalty is not None:
             which = " or ".join(n for n in HEADS.names() if HEADS.get(n).answers == "transduce")
@@ -641,6 +649,7 @@ class Run:
                 than the run's ``data.max_length``.
         """
         text = _texts(sources, "transduce")
+        name = arguments.text("name", name)
         prep, model = self._load()
         self._need(prep, "transduce")
         dec = prep.recipe.decoding
@@ -667,6 +676,9 @@ class Run:
         """
         import numpy as np
 
+        text, name = arguments.text("text", text), arguments.text("name", name)
+        if beam_width is not None:
+            check_beam_args(beam_width, 1, None, 0, 1)
         prep, model = self._load()
         self._need(prep, "transduce", "`seqkit attention`")
         source, target, w = prep.head.attention(prep, model, text, name,
