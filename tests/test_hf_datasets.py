@@ -302,3 +302,28 @@ def test_the_cli_gives_the_same_refusals(tmp_path, write_recipe):
     assert res.exit_code == 2 and "Traceback" not in res.output
     assert "is no such folder" in res.output and "save_to_disk('imdb_local')" in res.output
     assert not (tmp_path / "run").exists()
+
+
+def test_a_saved_data_set_naming_a_file_outside_its_folder_is_refused(tmp_path):
+    """save_to_disk's state.json lists the folder's Arrow files; one edited to
+    "../other/data.arrow" made seqkit read a file outside the folder it was given."""
+    import json
+    import shutil
+
+    from seqkit.training.train import prepare
+
+    datasets.Dataset.from_dict({"text": ["a b", "c d"] * 4, "label": ["x", "y"] * 4}).save_to_disk(
+        str(tmp_path / "ds"))
+    rec = recipe(tmp_path, {"path": str(tmp_path / "ds"), "text_column": "text", "label_column": "label",
+                            "split": {"valid": 0.25, "test": 0.25}}, "acceptor")
+    assert len(prepare(rec).splits["train"]) == 4  # as saved: read
+    state_file = tmp_path / "ds" / "state.json"
+    state = json.loads(state_file.read_text())
+    name = state["_data_files"][0]["filename"]
+    (tmp_path / "other").mkdir()
+    shutil.move(str(tmp_path / "ds" / name), str(tmp_path / "other" / name))
+    state["_data_files"][0]["filename"] = f"../other/{name}"
+    state_file.write_text(json.dumps(state))
+    with pytest.raises(DataError, match=rf"state.json: names the data file '\.\./other/{name}', not a file "
+                                        rf"name inside .*ds; seqkit reads only the files inside"):
+        prepare(rec)

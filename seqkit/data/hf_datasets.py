@@ -254,6 +254,7 @@ class HfDatasets(DataSource):
                               f"Dataset.save_to_disk / DatasetDict.save_to_disk (or local files with "
                               f"data.builder and data.data_files). If '{given}' names a Hugging Face "
                               f"Hub data set: " + save_hint(given))
+        _check_saved_files(path)
         try:
             return datasets.load_from_disk(path, keep_in_memory=True), path
         except FileNotFoundError as exc:
@@ -336,3 +337,42 @@ class HfDatasets(DataSource):
             if not recs:
                 raise DataError(f"data: the split '{split}' of {where} has no rows.")
         return out
+
+
+def _check_saved_files(path: str) -> None:
+    """Refuse a ``save_to_disk`` folder whose ``state.json`` names a data file outside it
+    (``"_data_files": [{"filename": "../other/data.arrow"}]``): the folder is data a user handed
+    seqkit, and it reads only the files inside it.
+
+    Raises:
+        DataError: a file name with a folder in it, naming the ``state.json``.
+    """
+    from seqkit.runs.json_files import bounded_json
+
+    folders = [path]
+    dict_file = os.path.join(path, "dataset_dict.json")
+    if os.path.isfile(dict_file):
+        try:
+            splits = bounded_json(dict_file).get("splits") or []
+        except (OSError, ValueError, AttributeError):
+            return  # the loader's own message names what is wrong with it
+        folders = [os.path.join(path, str(name)) for name in splits if isinstance(name, str)]
+        bad = [name for name in splits if not isinstance(name, str) or os.path.basename(name) != name
+               or name in (".", "..")]
+        if bad:
+            raise DataError(f"{dict_file}: the split {bad[0]!r} is not a folder name inside "
+                            f"{path}; seqkit reads only the files inside a saved data set. Save it again.")
+    for folder in folders:
+        state = os.path.join(folder, "state.json")
+        if not os.path.isfile(state):
+            continue
+        try:
+            files = bounded_json(state).get("_data_files") or []
+        except (OSError, ValueError, AttributeError):
+            continue  # the loader's own message names what is wrong with it
+        for entry in files:
+            name = entry.get("filename") if isinstance(entry, dict) else None
+            if not isinstance(name, str) or os.path.basename(name) != name or name in ("", ".", ".."):
+                raise DataError(f"{state}: names the data file {name!r}, not a file name inside "
+                                f"{folder}; seqkit reads only the files inside a saved data set. Save it "
+                                f"again with Dataset.save_to_disk.")
