@@ -111,6 +111,8 @@ class Registry:
     Args:
         kind: what is registered, e.g. ``"cell"``; used in error messages.
         group: the entry-point group scanned for third-party plugins.
+        needs: ``(method, base class)``: a registered object is a class with this method (what
+            the base class gives), e.g. ``("make_cell", "seqkit.cells.base.CellPlugin")``.
 
     Registering a *different* object under a taken name raises
     :class:`RegistryError`; registering the same object again (a plugin module
@@ -125,9 +127,10 @@ class Registry:
     name is ignored and listed as broken).
     """
 
-    def __init__(self, kind: str, group: str):
+    def __init__(self, kind: str, group: str, needs: tuple[str, str] | None = None):
         self.kind = kind
         self.group = group
+        self.needs = needs
         self._entries: dict[str, Entry] = {}
         self._builtins_loaded = False
         self._entry_points_loaded = False
@@ -153,6 +156,11 @@ class Registry:
             raise RegistryError(
                 f"cannot register {self.kind} {name!r}: a name is letters, digits, '_' or '-'."
             )
+        if self.needs and not (isinstance(obj, type) and callable(getattr(obj, self.needs[0], None))):
+            method, base = self.needs
+            raise RegistryError(f"cannot register {self.kind} {name!r}: a {self.kind} plugin is a class with "
+                                f"{method}() (subclass {base}); got {_qualname(obj)} "
+                                f"({type(obj).__name__}).")
         old = self._entries.get(name)
         origin = origin or _origin_of(obj)
         if name in self._conflicts:
@@ -278,9 +286,9 @@ def head_class(name: str):
         return None
 
 
-CELLS = Registry("cell", "seqkit.cells")
-HEADS = Registry("head", "seqkit.heads")
-DATA = Registry("data source", "seqkit.data")
+CELLS = Registry("cell", "seqkit.cells", ("make_cell", "seqkit.cells.base.CellPlugin"))
+HEADS = Registry("head", "seqkit.heads", ("build_model", "seqkit.heads.base.Head"))
+DATA = Registry("data source", "seqkit.data", ("load", "seqkit.data.base.DataSource"))
 
 CELLS.add_builtin_modules("seqkit.cells.simple_rnn", "seqkit.cells.lstm", "seqkit.cells.gru")
 HEADS.add_builtin_modules("seqkit.heads.language_model.head", "seqkit.heads.acceptor.head", "seqkit.heads.tagger.head",

@@ -97,3 +97,20 @@ def test_load_plugin_errors_are_clear(tmp_path):
     notes.write_text("x = 1\n")
     with pytest.raises(SeqkitError, match=r"--plugin .*notes.txt: not a .py file"):
         load_plugin(str(notes))
+
+
+def test_only_a_class_with_the_plugins_method_registers():
+    """A lambda, a function or a class without make_cell() registered as a cell was listed by
+    `seqkit list` and failed later inside model building (TypeError: P() takes no arguments)."""
+    from seqkit.registry import RegistryError, register_cell, register_head
+
+    class NotACell:
+        pass
+
+    for obj, shown in ((lambda: None, "<lambda>"), (NotACell, "NotACell"), (len, "len")):
+        with pytest.raises(RegistryError, match=rf"cannot register cell 'plain_x': a cell plugin is a class with "
+                                                rf"make_cell\(\) \(subclass seqkit.cells.base.CellPlugin\); got .*{shown}"):
+            register_cell("plain_x")(obj)
+    with pytest.raises(RegistryError, match=r"a head plugin is a class with build_model\(\)"):
+        register_head("plain_x")(NotACell)
+    assert "plain_x" not in CELLS.names()
