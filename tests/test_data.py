@@ -168,6 +168,10 @@ def test_text_lines_source_errors(tmp_path):
     empty.write_text("\n  \n")
     with pytest.raises(DataError, match="no non-empty lines"):
         src(empty).examples()
+    old_mac = tmp_path / "cr.txt"  # CR-only line ends: the whole file was read as one line
+    old_mac.write_bytes(b"one\rtwo\rthree\r")
+    with pytest.raises(DataError, match=r"cr.txt: its lines end in a carriage return alone"):
+        src(old_mac).examples()
     bad = tmp_path / "latin1.txt"
     bad.write_bytes(b"fine line\nsecond\ncaf\xe9\n")
     with pytest.raises(DataError, match=r"latin1.txt:3: not UTF-8 \(byte 0xe9"):

@@ -211,6 +211,10 @@ def read_text(path: str, key: str = "data.path") -> str:
                         f"run's recipe. Save the data to a file and name that file.")
     with open(path, "rb") as f:
         raw = f.read()
+    if raw.count(b"\r") > 1 and b"\n" not in raw:  # the whole file would read as one line
+        raise DataError(f"{path}: its lines end in a carriage return alone (\\r, classic Mac OS line "
+                        f"ends); seqkit reads lines ending in \\n (or \\r\\n). Convert the file, e.g. "
+                        f"`tr '\\r' '\\n' < {path} > fixed{os.path.splitext(path)[1]}`.")
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -121,10 +121,9 @@ def parse_conll(text: str, path: str, *, token_column: int = 0, tag_column: Opti
     empty = sum(1 for ex in examples if not ex["tokens"])
     examples = [ex for ex in examples if ex["tokens"]]
     if empty:  # tfds yields an empty example after the final separator line
-        log.info(f"{path}: dropped {empty} empty example(s) produced by the tfds CoNLL parser "
-                 f"after the last sentence.")
+        log.info(f"{path}: dropped {empty} empty example(s) after the last sentence.")
     if len(examples) != len(starts):
-        raise DataError(f"{path}: the tfds CoNLL parser found {len(examples)} sentences where "
+        raise DataError(f"{path}: the CoNLL parser found {len(examples)} sentences where "
                         f"{len(starts)} were expected; check the separator lines.")
     if tag_column is not None and separator:  # white space cannot be inside a column; a separator can
         for ex, n in zip(examples, starts):  # a sentence's token lines are consecutive from its first
