@@ -164,6 +164,14 @@ def test_a_failure_in_the_final_evaluation_marks_the_run_failed(tmp_path, keras,
     assert state["epoch"] == 1
 
 
+def test_one_class_in_training_is_warned_of(tmp_path, keras, capsys, seqkit_stderr):
+    head_ts = "@dimensions 1\n@classLabel true a b\n@data\n"
+    _prepare(tmp_path, "ts", {"train": head_ts + "1,2:a\n3,4,5:a\n", "test": head_ts + "1,2:a\n"}, "acceptor")
+    assert "every label of the training split is 'a'; with one class the model learns nothing" in capsys.readouterr().err
+    _prepare(tmp_path, "ts", {"train": head_ts + "1,2:a\n3,4,5:b\n", "test": head_ts + "1,2:a\n"}, "acceptor")
+    assert "one class" not in capsys.readouterr().err
+
+
 def test_empty_sequence_and_too_long_are_refused(tmp_path, keras):
     from seqkit.data.records import Record
 

@@ -117,6 +117,10 @@ class SequenceHead(Head):
     def fit(self, train):
         self.inputs.fit(train)
         self.labels = LabelVocabulary.build(c for r in train for c in self.record_classes(r))
+        if len(self.labels) == 1:  # every answer is that class: accuracy 1.0 teaches nothing
+            log.warn(f"data: every {self.target_name} of the training split is {self.labels.names[0]!r}; "
+                     f"with one class the model learns nothing (its accuracy is 1 by construction). "
+                     f"Check the {self.target_name} column, or add examples of the other classes.")
 
     def save_assets(self, run_dir):
         self.inputs.save(run_dir)
