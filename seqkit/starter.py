@@ -101,6 +101,10 @@ def _read_table_sample(path: str) -> tuple[list[str], list[dict]]:
                     except RecursionError:
                         raise InitError(f"{path}:{i + 1}: JSON nested too deep to read; a JSON Lines table "
                                         f"holds one flat object a line.") from None
+                    except ValueError as exc:  # not JSON, or a number past Python's 4,300 digits
+                        raise InitError(f"{path}:{i + 1}: not readable JSON ({exc}); a JSON Lines table "
+                                        f"holds one object a line, e.g. {{\"text\": \"...\", \"label\": "
+                                        f"\"...\"}}.") from None
                     if not isinstance(row, dict):
                         raise InitError(f"{path}:{i + 1}: a JSON Lines table holds one object a line "
                                         f"({{\"text\": ..., \"label\": ...}}); found a {type(row).__name__}.")

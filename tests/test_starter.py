@@ -172,6 +172,8 @@ def test_init_picks_the_label_column_with_fewest_values_first_of_equals(tmp_path
 
 @pytest.mark.parametrize("content, message", [
     (b"text,text\nhello,pos\n", "the header names the column 'text' twice"),
+    (b'{"text": "a", "label": ' + b"9" * 5000 + b'}\n', r"t.jsonl:1: not readable JSON \(Exceeds the limit"),
+    (b'{"text": "a", "label": }\n', r"t.jsonl:1: not readable JSON \(Expecting value"),
     ("text,label\ncaf\u00e9,pos\n".encode("latin1"), r"not UTF-8 \(byte 14.*Latin-1\?.*iconv -f latin1"),
     ("text,label\nhi,pos\n".encode("utf-16"), r"not UTF-8 \(byte 0.*looks like UTF-16.*iconv -f UTF-16"),
 ])
@@ -179,7 +181,7 @@ def test_init_names_what_is_wrong_with_a_table(tmp_path, content, message):
     """A duplicate header, Latin-1 and UTF-16 files: one paragraph each (they were internal errors)."""
     from seqkit.starter import InitError, _read_table
 
-    p = tmp_path / "t.csv"
+    p = tmp_path / ("t.jsonl" if content.startswith(b"{") else "t.csv")
     p.write_bytes(content)
     with pytest.raises(InitError, match=message):
         _read_table(str(p))

@@ -141,3 +141,10 @@ def test_a_wide_header_is_read_in_linear_time_and_bounded(tmp_path):
     p.write_text(",".join(f"c{i}" for i in range(MAX_COLUMNS + 1)) + "\n")
     with pytest.raises(DataError, match=rf"wide\.csv:1: {MAX_COLUMNS + 1:,} columns, more than a table"):
         read_table(str(p), "csv")
+
+
+def test_a_label_of_thousands_of_digits_is_named(tmp_path):
+    p = tmp_path / "t.jsonl"
+    p.write_text('{"text": "a b", "label": ' + "9" * 5000 + '}\n', encoding="utf-8")
+    with pytest.raises(DataError, match=r"t\.jsonl:1: a value JSON cannot be read as Python's \(Exceeds the limit"):
+        acceptor_records(p)

@@ -237,6 +237,9 @@ def _read_jsonl(text: str, path: str) -> Table:
         except RecursionError:
             raise DataError(f"{path}:{n}: JSON nested too deep to read; a JSON lines table holds one "
                             f"flat object a line, e.g. {{\"text\": \"...\", \"label\": \"...\"}}.") from None
+        except ValueError as exc:  # e.g. an integer of more than 4,300 digits (Python's limit)
+            raise DataError(f"{path}:{n}: a value JSON cannot be read as Python's ({exc}); fix or drop "
+                            f"the row.") from None
         if not isinstance(obj, dict):
             raise DataError(f"{path}:{n}: a JSON {type(obj).__name__}, not an object; each line of a "
                             f"JSON lines table is one {{\"column\": value, ...}} object.")
