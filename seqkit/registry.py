@@ -348,7 +348,7 @@ def load_plugin(spec: str) -> None:
                 loc.loader.exec_module(module)
         except SeqkitError:
             raise
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # a plugin that calls sys.exit() does not end seqkit
             del sys.modules[mod_name]
             raise SeqkitError(f"--plugin {spec}: importing the file failed: {type(exc).__name__}: {exc}") from exc
         finally:
@@ -363,6 +363,10 @@ def load_plugin(spec: str) -> None:
             f"--plugin {spec}: cannot import module '{spec}' ({exc}). Install the package that "
             f"provides it, or pass the path of a .py file."
         ) from exc
+    except SeqkitError:
+        raise
+    except (Exception, SystemExit) as exc:  # as for a file: the module's own error, named
+        raise SeqkitError(f"--plugin {spec}: importing the module failed: {type(exc).__name__}: {exc}") from exc
 
 
 def _module_origin(module: str) -> str:

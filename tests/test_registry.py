@@ -93,6 +93,10 @@ def test_load_plugin_errors_are_clear(tmp_path):
     bad.write_text("raise RuntimeError('boom')\n")
     with pytest.raises(SeqkitError, match="boom"):
         load_plugin(str(bad))
+    leaves = tmp_path / "leaves.py"  # `seqkit list --plugin leaves.py` exited 0 with no output
+    leaves.write_text("import sys\nsys.exit(0)\n")
+    with pytest.raises(SeqkitError, match=r"leaves.py: importing the file failed: SystemExit: 0"):
+        load_plugin(str(leaves))
     notes = tmp_path / "notes.txt"  # any existing file that is not Python source (was an AttributeError)
     notes.write_text("x = 1\n")
     with pytest.raises(SeqkitError, match=r"--plugin .*notes.txt: not a .py file"):
