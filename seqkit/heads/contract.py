@@ -29,8 +29,8 @@ def checked_baselines(prep) -> dict:
 
     def wrong(problem):
         return ValueError(f"{where} returned {problem}; a head's baselines are {{baseline name: {{split: "
-                           f"figures}}}} with split one of {', '.join(SPLITS)} and figures a number or "
-                           f"{{figure name: number}}, e.g. {{'training-mean': {{'test': {{'mae': 1.2}}}}}}.")
+                          f"figures}}}} with split one of {', '.join(SPLITS)} and figures a number or "
+                          f"{{figure name: number}}, e.g. {{'training-mean': {{'test': {{'mae': 1.2}}}}}}.")
 
     try:
         if not isinstance(out, dict):
