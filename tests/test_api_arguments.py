@@ -1,10 +1,100 @@
-"""The Python API's calls name a bad argument in one paragraph, as the CLI's options do (they
-were TypeError / AttributeError tracebacks, or silently accepted)."""
+"""The Python API checks its arguments as the CLI does (seqkit.arguments): the same SeqkitError
+(also a TypeError / ValueError) with the same message, before any model is loaded; and the
+printed advice for a cell defined in a script does not tell the user to import the script."""
+
+from __future__ import annotations
+
+import math
 
 import pytest
+from click.testing import CliRunner
 
+from seqkit.cli import main
 from seqkit.errors import SeqkitError
 
+
+@pytest.fixture
+def run(tmp_path):
+    """A run directory as far as Run() checks it; generate refuses bad arguments before loading."""
+    from seqkit.runs.run import Run
+
+    d = tmp_path / "run"
+    d.mkdir()
+    (d / "recipe.yaml").write_text("name: r\n", encoding="utf-8")
+    (d / "model.keras").write_bytes(b"never loaded")
+    return Run(str(d))
+
+
+@pytest.mark.parametrize("kwargs, kind, words", [
+    ({"prompt": 123}, TypeError, "prompt=123: must be a string"),
+    ({"prompt": None}, TypeError, "prompt=None: must be a string"),
+    ({"max_length": "5"}, TypeError, "max_length='5': must be a whole number"),
+    ({"max_length": 5.7}, TypeError, "max_length=5.7: must be a whole number"),
+    ({"max_length": 0}, ValueError, "max_length=0: out of range; it must be >= 1 and <= 1,000,000"),
+    ({"num": True}, TypeError, "num=True: must be a whole number"),
+    ({"top_k": 2.5}, TypeError, "top_k=2.5: must be a whole number"),
+    ({"top_k": -1}, ValueError, "top_k=-1: out of range"),
+    ({"temperature": math.nan}, ValueError, "temperature=nan: must be a finite number > 0"),
+    ({"temperature": "hot"}, TypeError, "temperature='hot': must be a number"),
+    ({"top_p": 1.5}, ValueError, "top_p=1.5: out of range; it must be > 0 and <= 1"),
+    ({"seed": 1.5}, TypeError, "seed=1.5: must be a whole number"),
+])
+def test_generate_refuses_bad_arguments_as_seqkit_errors(run, kwargs, kind, words):
+    prompt = kwargs.pop("prompt", "a")
+    with pytest.raises(SeqkitError) as exc:
+        run.generate(prompt, **kwargs)
+    assert isinstance(exc.value, kind) and words in str(exc.value)
+
+
+def test_numpy_integers_and_plain_ints_pass():
+    import numpy as np
+
+    from seqkit.arguments import real, whole
+
+    assert whole("top_k", np.int64(3), 0) == 3 and type(whole("top_k", np.int64(3), 0)) is int
+    assert real("temperature", 1, 0, low_open=True) == 1.0
+
+
+def test_the_cli_says_what_the_api_says(run):
+    with pytest.raises(SeqkitError) as exc:
+        run.generate("a", temperature=math.nan)
+    res = CliRunner().invoke(main, ["generate", run.path, "--temperature", "nan"])
+    assert res.exit_code == 2 and str(exc.value) in res.output, res.output
+
+
+def test_stream_refuses_a_nan_temperature(tmp_path):
+    res = CliRunner().invoke(main, ["stream", str(tmp_path), "--temperature", "nan", "--prompt", "a"])
+    assert res.exit_code == 2, res.output
+    assert "temperature=nan: must be a finite number > 0 (--temperature in the CLI)" in res.output
+    assert "internal error" not in res.output
+
+
+def test_a_cell_from_a_script_is_not_to_be_passed_as_the_script():
+    from seqkit.plugins import how_to_get
+
+    msg = how_to_get({"kind": "cell", "module": "__main__", "file": "/work/train_mine.py", "name": "c"})
+    assert "Do not pass that script to --plugin" in msg
+    assert "importing a script runs its top-level code" in msg
+    assert "--plugin my_cells.py" in msg and "--plugin /work/train_mine.py" not in msg
+    other = how_to_get({"kind": "cell", "module": "cells_mod", "file": "/work/cells_mod.py", "name": "c"})
+    assert "--plugin /work/cells_mod.py" in other  # a module of its own: pass it as it is
+
+
+def test_a_fix_built_from_names_a_run_holds_runs_nothing_else_when_pasted():
+    import shlex
+
+    from seqkit.plugins import how_to_get
+
+    evil = "x; rm -rf ~ #"
+    for item in ({"kind": "cell", "module": evil, "name": "c"},
+                 {"kind": "cell", "module": evil, "package": evil, "name": "c"},
+                 {"kind": "cell", "module": evil, "root": "/tmp/a b", "name": "c"}):
+        msg = how_to_get(item)
+        assert f"--plugin {shlex.quote(evil)}" in msg and f"--plugin {evil}" not in msg
+        assert shlex.split(msg.split("--plugin ", 1)[1].rstrip("."))[0] == evil  # one word, as written
+
+
+# ---- paths, names and beam arguments of load / predict / attention
 
 @pytest.mark.parametrize("path", [None, 5, b"runs/lm"])
 def test_load_takes_a_path(path):
