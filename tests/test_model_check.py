@@ -111,9 +111,25 @@ def test_options_of_another_op_are_refused(model):
         _, op = _op(m, "SPLIT")
         op.builtinOptionsType = schema.BuiltinOptions.UnsortedSegmentSumOptions
 
-    with pytest.raises(SeqkitError, match=r"\(SPLIT\): options of type UnsortedSegmentSumOptions, where "
-                                          r"the op reads SplitOptions"):
+    with pytest.raises(SeqkitError, match=r"\(SPLIT\): options of type UnsortedSegmentSumOptions \(the "
+                                          r"UNSORTED_SEGMENT_SUM op's\), where the op reads SplitOptions"):
         check_structure(_edit(model, damage), "m.tflite")
+
+
+def test_ops_that_read_a_shared_options_table_pass(tf, tmp_path):
+    """MAX_POOL_2D reads Pool2DOptions and L2_NORMALIZATION L2NormOptions, tables not named after
+    them: a model LiteRT runs is not called damaged."""
+    from seqkit.export.model_check import check_structure
+    from seqkit.export.tflite import interpreter, op_names
+
+    @tf.function(input_signature=[tf.TensorSpec([1, 4, 4, 2], tf.float32)])
+    def f(x):
+        return tf.math.l2_normalize(tf.nn.max_pool2d(x, 2, 2, "VALID"), axis=-1)
+
+    data = tf.lite.TFLiteConverter.from_concrete_functions([f.get_concrete_function()], f).convert()
+    assert {"MAX_POOL_2D", "L2_NORMALIZATION"} <= set(op_names(data))
+    check_structure(data, "pool.tflite")
+    assert interpreter(data) is not None
 
 
 def test_garbage_and_the_exports_own_bytes(model):
@@ -175,12 +191,20 @@ def test_only_a_bounded_regular_file_is_read(model, tmp_path, monkeypatch):
         model_check.read_model(path)
 
 
-def test_a_child_that_cannot_run_litert_gives_no_verdict(model, monkeypatch):
-    """A child that exits without being killed (here: LiteRT not importable in it) neither
-    passes nor refuses the model: the caller's own load decides."""
+def test_a_child_that_cannot_run_litert_gives_no_verdict(model, monkeypatch, tmp_path):
+    """The real child, where LiteRT does not import (a package of that name that raises, first on
+    the path the child inherits): neither passed nor refused, and not remembered; the caller's
+    own load decides. A child killed by SIGKILL (out of memory) gives no verdict either."""
     from seqkit.export import model_check
 
+    fake = tmp_path / "shadow" / "ai_edge_litert"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('no LiteRT here')\n")
     monkeypatch.setattr(model_check, "_PROBED", set())
-    monkeypatch.setattr(model_check, "_PROBE", "raise SystemExit(1)")
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "shadow"), *sys.path])
+    model_check.probe(model, "m.tflite")
+    assert not model_check._PROBED
+    monkeypatch.setattr(sys, "path", sys.path[1:])
+    monkeypatch.setattr(model_check, "_PROBE", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
     model_check.probe(model, "m.tflite")
     assert not model_check._PROBED

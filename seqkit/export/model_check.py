@@ -10,16 +10,15 @@ to LiteRT (:func:`seqkit.export.tflite.interpreter`), :func:`check` runs:
 2. :func:`check_structure`: the flatbuffer against the TFLite schema (``schema.fbs``) read with
    the schema's Python bindings (which raise Python errors on garbage, never crash): every
    index in range (operator codes, tensors, buffers, subgraphs, signatures), each tensor's type
-   and shape, each operator's options of the type its op reads, and the output counts that
+   and shape, no operator reading another op's options table, and the output counts that
    ``SPLIT`` / ``SPLIT_V`` / ``UNPACK`` / ``PACK`` take from their options;
 3. :func:`probe`: the model loaded, its tensors allocated and each signature invoked once on
    zeros (``reset`` first) by LiteRT in a child process, so a crash the structure check does not
    foresee (an op's kernel reading options the schema allows but the graph contradicts) ends the
    child, and seqkit reports it.
 
-A model passes the probe once per process (its SHA-256 is remembered). The exporter's own
-freshly converted bytes skip the probe (:func:`seqkit.export.tflite.verify_default` runs them
-in-process anyway).
+A model passes the probe once per process (its SHA-256 is remembered); the exporter's runtimes
+over its freshly converted bytes are probed like any other model (once each).
 
 No seqkit imports beyond :mod:`seqkit.errors`; LiteRT's schema bindings are imported inside the
 functions that use them.
@@ -46,12 +45,18 @@ MAX_RANK = 16
 
 _PROBED: set[str] = set()
 
-#: Ops whose options table is not named after the op (``schema.fbs``); every other op takes
-#: ``NONE`` or ``<OpName>Options``.
+#: Ops whose options table is not named after the op (``schema.fbs``, LiteRT's
+#: ``flatbuffer_conversions``). An op may carry ``NONE``, its own table (``<OpName>Options`` or the one
+#: listed here), or a table no op is named after; a table named after *another* op (SPLIT reading
+#: UnsortedSegmentSumOptions: a crash) is refused.
 _SHARED_OPTIONS = {
     **{op: "ReducerOptions" for op in ("MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD",
                                        "REDUCE_ANY", "REDUCE_ALL")},
     "MAXIMUM": "MaximumMinimumOptions", "MINIMUM": "MaximumMinimumOptions",
+    **{op: "Pool2DOptions" for op in ("MAX_POOL_2D", "AVERAGE_POOL_2D", "L2_POOL_2D")},
+    "L2_NORMALIZATION": "L2NormOptions", "UNIDIRECTIONAL_SEQUENCE_RNN": "SequenceRNNOptions",
+    "CONV_3D_TRANSPOSE": "Conv3DOptions",
+    **{op: "RandomOptions" for op in ("RANDOM_UNIFORM", "RANDOM_STANDARD_NORMAL", "MULTINOMIAL")},
 }
 
 
@@ -68,7 +73,8 @@ def read_model(path) -> bytes:
         SeqkitError: unreadable, not a regular file, or too large (the message names the file).
     """
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO without a writer: no wait
+        # a FIFO without a writer: no wait; O_BINARY: no newline translation on Windows
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
     except OSError as exc:
         raise SeqkitError(f"{path}: cannot read the TFLite model ({exc.strerror}).") from exc
     st = os.fstat(fd)
@@ -101,7 +107,7 @@ def _options_table(op, cls):
 
 
 def _check_operator(schema, op, where_op: str, code_name: str, n_tensors: int, n_subgraphs: int,
-                    options: dict[int, str], own_options: dict[str, str]) -> str | None:
+                    options: dict[int, str], own_options: dict[str, str], owner: dict[str, str]) -> str | None:
     """The first problem of one operator, or None."""
     for kind, length, get, low in (("input", op.InputsLength, op.Inputs, -1),
                                    ("output", op.OutputsLength, op.Outputs, -1),
@@ -114,9 +120,10 @@ def _check_operator(schema, op, where_op: str, code_name: str, n_tensors: int, n
     if kind not in options:
         return f"{where_op} ({code_name}): options of unknown type {kind}"
     own = _SHARED_OPTIONS.get(code_name) or own_options.get(code_name.replace("_", "").lower() + "options")
-    if kind != schema.BuiltinOptions.NONE and options[kind] != own:
-        return (f"{where_op} ({code_name}): options of type {options[kind]}, where the op reads "
-                f"{own or 'none'}")
+    other = owner.get(options[kind])  # the op this table is named after, if any
+    if kind != schema.BuiltinOptions.NONE and options[kind] != own and other not in (None, code_name):
+        return (f"{where_op} ({code_name}): options of type {options[kind]} (the {other} op's), where the "
+                f"op reads {own or 'its own'}")
     if kind == schema.BuiltinOptions.NONE:
         return None
     outputs, inputs = op.OutputsLength(), op.InputsLength()
@@ -154,6 +161,8 @@ def _structure_problem(data: bytes) -> str | None:
         return f"schema version {m.Version()}, where LiteRT reads 3"
     ops, types, options = _names(schema.BuiltinOperator), _names(schema.TensorType), _names(schema.BuiltinOptions)
     own_options = {n.lower(): n for n in options.values()}  # "splitoptions" -> "SplitOptions"
+    owner = {own_options[o.replace("_", "").lower() + "options"]: o for o in ops.values()
+             if o.replace("_", "").lower() + "options" in own_options}  # "SplitOptions" -> "SPLIT"
     n_codes, n_buffers, n_subgraphs = m.OperatorCodesLength(), m.BuffersLength(), m.SubgraphsLength()
     if n_subgraphs < 1:
         return "no subgraph"
@@ -198,7 +207,7 @@ def _structure_problem(data: bytes) -> str | None:
             if not 0 <= op.OpcodeIndex() < n_codes:
                 return f"subgraph {s} operator {j} names operator code {op.OpcodeIndex()} of {n_codes}"
             problem = _check_operator(schema, op, f"subgraph {s} operator {j}", codes[op.OpcodeIndex()],
-                                      n_tensors, n_subgraphs, options, own_options)
+                                      n_tensors, n_subgraphs, options, own_options, owner)
             if problem:
                 return problem
     for i in range(m.SignatureDefsLength()):
@@ -238,13 +247,16 @@ def check_structure(data: bytes, where: str = "this model") -> None:
 
 
 #: The child process of :func:`probe`: the model's bytes on standard input; exit 0 when LiteRT
-#: loaded and ran it, 3 when it raised an error (the caller's own load reports it); killed by a
-#: signal when LiteRT crashed.
+#: loaded and ran it, 3 when it raised an error (the caller's own load reports it), 4 when LiteRT
+#: cannot be imported there (no verdict); killed by a signal when LiteRT crashed.
 _PROBE = """
 import sys
 try:
     import numpy as np
     from ai_edge_litert.interpreter import Interpreter
+except Exception:
+    sys.exit(4)
+try:
     it = Interpreter(model_content=sys.stdin.buffer.read())
     it.allocate_tensors()
     sigs = it.get_signature_list()
@@ -269,14 +281,18 @@ def probe(data: bytes, where: str = "this model") -> None:
     Raises:
         SeqkitError: the child was killed by a signal (LiteRT crashed on the model: the message
             names the signal) or took more than :data:`PROBE_SECONDS`. A child that exits any other
-            way (it could not import LiteRT, say) gives no verdict: the caller's load goes ahead.
+            way (it could not import LiteRT, say) or is killed by SIGKILL (the out-of-memory killer,
+            for a large model in a small container) gives no verdict: the caller's load goes ahead.
     """
     digest = hashlib.sha256(data).hexdigest()
     if digest in _PROBED:
         return
-    try:  # -P: the current folder is not put on the child's sys.path (PYTHONPATH and site are kept)
+    # the child imports what this process imports (a path added at run time included); -P keeps the
+    # current folder off its sys.path
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    try:
         done = subprocess.run([sys.executable, "-P", "-c", _PROBE], input=bytes(data), capture_output=True,
-                              timeout=PROBE_SECONDS, check=False)
+                              timeout=PROBE_SECONDS, check=False, env=env)
     except subprocess.TimeoutExpired:
         raise SeqkitError(f"{where}: LiteRT took more than {PROBE_SECONDS} s to load this model and run it "
                           f"once on zeros; seqkit does not open it. A model `seqkit export` wrote loads in "
@@ -287,9 +303,11 @@ def probe(data: bytes, where: str = "this model") -> None:
     if rc in (0, 3):
         _PROBED.add(digest)
         return
-    if rc >= 0:  # not killed by a signal (the child could not start Python's side): no verdict
+    crashed = rc < 0 or rc >= 0xC0000000  # a POSIX signal, or a Windows exception code (NTSTATUS)
+    if not crashed or rc == -getattr(signal, "SIGKILL", 9):  # killed from outside (out of memory?): no verdict
         return
-    how = f"signal {signal.Signals(-rc).name}" if -rc in signal.valid_signals() else f"signal {-rc}"
+    how = (f"signal {signal.Signals(-rc).name}" if rc < 0 and -rc in signal.valid_signals()
+           else f"signal {-rc}" if rc < 0 else f"exception code 0x{rc:08X}")
     said = [ln for ln in done.stderr.decode("utf-8", "replace").splitlines() if ln and not ln.startswith("INFO:")]
     raise SeqkitError(f"{where}: LiteRT crashed loading this model ({how}, in the child process seqkit "
                       f"tries every model in first{': ' + said[-1][:300] if said else ''}). The file was "
