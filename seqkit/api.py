@@ -152,6 +152,7 @@ def load(run_dir) -> Run:
 
     Raises:
         RunDirError: not a run directory, or a plugin it needs is missing.
+        SeqkitError: ``run_dir`` is not a path (``str`` or ``os.PathLike``).
     """
     return Run(run_dir)
 

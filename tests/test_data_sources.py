@@ -163,6 +163,14 @@ def test_a_failure_in_the_final_evaluation_marks_the_run_failed(tmp_path, keras,
     assert state["status"] == "failed" and state["reason"] == "the test split cannot be read"
     assert state["epoch"] == 1
 
+    def interrupted(prep, model, split):  # Ctrl-C there: interrupted, and --resume is named
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tr, "evaluate_model", interrupted)
+    with pytest.raises(SeqkitError, match=r"interrupted in the final evaluation; 1 epoch saved\. Finish with `seqkit train --resume"):
+        tr.train(recipe_from_dict(raw), str(tmp_path / "run2"), verbose=0)
+    assert json.loads((tmp_path / "run2" / "state.json").read_text())["status"] == "interrupted"
+
 
 def test_one_class_in_training_is_warned_of(tmp_path, keras, capsys, seqkit_stderr):
     head_ts = "@dimensions 1\n@classLabel true a b\n@data\n"

@@ -84,6 +84,12 @@ def test_lm_state_inside_equals_explicit_state_reset_and_two_interpreters(lm, tm
     assert np.abs(np.stack(za) - want_a).max() <= 1e-6
     assert np.abs(np.stack(zb) - want_b).max() <= 1e-6
 
+    # an id outside the vocabulary: LiteRT's refusal named (it was its raw RuntimeError)
+    from seqkit.errors import SeqkitError
+
+    with pytest.raises(SeqkitError, match=r"step: LiteRT refused the input .*one token id per row"):
+        one.step([10**6])
+
 
 def test_int8_state_inside_batch_two_through_the_python_api(lm, tmp_path):
     from seqkit.errors import SeqkitError

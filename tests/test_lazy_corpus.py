@@ -109,6 +109,9 @@ def test_vocab_file_one_per_line_and_json(tmp_path):
     p.write_text("a\nb\na\n", encoding="utf-8")
     with pytest.raises(DataError, match="listed twice"):
         read_vocab_file(str(p))
+    j.write_text(json.dumps(["", "[UNK]", "<s>", "</s>", "a", "a"]), encoding="utf-8")  # a run trained
+    with pytest.raises(DataError, match="the token 'a' is listed twice"):  # with it could not be loaded
+        read_vocab_file(str(j))
     with pytest.raises(DataError, match="data.vocab_file"):
         read_vocab_file(str(tmp_path / "missing.txt"))
 

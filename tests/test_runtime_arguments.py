@@ -46,3 +46,10 @@ def test_after_refusals_the_runtime_streams_as_before(rt, tiny_lm_export):
     rt.reset(3)
     z = rt.step(np.asarray([5, 6, 7]))
     assert z.shape[0] == 3 and np.isfinite(z).all()
+
+
+def test_any_integer_seed_samples(rt):
+    """``default_rng`` refuses negative seeds (`seqkit stream --seed -1` was an internal error):
+    any int is taken modulo 2**64, as the other samplers take it; equal seeds, equal samples."""
+    a = rt.generate([2, 5], max_length=6, seed=-1)
+    assert a == rt.generate([2, 5], max_length=6, seed=-1) == rt.generate([2, 5], max_length=6, seed=2**64 - 1)

@@ -105,8 +105,6 @@ class SequenceRegression(Head):
 
     def values(self, model, records):
         """Predicted values (original units), ``[N]`` float."""
-        import tensorflow as tf
-
         out = []
         for x, _ in self.dataset(records, training=False):
             out.extend(np.asarray(model(x, training=False))[:, 0])

@@ -109,27 +109,38 @@ def _open(path: str):
     return _NamedGzip(path, "rb") if path.endswith(".gz") else open(path, "rb")
 
 
-#: Longest line of a corpus file (bytes): a corpus is read a line at a time, so a file that is one
-#: enormous line (a 510 KB ``.gz`` of one 512 MiB line) would be held whole.
-MAX_LINE_BYTES = 64 << 20
+#: Longest line of a corpus file (bytes); None: an eighth of this machine's memory (a line of N bytes
+#: took about 6 N of memory to read and count: a 510 KB ``.gz`` of one 512 MiB line, 2.9 GB), 1 GiB
+#: where the memory is unknown. text8 (one line of 100 MB) fits.
+MAX_LINE_BYTES: int | None = None
+
+
+def max_line_bytes() -> int:
+    """The longest corpus line read (:data:`MAX_LINE_BYTES`)."""
+    if MAX_LINE_BYTES is not None:
+        return MAX_LINE_BYTES
+    from seqkit.guards import memory_bytes
+
+    memory = memory_bytes()
+    return max(64 << 20, memory // 8) if memory else 1 << 30
 
 
 def _raw_lines(f, path: str, first: int = 1):
     """The raw lines of the open corpus file ``f`` (numbered from ``first``, for messages), each at
-    most :data:`MAX_LINE_BYTES`.
+    most :func:`max_line_bytes`.
 
     Raises:
         DataError: a longer line, named by file and line.
     """
-    n = first
+    n, bound = first, max_line_bytes()
     while True:
-        raw = f.readline(MAX_LINE_BYTES + 1)
+        raw = f.readline(bound + 1)
         if not raw:
             return
-        if len(raw) > MAX_LINE_BYTES:
-            raise DataError(f"{path}:{n}: a line longer than {MAX_LINE_BYTES:,} bytes; a text corpus is read "
-                            f"a line at a time, so each line (a sentence, a paragraph, a document) must "
-                            f"be shorter. Break the text into lines.")
+        if len(raw) > bound:
+            raise DataError(f"{path}:{n}: a line longer than {bound:,} bytes (an eighth of this machine's "
+                            f"memory); a text corpus is read a line at a time, so each line (a sentence, a "
+                            f"paragraph, a document) must be shorter. Break the text into lines.")
         yield raw
         n += 1
 
@@ -233,6 +244,10 @@ def read_vocab_file(path: str, key: str = "data.vocab_file") -> Vocabulary:
             tokens = json.loads(text)
             if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
                 raise ValueError("expected a JSON list of strings")
+            if len(set(tokens)) != len(tokens):  # a run trained with it could not be loaded again
+                seen: set = set()
+                dup = next(t for t in tokens if t in seen or seen.add(t))
+                raise ValueError(f"the token {dup!r} is listed twice; each token is listed once")
             return Vocabulary(tokens)
         except ValueError as exc:
             raise DataError(f"{path}: not a seqkit vocabulary ({exc}); {key} takes a JSON list "

@@ -114,5 +114,5 @@ class Vocabulary:
                 raise ValueError(f"the token {dup!r} is listed twice")
             return cls(tokens)
         except (OSError, ValueError) as exc:
-            raise RunDirError(f"{path}: cannot read the vocabulary ({exc}); the run directory is "
-                              f"incomplete, train again.") from exc
+            raise RunDirError(f"{path}: cannot read the vocabulary ({exc}); the file was damaged or "
+                              f"edited, or the run directory is incomplete: restore it, or train again.") from exc

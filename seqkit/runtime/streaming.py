@@ -212,10 +212,10 @@ class StreamingModel:
         self._out_logits = int(outs["logits"]["index"])
         self._out_states = [(name, int(outs[name]["index"])) for name, _ in self.states_layout]
         primary = {int(d["index"]) for d in it.get_input_details()}
+        self._x_shape = tuple(int(v) for v in ins[self.input_name]["shape"])
         if len(it.get_signature_list()) == 1 and primary == {int(d["index"]) for d in ins.values()}:
             self._runner = None
             del runner
-            self._x_shape = tuple(int(v) for v in ins[self.input_name]["shape"])
             self._set, self._invoke, self._get = it.set_tensor, it.invoke, it.get_tensor
         else:  # pragma: no cover - seqkit exports have the one signature
             self._runner = runner
@@ -311,7 +311,7 @@ class StreamingModel:
         end_id = int(self.metadata["special_ids"]["end"])
         start_id = int(self.metadata["special_ids"]["start"])
         across = self.metadata.get("layout") == "stream"
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(int(seed) % 2**64)  # any int seed, as the other samplers take
         if isinstance(prompt_ids, (str, bytes)) or not len(prompt_ids):
             raise SeqkitError(f"generate: prompt_ids must be a non-empty list of token ids (at least the start "
                               f"id, {start_id}); got {str(prompt_ids)[:60]!r}.")

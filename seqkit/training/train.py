@@ -644,6 +644,13 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
         st["status"] = "finished"
         atomic_write_json(run.file(STATE), st)
         return metrics
+    except KeyboardInterrupt:
+        st = run.state()
+        st["status"] = "interrupted"
+        atomic_write_json(run.file(STATE), st)
+        n = st["epoch"]
+        raise SeqkitError(f"interrupted in the final evaluation; {n} epoch{'' if n == 1 else 's'} saved. Finish "
+                          f"with `seqkit train --resume {run_path}`.") from None
     except Exception as exc:
         _mark_failed(run, exc)
         raise
