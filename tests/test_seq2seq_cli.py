@@ -220,7 +220,7 @@ def test_evaluate_with_other_decoding_settings_scores_those_outputs_and_keeps_th
 
 @pytest.mark.parametrize("setting, message", [
     ("training.epochs=3", "evaluate takes decoding.KEY=VALUE only"),
-    ("decoding.beam_width=0", "--set decoding.beam_width: expected a positive integer, got 0"),
+    ("decoding.beam_width=0", "--set decoding.beam_width: expected a positive integer <= 1000, got 0"),
     ("decoding.beam_size=4", "--set decoding.beam_size: unknown key. Did you mean 'beam_width'?"),
     ("decoding.beam_width", "expected KEY.PATH=VALUE"),
 ])

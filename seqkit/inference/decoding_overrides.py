@@ -56,6 +56,6 @@ def with_decoding(recipe, decoding: dict, where: str):
         section = DecodingConfig.model_validate({**recipe.decoding.model_dump(), **decoding})
     except pydantic.ValidationError as exc:
         errs = "; ".join(override_problems(exc, DecodingConfig, "decoding", decoding))
-        raise SeqkitError(f"{where}: evaluation decoding settings refused: {errs}. The keys are those of "
+        raise SeqkitError(f"{where}: evaluation decoding settings refused: {errs.rstrip('.')}. The keys are those of "
                           f"the recipe's decoding section (docs/recipe-reference.md).") from None
     return dataclasses.replace(recipe, config=recipe.config.model_copy(update={"decoding": section}))
