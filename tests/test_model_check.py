@@ -208,3 +208,12 @@ def test_a_child_that_cannot_run_litert_gives_no_verdict(model, monkeypatch, tmp
     monkeypatch.setattr(model_check, "_PROBE", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
     model_check.probe(model, "m.tflite")
     assert not model_check._PROBED
+
+
+def test_a_model_is_a_path_or_bytes(model):
+    """memoryview bytes load as bytes; anything else is named (an int was a TypeError)."""
+    from seqkit.export.tflite import interpreter
+
+    assert interpreter(memoryview(model)) is not None
+    with pytest.raises(SeqkitError, match="a TFLite model is a path or its bytes; got int"):
+        interpreter(5)

@@ -72,6 +72,8 @@ def read_model(path) -> bytes:
     Raises:
         SeqkitError: unreadable, not a regular file, or too large (the message names the file).
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise SeqkitError(f"a TFLite model is a path or its bytes; got {type(path).__name__} {str(path)[:40]!r}.")
     try:
         # a FIFO without a writer: no wait; O_BINARY: no newline translation on Windows
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))

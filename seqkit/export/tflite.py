@@ -227,7 +227,7 @@ def interpreter(model: bytes | str):
 
     from seqkit.export import model_check
 
-    path = not isinstance(model, (bytes, bytearray))
+    path = not isinstance(model, (bytes, bytearray, memoryview))
     where = str(model) if path else "this model"
     data = model_check.read_model(model) if path else bytes(model)
     model_check.check(data, where)
