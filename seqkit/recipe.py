@@ -261,7 +261,7 @@ class DecodingConfig(BaseModel):
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     max_length: int = Field(200, gt=0)
     min_length: int = Field(0, ge=0)
-    beam_width: int = Field(4, gt=0, le=1000)  # seqkit.inference.decoding.MAX_BEAM_WIDTH
+    beam_width: int = Field(4, gt=0, le=1000)  # = seqkit.inference.decoding.MAX_BEAM_WIDTH (a test holds them equal)
     length_penalty: float = Field(0.0, ge=0.0)
     n_best: int = Field(1, gt=0)
 

@@ -119,3 +119,13 @@ def test_any_integer_seed_and_top_k(tf):
                                                           tf.int64), tf.int32))
     z = tf.constant([[1.0, 3.0, 2.0]])
     np.testing.assert_array_equal(filter_logits(z, top_k=10**12).numpy(), filter_logits(z).numpy())
+
+
+def test_the_recipe_and_the_decoder_bound_the_beam_alike():
+    """decoding.beam_width is refused by the recipe schema at the width the decoder refuses
+    (one number kept in two modules that cannot import each other)."""
+    from seqkit.inference.decoding import MAX_BEAM_WIDTH
+    from seqkit.recipe import DecodingConfig
+
+    bound = [m.le for m in DecodingConfig.model_fields["beam_width"].metadata if hasattr(m, "le")]
+    assert bound == [MAX_BEAM_WIDTH]

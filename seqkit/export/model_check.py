@@ -290,7 +290,7 @@ def probe(data: bytes, where: str = "this model") -> None:
     if digest in _PROBED:
         return
     # the child imports what this process imports (a path added at run time included); -P keeps the
-    # current folder off its sys.path
+    # child's own current folder off its sys.path (it is there only if this process has it)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     try:
         done = subprocess.run([sys.executable, "-P", "-c", _PROBE], input=bytes(data), capture_output=True,
