@@ -26,6 +26,7 @@ def rt(tiny_lm_export):
     (lambda rt: rt.step("a"), r"step: the input must be one token id per row"),
     (lambda rt: rt.step([10**6]), r"step: LiteRT refused the input \(.*\); it must be one token id per row"),
     (lambda rt: rt.generate([], max_length=3), r"generate: prompt_ids must be a non-empty list"),
+    (lambda rt: rt.generate([2], max_length=3, seed="x"), r"seed='x': must be a whole number"),
     (lambda rt: rt.generate([999], max_length=3), r"step: LiteRT refused the input"),
 ])
 def test_bad_arguments_are_named(rt, call, message):

@@ -311,7 +311,7 @@ class StreamingModel:
         end_id = int(self.metadata["special_ids"]["end"])
         start_id = int(self.metadata["special_ids"]["start"])
         across = self.metadata.get("layout") == "stream"
-        rng = np.random.default_rng(int(seed) % 2**64)  # any int seed, as the other samplers take
+        rng = np.random.default_rng(a.whole("seed", seed) % 2**64)  # any int seed, as the other samplers take
         if isinstance(prompt_ids, (str, bytes)) or not len(prompt_ids):
             raise SeqkitError(f"generate: prompt_ids must be a non-empty list of token ids (at least the start "
                               f"id, {start_id}); got {str(prompt_ids)[:60]!r}.")
