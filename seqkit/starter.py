@@ -57,22 +57,22 @@ def _read_table(path: str) -> tuple[list[str], list[dict]]:
         InitError: a file that is not UTF-8 (naming the byte, and UTF-16 when its mark says so),
             malformed CSV, or a header that names a column twice.
     """
+    from seqkit.data.base import iconv_source
     from seqkit.data.table import no_field_limit
+    from seqkit.data.vocab import first_duplicate
 
     try:
         with no_field_limit():  # a long text is no error (as when the data is read for training)
             cols, rows = _read_table_sample(path)
     except UnicodeDecodeError as exc:
         with open(path, "rb") as f:
-            head = f.read(2)
-        enc = "UTF-16" if head in (b"\xff\xfe", b"\xfe\xff") else "another encoding (Latin-1? GBK?)"
+            source = iconv_source(f.read(2))
+        enc = source if source == "UTF-16" else "another encoding (Latin-1? GBK?)"
         raise InitError(f"{path}: not UTF-8 (byte {exc.start}: {exc.reason}); it looks like {enc}. "
-                        f"Convert it first, e.g. `iconv -f {'UTF-16' if enc == 'UTF-16' else 'latin1'} "
-                        f"-t utf-8 {path} > utf8.csv`.") from None
+                        f"Convert it first, e.g. `iconv -f {source} -t utf-8 {path} > utf8.csv`.") from None
     except csv.Error as exc:
         raise InitError(f"{path}: not a readable CSV ({exc}); check its quoting.") from None
-    seen: set = set()
-    dup = next((c for c in cols if c in seen or seen.add(c)), None)
+    dup = first_duplicate(cols)
     if dup is not None:
         raise InitError(f"{path}: the header names the column {dup!r} twice; give every column its own name.")
     return cols, rows

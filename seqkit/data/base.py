@@ -187,6 +187,12 @@ def text_tokenizer(recipe) -> str:
     return recipe.data.tokenizer if getattr(src, "tokenizes_text", False) else "whitespace"
 
 
+def iconv_source(head: bytes) -> str:
+    """The encoding to name in an ``iconv -f`` hint for a file that is not UTF-8: ``UTF-16`` when
+    its first bytes are a UTF-16 byte-order mark, else ``latin1``."""
+    return "UTF-16" if head[:2] in (b"\xff\xfe", b"\xfe\xff") else "latin1"
+
+
 def read_text(path: str, key: str = "data.path") -> str:
     """Read a UTF-8 file: a recipe's ``key`` names a regular file; a command-line option's
     (``--input``) may also name a device or pipe (``/dev/stdin``, ``<(cmd)``).
@@ -219,7 +225,7 @@ def read_text(path: str, key: str = "data.path") -> str:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
-        source = "UTF-16" if raw[:2] in (b"\xff\xfe", b"\xfe\xff") else "latin1"  # a UTF-16 byte-order mark
+        source = iconv_source(raw)
         raise DataError(f"{path}:{line}: not UTF-8 (byte 0x{raw[exc.start]:02x} at offset "
                         f"{exc.start}{'; the file starts with a UTF-16 byte-order mark' if source == 'UTF-16' else ''}). "
                         f"Convert the file to UTF-8, e.g. `iconv -f {source} -t utf-8`.") from exc

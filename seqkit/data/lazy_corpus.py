@@ -42,7 +42,7 @@ import numpy as np
 
 from seqkit.data.lines import split_lines
 from seqkit.data.stream import StreamTooShort
-from seqkit.data.vocab import END_ID, SPECIALS, START_ID, Vocabulary, tokenize
+from seqkit.data.vocab import END_ID, SPECIALS, START_ID, Vocabulary, first_duplicate, tokenize
 from seqkit.errors import DataError
 
 #: Default spacing of the seek table, in bytes of (uncompressed) text.
@@ -244,9 +244,8 @@ def read_vocab_file(path: str, key: str = "data.vocab_file") -> Vocabulary:
             tokens = json.loads(text)
             if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
                 raise ValueError("expected a JSON list of strings")
-            if len(set(tokens)) != len(tokens):  # a run trained with it could not be loaded again
-                seen: set = set()
-                dup = next(t for t in tokens if t in seen or seen.add(t))
+            dup = first_duplicate(tokens)
+            if dup is not None:  # a run trained with it could not be loaded again
                 raise ValueError(f"the token {dup!r} is listed twice; each token is listed once")
             return Vocabulary(tokens)
         except ValueError as exc:
@@ -258,11 +257,9 @@ def read_vocab_file(path: str, key: str = "data.vocab_file") -> Vocabulary:
         tokens = [t for t in tokens if t not in SPECIALS]
     else:
         tokens = tokens[3:]
-    seen = set()
-    for n, t in enumerate(tokens, 1):
-        if t in seen:
-            raise DataError(f"{path}: the token {t!r} is listed twice; {key} needs each token once.")
-        seen.add(t)
+    dup = first_duplicate(tokens)
+    if dup is not None:
+        raise DataError(f"{path}: the token {dup!r} is listed twice; {key} needs each token once.")
     return Vocabulary(list(SPECIALS) + tokens)
 
 

@@ -51,7 +51,7 @@ from pydantic import Field
 from seqkit.data.base import FileSource, FileSplitsOptions, read_text
 from seqkit.data.records import Record
 from seqkit.data.typed import column_index, label_cell, text_cell
-from seqkit.data.vocab import tokenize
+from seqkit.data.vocab import first_duplicate, tokenize
 from seqkit.errors import DataError
 from seqkit.recipe import DataConfig
 from seqkit.registry import HEADS, head_class, register_data
@@ -205,8 +205,7 @@ def read_table(path: str, fmt: str = "auto", *, delimiter: Optional[str] = None,
                     raise DataError(f"{path}:{line}: {len(names):,} columns, more than a table seqkit "
                                     f"reads ({MAX_COLUMNS:,}); keep the text and label columns (e.g. "
                                     f"`cut -d, -f1,2`).")
-                seen: set = set()
-                dup = next((c for c in names if c in seen or seen.add(c)), None)  # linear in the columns
+                dup = first_duplicate(names)
                 if dup is not None:
                     raise DataError(f"{path}:{line}: the header names the column {dup!r} twice; "
                                     f"give every column its own name.")

@@ -35,6 +35,12 @@ def tokenize(text: str, mode: str, lowercase: bool = False) -> list[str]:
     return list(text) if mode in ("char", "sentencepiece") else text.split()
 
 
+def first_duplicate(items):
+    """The first item that occurs a second time in ``items`` (in one pass), or None."""
+    seen: set = set()
+    return next((t for t in items if t in seen or seen.add(t)), None)
+
+
 class Vocabulary:
     """An ordered token list; ``tokens[i]`` is the token with id ``i``.
 
@@ -108,9 +114,8 @@ class Vocabulary:
             tokens = bounded_json(path)
             if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
                 raise ValueError(f"expected a JSON list of token strings, found a {type(tokens).__name__}")
-            if len(set(tokens)) != len(tokens):  # the model's ids would silently shift
-                seen: set = set()
-                dup = next(t for t in tokens if t in seen or seen.add(t))
+            dup = first_duplicate(tokens)
+            if dup is not None:  # the model's ids would silently shift
                 raise ValueError(f"the token {dup!r} is listed twice")
             return cls(tokens)
         except (OSError, ValueError) as exc:

@@ -17,8 +17,8 @@ to LiteRT (:func:`seqkit.export.tflite.interpreter`), :func:`check` runs:
    foresee (an op's kernel reading options the schema allows but the graph contradicts) ends the
    child, and seqkit reports it.
 
-A model passes the probe once per process (its SHA-256 is remembered); the exporter's runtimes
-over its freshly converted bytes are probed like any other model (once each).
+A model passes the two checks once per process (its SHA-256 is remembered); the exporter's
+runtimes over its freshly converted bytes are checked like any other model (once each).
 
 No seqkit imports beyond :mod:`seqkit.errors`; LiteRT's schema bindings are imported inside the
 functions that use them.
@@ -275,7 +275,7 @@ except Exception:
 """
 
 
-def probe(data: bytes, where: str = "this model") -> None:
+def probe(data: bytes, where: str = "this model", *, digest: str | None = None) -> None:
     """Load ``data`` in LiteRT's default interpreter in a child process and invoke each signature
     once on zeros; do nothing when the child finishes (an error it raised is raised again by the
     caller's own load).
@@ -286,7 +286,7 @@ def probe(data: bytes, where: str = "this model") -> None:
             way (it could not import LiteRT, say) or is killed by SIGKILL (the out-of-memory killer,
             for a large model in a small container) gives no verdict: the caller's load goes ahead.
     """
-    digest = hashlib.sha256(data).hexdigest()
+    digest = digest or hashlib.sha256(data).hexdigest()
     if digest in _PROBED:
         return
     # the child imports what this process imports (a path added at run time included); -P keeps the
@@ -316,12 +316,15 @@ def probe(data: bytes, where: str = "this model") -> None:
                       f"damaged, or was not written by `seqkit export`; export the run again.")
 
 
-def check(data: bytes, where: str = "this model", *, run: bool = True) -> None:
-    """:func:`check_structure`, then (``run``) :func:`probe`.
+def check(data: bytes, where: str = "this model") -> None:
+    """:func:`check_structure`, then :func:`probe`; nothing for a model that passed both before in
+    this process (a runtime opened again on the same bytes is not checked again).
 
     Raises:
         SeqkitError: as those.
     """
+    digest = hashlib.sha256(data).hexdigest()
+    if digest in _PROBED:
+        return
     check_structure(data, where)
-    if run:
-        probe(data, where)
+    probe(data, where, digest=digest)

@@ -5,8 +5,8 @@ Every method calls the functions the command line calls (``seqkit evaluate``, ``
 error messages are the CLI's. Nothing is printed: warnings (unknown tokens, skipped lines) go to
 the ``seqkit`` logger (see :mod:`seqkit.log`). TensorFlow is imported on first use.
 
-NumPy, and :mod:`seqkit.arguments` under its short name ``a``, are imported inside the functions
-that use them, so importing this module does not load NumPy.
+NumPy is imported inside the functions that use it, so importing this module does not load it;
+:mod:`seqkit.arguments` (no NumPy) is imported here under its short name ``a``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from typing import NamedTuple
 
-from seqkit import arguments
+from seqkit import arguments as a  # the same checks and messages as the CLI's options
 from seqkit._quiet import import_tensorflow_quietly
 from seqkit.data.records import records_fingerprint
 from seqkit.errors import SeqkitError
@@ -457,8 +457,6 @@ class Run:
                 with beam search, for a run that is not a stream-layout language model (both
                 checked before the run loads), or with an empty valid split.
         """
-        from seqkit import arguments as a  # the same checks and messages as the CLI's options
-
         prompt = a.text("prompt", prompt, option="--prompt")
         max_length = a.whole("max_length", max_length, 1, MAX_NEW_TOKENS, optional=True)
         temperature = a.real("temperature", temperature, 0, low_open=True, optional=True)
@@ -548,9 +546,9 @@ class Run:
                 DataFrame or ``plot`` for a head that reads or draws none; a ``plot`` path seqkit
                 may not write (OutputPathError); matplotlib missing.
         """
-        name = arguments.text("name", name)
+        name = a.text("name", name)
         if plot is not None and not isinstance(plot, (str, os.PathLike)):
-            raise arguments.ArgumentTypeError(f"plot={plot!r}: must be the path of a PNG to write (--plot in "
+            raise a.ArgumentTypeError(f"plot={plot!r}: must be the path of a PNG to write (--plot in "
                                               f"the CLI); got a {type(plot).__name__}.")
         table = _is_frame(inputs)
         if table:
@@ -649,7 +647,7 @@ class Run:
                 than the run's ``data.max_length``.
         """
         text = _texts(sources, "transduce")
-        name = arguments.text("name", name)
+        name = a.text("name", name)
         prep, model = self._load()
         self._need(prep, "transduce")
         dec = prep.recipe.decoding
@@ -676,7 +674,7 @@ class Run:
         """
         import numpy as np
 
-        text, name = arguments.text("text", text), arguments.text("name", name)
+        text, name = a.text("text", text), a.text("name", name)
         if beam_width is not None:
             check_beam_args(beam_width, 1, None, 0, 1)
         prep, model = self._load()

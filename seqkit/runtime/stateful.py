@@ -104,10 +104,7 @@ class StatefulStreamingModel(StreamingModel):
         Raises:
             SeqkitError: an input of another shape than the export's ``[B(, D)]``.
         """
-        try:
-            x = np.asarray(x, self.input_dtype)
-        except (TypeError, ValueError) as exc:
-            raise SeqkitError(f"step: the input must be {self._expected()}; got {str(x)[:60]!r} ({exc}).") from None
+        x = self._as_input(x)
         if x.shape != self._x_shape:
             raise SeqkitError(f"this export keeps its state inside for input shape {list(self._x_shape)} "
                               f"(batch {self.batch}, fixed at export); got {list(x.shape)}.")
@@ -116,8 +113,7 @@ class StatefulStreamingModel(StreamingModel):
         try:
             w.Invoke(sg)
         except RuntimeError as exc:  # LiteRT's error (e.g. an id outside the vocabulary), named
-            raise SeqkitError(f"step: LiteRT refused the input ({str(exc).splitlines()[0][:200]}); it must "
-                              f"be {self._expected()}.") from exc
+            raise self._refused(exc) from exc
         return self._codec_logits.decode(w.GetTensor(self._out_logits, sg))
 
 

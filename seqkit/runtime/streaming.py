@@ -248,15 +248,21 @@ class StreamingModel:
             SeqkitError: ``x`` of another shape or kind, or ids outside the vocabulary (LiteRT's
                 reason).
         """
-        try:
-            x = np.asarray(x, self.input_dtype)
-        except (TypeError, ValueError) as exc:
-            raise SeqkitError(f"step: the input must be {self._expected()}; got {str(x)[:60]!r} ({exc}).") from None
+        x = self._as_input(x)
         try:
             return self._step(x)
         except RuntimeError as exc:  # LiteRT's error (e.g. an id outside the vocabulary): no crash, named
-            raise SeqkitError(f"step: LiteRT refused the input ({str(exc).splitlines()[0][:200]}); it must "
-                              f"be {self._expected()}.") from exc
+            raise self._refused(exc) from exc
+
+    def _as_input(self, x) -> np.ndarray:
+        try:
+            return np.asarray(x, self.input_dtype)
+        except (TypeError, ValueError) as exc:
+            raise SeqkitError(f"step: the input must be {self._expected()}; got {str(x)[:60]!r} ({exc}).") from None
+
+    def _refused(self, exc: RuntimeError) -> SeqkitError:
+        return SeqkitError(f"step: LiteRT refused the input ({str(exc).splitlines()[0][:200]}); it must "
+                           f"be {self._expected()}.")
 
     def _expected(self) -> str:
         if self.input_dtype.kind in "iu" and len(self._x_shape) == 1:
