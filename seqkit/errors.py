@@ -44,7 +44,8 @@ def refuse_bidirectional(run_hint: str = "RUN_DIR") -> SeqkitError:
     """The error for a step export of a bidirectional encoder (offers full-sequence export)."""
     return SeqkitError(
         "this run's encoder is bidirectional (model.bidirectional: true): its backward pass reads "
-        "the whole sequence from the end, so it has no step model to stream one input at a time. "
-        f"Export it as a full-sequence model for a pinned shape instead: `seqkit export {run_hint} "
-        "--full-sequence --batch B --length T` (TFLite), or `--format saved_model` (its `predict` "
-        "signature takes any shape).")
+        "the whole sequence from the end, so it has no step model to stream one input at a time "
+        "(nor a state kept inside one, nor an int16 cell). Export it as the whole-sequence model "
+        f"for a pinned shape instead -- `seqkit export {run_hint}` does so when --step, --state "
+        "internal and --int16-cell are left out (--batch B --length T pin the shape) -- or as "
+        "`--format saved_model` (its `predict` signature takes any shape).")

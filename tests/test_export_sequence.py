@@ -122,13 +122,22 @@ def test_two_sequences_with_reset_equal_each_alone(exported):
     assert np.abs(run(b) - alone_b).max() > 1e-4  # without reset the state carries over
 
 
-def test_bidirectional_step_export_refused_and_nothing_written(runs, tmp_path):
+def test_bidirectional_run_exports_whole_sequence_by_default_and_refuses_a_step_model(runs, tmp_path):
+    """A bidirectional acceptor has no step model: a plain export writes the whole-sequence model
+    for [1, data.max_length]; asking for the step model is refused and writes nothing."""
     from seqkit.errors import SeqkitError
     from seqkit.export.writer import export_run
+    from seqkit.training.train import load_run
 
-    with pytest.raises(SeqkitError, match=r"bidirectional.*seqkit export .*run --full-sequence --batch B --length T"):
-        export_run(runs["bi_acceptor"], str(tmp_path / "e"), parity_examples=4)
+    with pytest.raises(SeqkitError, match=r"bidirectional.*seqkit export .*run` does so when --step"):
+        export_run(runs["bi_acceptor"], str(tmp_path / "e"), parity_examples=4, full_sequence=False)
     assert os.listdir(tmp_path) == []
+    report = export_run(runs["bi_acceptor"], str(tmp_path / "e"), parity_examples=4)
+    assert report["tflite"]["max_abs_diff"] <= 1e-4
+    meta = json.load(open(tmp_path / "e" / "metadata.json"))
+    prep, _ = load_run(runs["bi_acceptor"])
+    assert meta["artefact"] == "full_sequence"
+    assert (meta["full_sequence"]["batch"], meta["full_sequence"]["length"]) == (1, prep.recipe.data.max_length)
 
 
 def test_full_sequence_export_padded_batch_equals_unpadded(runs, tmp_path):

@@ -56,5 +56,5 @@ def test_bidirectional_step_refused_offering_full_sequence(keras):
     head = fitted_head(seq_recipe("acceptor", bi=True), recs)
     from seqkit.errors import SeqkitError
 
-    with pytest.raises(SeqkitError, match=r"bidirectional.*--full-sequence --batch B --length T"):
+    with pytest.raises(SeqkitError, match=r"bidirectional.*whole-sequence model.*--batch B --length T"):
         head.stepper(head.build_model())

@@ -54,9 +54,10 @@ from seqkit.runs.rundir import strict_json
 @click.option("--parity-examples", type=click.IntRange(min=1), default=32, show_default=True,
               help="Held-out examples streamed through the export for the parity check.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing export directory.")
-@click.option("--full-sequence", is_flag=True,
-              help="TFLite: the whole-sequence model for a pinned --batch/--length instead of the step "
-              "model (needed for bidirectional encoders).")
+@click.option("--full-sequence/--step", default=None,
+              help="TFLite: the whole-sequence model for a pinned --batch/--length, or the step "
+              "model [default: whole-sequence for a bidirectional acceptor or tagger, which has "
+              "no step model; the step model otherwise].")
 @click.option("--batch", type=click.IntRange(min=1), default=1, show_default=True,
               help="--full-sequence: rows per call; --state internal: rows of the state.")
 @click.option("--length", type=click.IntRange(min=1),

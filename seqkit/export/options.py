@@ -28,7 +28,10 @@ class ExportOptions:
         parity_examples: held-out examples the parity check streams (>= 1).
         overwrite: replace an earlier export at ``out``.
         full_sequence, batch, length: a whole-sequence TFLite model for a pinned ``[batch,
-            length]`` input (``length`` also pins an encoder-decoder's encoder).
+            length]`` input (``length`` also pins an encoder-decoder's encoder). ``None`` (the
+            default): whole-sequence where the run has no step model but its head exports whole
+            sequences (a bidirectional acceptor or tagger), the step model otherwise
+            (:func:`seqkit.export.writer.resolve_full_sequence`).
         state: ``"explicit"`` or ``"internal"`` (state kept inside the TFLite step model).
         io_type: ``"float"`` or ``"int"`` inputs/outputs of a full-integer model.
         calibration_examples: training records a full-integer model calibrates on (>= 1).
@@ -45,7 +48,7 @@ class ExportOptions:
     min_agreement: float | None = None
     parity_examples: int = 32
     overwrite: bool = False
-    full_sequence: bool = False
+    full_sequence: bool | None = None
     batch: int = 1
     length: int | None = None
     state: str = "explicit"

@@ -268,10 +268,34 @@ def export_run(run_dir: str, out: str, options: ExportOptions | None = None, **k
     o = options.check()
     check_out(out, run_dir, o.overwrite)
     prep, model = load_for_export(run_dir, calibration=o.calibration, parity=o.parity)
+    resolve_full_sequence(prep, o)
     calib = calibration_for(prep, o.quantize, o.calibration_examples)
     if o.state == "internal":
         check_stateful_request(prep, fmt=o.fmt, full_sequence=o.full_sequence, batch=o.batch, run_dir=run_dir)
     return prep.head.export(prep, model, out, o, calib)
+
+
+def resolve_full_sequence(prep, options: ExportOptions) -> None:
+    """Decide ``options.full_sequence`` where the user left it open (``None``).
+
+    A run with no step model (a bidirectional encoder: its backward pass reads the sequence from
+    the end) whose head exports whole sequences (``Head.full_sequence_export``) is exported as
+    the whole-sequence TFLite model, for ``[batch, length]`` (``length`` default: the run's
+    ``data.max_length``); every other run as its step model, and so is a request that only a
+    step model answers (``state="internal"``, ``int16_cell``; a bidirectional run refuses them
+    by name). The choice is printed.
+    """
+    if options.full_sequence is not None:
+        return
+    can_step = prep.head.has_stepper() and not prep.recipe.model.bidirectional
+    options.full_sequence = bool(prep.head.full_sequence_export and not can_step
+                                 and options.fmt != "saved_model" and options.state == "explicit"
+                                 and not options.int16_cell)
+    if options.full_sequence:
+        length = options.length or prep.recipe.data.max_length
+        log.info(f"export: the encoder is bidirectional (no step model), so the TFLite model is the "
+                 f"whole-sequence one for [batch, length] = [{options.batch}, {length}] (--batch, "
+                 f"--length change it; longer inputs are refused by it).")
 
 
 def write_step_export(prep, model, out: str, options: ExportOptions, calib: list | None) -> dict:

@@ -719,7 +719,7 @@ class Run:
 
     def export(self, out: str | None = None, *, format: str = "tflite", quantize: str = "none",
                tolerance: float | None = None, min_agreement: float | None = None,
-               parity_examples: int = 32, overwrite: bool = False, full_sequence: bool = False,
+               parity_examples: int = 32, overwrite: bool = False, full_sequence: bool | None = None,
                batch: int = 1, length: int | None = None, state: str = "explicit",
                io_type: str = "float", calibration_examples: int = 128,
                cell_scaling: bool = True, calibration: str | None = None,
@@ -742,8 +742,10 @@ class Run:
             parity_examples: held-out examples streamed through the export for the check.
             overwrite: replace an existing export directory.
             full_sequence / batch / length: a whole-sequence TFLite model for a pinned
-                ``[batch, length]`` input (bidirectional encoders); ``length`` also pins a
-                seq2seq encoder.
+                ``[batch, length]`` input; ``length`` also pins a seq2seq encoder. ``None``
+                (default): whole-sequence for a bidirectional acceptor or tagger (it has no step
+                model; ``length`` then defaults to the run's ``data.max_length``), the step
+                model otherwise; False asks for the step model.
             state: ``"explicit"`` (the TFLite step model takes and returns its states) or
                 ``"internal"`` (it keeps them in resource variables, signatures ``step`` and
                 ``reset``, ``batch`` rows fixed at export; language model, acceptor, tagger; see
