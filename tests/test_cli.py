@@ -110,3 +110,14 @@ def test_resume_through_cli_trains_longer(cli_run, runner):
     assert [h["epoch"] for h in json.load(open(run / "history.json"))] == [1, 2]
     res = runner.invoke(main, ["train", "--resume", str(run), "--set", "training.epochs=2"])
     assert res.exit_code == 2 and "already trained for 2 of 2 epochs" in res.output
+
+
+def test_evaluate_names_the_acceptor_example_count_once(tiny_acceptor, runner):
+    """The acceptor reports its own example count; the line gives it once, equal to the split's."""
+    import re
+
+    res = runner.invoke(main, ["evaluate", tiny_acceptor])
+    assert res.exit_code == 0, res.output
+    line = next(ln for ln in res.output.splitlines() if ln.startswith("test"))
+    counts = re.findall(r"(\d+) examples", line)
+    assert counts == ["6"], line  # 30% of the 20 utterances held out

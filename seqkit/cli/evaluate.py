@@ -125,7 +125,8 @@ def evaluate(run_dir, split, as_json, confusion_matrix, out, dynamic=False, dyna
     for label, figures in (res.items() if "static" in res or "ensemble" in res else [(None, res)]):
         figs = prep.head.format_metrics(figures)
         tag = f" {label}" if label else ""
-        click.echo(f"{split}{tag} ({len(prep.splits[split])} examples): {figs[0]}")
+        count = "" if "examples" in figures else f" ({len(prep.splits[split])} examples)"  # a head's own count
+        click.echo(f"{split}{tag}{count}: {figs[0]}")
         for line in figs[1:]:
             click.echo(line)
         if "rule" in figures:
