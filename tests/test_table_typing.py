@@ -80,7 +80,10 @@ def test_a_nat_or_missing_label_is_refused_with_its_row(tmp_path):
     with pytest.raises(DataError, match=r"t\.parquet row 2: column 'label' .* is empty"):
         acceptor_records(p)
     p = jsonl(tmp_path, [{"text": "a", "label": "x"}, {"text": "b", "label": None}])
-    with pytest.raises(DataError, match=r"t\.jsonl:2: column 'label' .* is empty"):
+    with pytest.raises(DataError, match=r"t\.jsonl:2: column 'label' .* is empty \(null or NaN\)"):
+        acceptor_records(p)
+    p.write_text('{"text": "a", "label": "x"}\n{"text": "b", "label": NaN}\n', encoding="utf-8")
+    with pytest.raises(DataError, match=r"t\.jsonl:2: column 'label' .* is empty \(null or NaN\)"):
         acceptor_records(p)
 
 

@@ -338,8 +338,9 @@ def cell_text(row: dict, col: Column, where: str, key: str) -> str:
         v = "true" if v else "false"
     text = "" if _missing(v) else str(v).strip()
     if not text:
-        raise DataError(f"{where}: column {col!r} (data.{key}) is empty; every example needs it. Fill "
-                        f"it or remove the row.")
+        what = "empty (null or NaN)" if _missing(v) else "empty"
+        raise DataError(f"{where}: column {col!r} (data.{key}) is {what}; every example needs it. "
+                        f"Fill it or remove the row.")
     return text
 
 
