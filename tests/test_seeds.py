@@ -96,6 +96,32 @@ def test_cli_seeds_trains_one_run_per_seed_and_summarises(tmp_path, keras):
     assert seen == [(runs[0], "kept"), (runs[1], "kept")]
     assert [os.stat(os.path.join(r, "metrics.json")).st_mtime_ns for r in runs] == mtimes
     assert again["test"] == summary["test"]
+    # the summary is seqkit's own file: one of an older seqkit (no mark) is replaced; a user's
+    # file, a folder or a symbolic link of that name is refused before anything runs, as it was
+    from seqkit.outputs import OutputPathError
+
+    out = f"{base}-seeds.json"
+    assert summary["written_by"] == "seqkit train --seeds"
+    older = {k: v for k, v in summary.items() if k != "written_by"}
+    open(out, "w", encoding="utf-8").write(json.dumps(older))
+    open(out + ".tmp", "w", encoding="utf-8").write("the user's")
+    seqkit.train_seeds(str(path), 2, base)
+    assert json.load(open(out, encoding="utf-8"))["written_by"] == "seqkit train --seeds"
+    assert open(out + ".tmp", encoding="utf-8").read() == "the user's"
+    os.remove(out)
+    open(out, "w", encoding="utf-8").write('{"mine": "precious"}')
+    with pytest.raises(OutputPathError, match=r"tiny-seeds\.json: train --seeds writes .* not a summary seqkit wrote"):
+        seqkit.train_seeds(str(path), 2, base)
+    assert open(out, encoding="utf-8").read() == '{"mine": "precious"}'
+    os.rename(out, str(tmp_path / "mine.json"))
+    os.symlink(tmp_path / "mine.json", out)
+    with pytest.raises(OutputPathError, match="symbolic link"):
+        seqkit.train_seeds(str(path), 2, base)
+    os.remove(out)
+    os.mkdir(out)
+    res = CliRunner().invoke(main, ["train", str(path), "--seeds", "2", "--run-dir", str(base), "--quiet"])
+    assert res.exit_code != 0 and "this is a folder" in res.output and "Traceback" not in res.output
+    os.rmdir(out)
     # a seed whose training stopped is resumed from its last finished epoch
     state_file = os.path.join(runs[1], "state.json")
     state = json.load(open(state_file, encoding="utf-8"))

@@ -11,6 +11,10 @@ the ``n`` runs::
     mean = sum x_i / n,   sd = sqrt(sum (x_i - mean)^2 / (n - 1))   (sample sd; null for n = 1),
     min, max, and the per-seed values.
 
+The summary is seqkit's own file (it carries ``"written_by": "seqkit train --seeds"``): a file of
+that name seqkit did not write, a folder or a symbolic link there is refused before any seed
+trains, and the summary is staged under a hidden temporary name and renamed into place.
+
 A stopped ``--seeds`` command continues where it stopped when run again: a seed's run that
 already finished with the same recipe is kept (its ``metrics.json`` is read, nothing retrains), an
 unfinished one with the same recipe is resumed from its last finished epoch, and any other existing
@@ -31,8 +35,9 @@ import json
 
 from seqkit.errors import RecipeError, RunDirError, SeqkitError
 from seqkit.guards import check_writable
+from seqkit.outputs import FileOutputs, OutputPathError, json_mark, written_by_seqkit
 from seqkit.runs.lifecycle import check_target
-from seqkit.runs.rundir import atomic_write_json, not_a_run_because
+from seqkit.runs.rundir import not_a_run_because, strict_json
 from seqkit.training.train import _flatten, train
 
 SPLITS = ("valid", "test")
@@ -99,6 +104,46 @@ def format_summary(summary: dict, split: str = "test") -> list[str]:
 
 def summary_path(base: str) -> str:
     return f"{os.path.normpath(base)}-seeds.json"
+
+
+#: The keys every seeds summary has held (one written before summaries carried ``written_by``).
+SUMMARY_KEYS = ("recipe", "seeds", "runs", "sd")
+
+
+def _is_summary(path: str) -> bool:
+    """True when the regular file at ``path`` is a seeds summary seqkit wrote (its mark, or the
+    keys and ``sd`` wording of one written before the mark; at most 64 MiB read)."""
+    if written_by_seqkit(path):
+        return True
+    try:
+        if os.path.getsize(path) > 64 << 20:
+            return False
+        with open(path, encoding="utf-8") as f:
+            obj = json.load(f)
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return False
+    return (isinstance(obj, dict) and all(k in obj for k in SUMMARY_KEYS)
+            and obj["sd"] == "sample standard deviation (n - 1)" and isinstance(obj["seeds"], list))
+
+
+def summary_output(base: str) -> FileOutputs:
+    """The summary file ``BASE-seeds.json`` checked before training: absent, or a summary seqkit
+    wrote (which it replaces).
+
+    Raises:
+        SeqkitError: the path is a folder, a symbolic link, a file inside a run directory, or a
+            file seqkit did not write (named, with the fix); nothing has trained then.
+    """
+    out = summary_path(base)
+    what = ("a symbolic link" if os.path.islink(out) else "a folder" if os.path.isdir(out)
+            else "something other than a file" if os.path.lexists(out) and not os.path.isfile(out)
+            else "a file that is not a summary seqkit wrote" if os.path.lexists(out) and not _is_summary(out)
+            else None)
+    if what is not None:
+        raise OutputPathError(f"{out}: train --seeds writes its summary of the seeds there, and this is "
+                              f"{what}, which seqkit does not replace. Nothing was trained; move it "
+                              f"away or choose another --run-dir.")
+    return FileOutputs([out], overwrite=True, option="--run-dir")
 
 
 def existing_seed_run(path: str, recipe) -> str | None:
@@ -174,7 +219,8 @@ def train_seeds(recipe, n: int, base: str | None = None, *, overwrite: bool = Fa
     seeds = [recipe.seed + i for i in range(n)]
     plan = [(seed_recipe(recipe, s), f"{os.path.normpath(base)}-seed{s}") for s in seeds]
     how = {}
-    for rec, path in plan:  # every refusal before the first run trains
+    summary_file = summary_output(base)  # every refusal before the first run trains
+    for rec, path in plan:
         check_writable(path, "train")
         how[path] = None if overwrite else existing_seed_run(path, rec)
         if how[path] is None:
@@ -191,8 +237,15 @@ def train_seeds(recipe, n: int, base: str | None = None, *, overwrite: bool = Fa
                                  verbose=verbose))
         if on_run is not None:
             on_run(path, {"finished": "kept", "unfinished": "resumed"}.get(how[path], "trained"))
-    summary = {"recipe": recipe.name, **summarize(metrics, seeds, [p for _, p in plan])}
-    out = summary_path(base)
+    summary = {"recipe": recipe.name, **summarize(metrics, seeds, [p for _, p in plan]),
+               **json_mark("train --seeds")}
+    out = summary_file.paths[0]
+    text = strict_json(summary, indent=2, ensure_ascii=False) + "\n"
+
+    def write(tmp):
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+
     os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
-    atomic_write_json(out, summary)
+    summary_file.write({out: write})
     return {**summary, "path": out}
