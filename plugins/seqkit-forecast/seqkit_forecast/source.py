@@ -23,9 +23,11 @@ origin). Each window is a :class:`seqkit.data.records.Record`:
   baseline reads only ``history[:origin]``) and ``train_end`` (the series' training length).
 
 Refused with a one-paragraph :class:`~seqkit.errors.DataError` naming the file and row, before
-anything is written: a missing file or column, an unparseable time, timestamps of a series out of
-order or repeated, uneven spacing (a missing time step), an empty cell or NaN (unless
-``missing: interpolate``, which fills interior gaps of a series linearly and says how many), and a
+anything is written: a missing file or column, an unparseable time, times with a UTC offset beside
+times without one (times whose offsets differ, as local times across a summer-time change, are read
+as UTC), timestamps of a series out of order or repeated, uneven spacing (a missing time step), an empty cell or NaN (unless
+``missing: interpolate``, which fills interior gaps of a series linearly and says how many), an
+infinite value or one beyond float32's range, and a
 series too short for ``context + horizon`` in its training period or ``horizon`` in its validation
 and test periods.
 """
@@ -159,8 +161,13 @@ def _read_table(path: str, name: str, text: str | None = None):
                         f"timeseries file is CSV with a header row (or Parquet).") from exc
 
 
+#: The largest magnitude a float32 holds; a value beyond it (or infinite) is refused.
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
 def _numbers(frame, col, name, lines, missing):
-    """``float64 [N]`` of one column; NaN where empty/NaN; non-numbers refused."""
+    """``float64 [N]`` of one column; NaN where empty/NaN; non-numbers, infinities and magnitudes
+    beyond float32's refused."""
     import pandas as pd
 
     raw = frame[col]
@@ -173,8 +180,16 @@ def _numbers(frame, col, name, lines, missing):
             i = int(np.flatnonzero(bad.to_numpy())[0])
             raise DataError(f"{name}:{lines[i]}: column '{col}' holds {s.iloc[i]!r}, not a number. "
                             f"Fix the cell (an empty cell is a missing value).")
-        return num.to_numpy(np.float64)
-    return pd.to_numeric(raw, errors="coerce").to_numpy(np.float64)
+        out = num.to_numpy(np.float64)
+    else:
+        out = pd.to_numeric(raw, errors="coerce").to_numpy(np.float64)
+    big = np.abs(np.nan_to_num(out, nan=0.0, posinf=np.inf, neginf=np.inf)) > FLOAT32_MAX
+    if big.any():
+        i = int(np.flatnonzero(big)[0])
+        raise DataError(f"{name}:{lines[i]}: column '{col}' holds {raw.iloc[i]!r}, not a finite number "
+                        f"a model can read (float32 holds magnitudes up to 3.4e38). Fix the cell, or "
+                        f"leave it empty for a missing value.")
+    return out
 
 
 def frame_as_table(frame, time_column: str):
@@ -190,6 +205,22 @@ def frame_as_table(frame, time_column: str):
         frame = frame.reset_index()
     cells = frame.astype(object)
     return cells.where(frame.notna(), "").astype(str).reset_index(drop=True)
+
+
+def _offset_times(text, name: str, column: str, lines):
+    """Time stamps that carry different UTC offsets (local times across a summer-time change), as
+    UTC; refused when some carry an offset and others none (their instant is unknown)."""
+    import re
+
+    import pandas as pd
+
+    offset = text.str.contains(r"(?:Z|[+-]\d{2}:?\d{2})$", flags=re.IGNORECASE, regex=True).to_numpy()
+    if not offset.all():
+        i, j = int(np.flatnonzero(offset)[0]), int(np.flatnonzero(~offset)[0])
+        raise DataError(f"{name}:{lines[j]}: time {text.iloc[j]!r} in column '{column}' has no UTC "
+                        f"offset, while row {lines[i]} has one ({text.iloc[i]!r}), so the two cannot "
+                        f"be put on one time line. Write every time with its offset, or none.")
+    return pd.to_datetime(text, errors="coerce", format="mixed", utc=True)
 
 
 def read_series(options: TimeSeriesOptions, path: str, name: str | None = None, *, text: str | None = None,
@@ -227,10 +258,14 @@ def read_series(options: TimeSeriesOptions, path: str, name: str | None = None, 
         raise DataError(f"{name}: no rows below the header.")
     # a file's header is line 1 (a CSV without blank lines); a DataFrame's rows by position
     lines = np.arange(len(frame)) + (0 if given else 2)
-    times = pd.to_datetime(frame[options.time_column].astype(str).str.strip(), errors="coerce",
-                           format="mixed", utc=False) \
-        if frame[options.time_column].dtype == object or str(frame[options.time_column].dtype).startswith("str") \
-        else pd.to_datetime(frame[options.time_column], errors="coerce")
+    try:
+        times = pd.to_datetime(frame[options.time_column].astype(str).str.strip(), errors="coerce",
+                               format="mixed", utc=False) \
+            if frame[options.time_column].dtype == object or str(frame[options.time_column].dtype).startswith("str") \
+            else pd.to_datetime(frame[options.time_column], errors="coerce")
+    except (ValueError, TypeError):  # different UTC offsets (summer time), or offsets beside none
+        times = _offset_times(frame[options.time_column].astype(str).str.strip(), name,
+                              options.time_column, lines)
     if getattr(times.dt, "tz", None) is not None:
         times = times.dt.tz_convert("UTC").dt.tz_localize(None)
     bad = times.isna().to_numpy()

@@ -166,8 +166,31 @@ def test_bad_tables_are_refused_with_file_and_row(tmp_path):
     assert "bad.csv:5" in msg and "missing time step" in msg
     msg = _bad(tmp_path, head + "\n".join(rows[:3] + ["2024-01-01 03:00,x"] + rows[4:]) + "\n")
     assert "bad.csv:5" in msg and "'x'" in msg
-    for m in [msg]:
+    msgs = [msg]
+    for value in ("inf", "-Infinity", "1e39"):  # no model reads them: refused with the row
+        msg = _bad(tmp_path, head + "\n".join(rows[:6] + [f"2024-01-01 06:00,{value}"] + rows[7:]) + "\n")
+        assert "bad.csv:8" in msg and f"'{value}', not a finite number" in msg
+        msgs.append(msg)
+    mixed = rows[:3] + ["2024-01-01 03:00+01:00,3"] + rows[4:]  # an offset beside none
+    msg = _bad(tmp_path, head + "\n".join(mixed) + "\n")
+    assert "bad.csv:2" in msg and "no UTC offset, while row 5 has one" in msg
+    for m in msgs + [msg]:
         assert "\n" not in m  # one paragraph
+
+
+def test_local_times_across_a_summer_time_change_are_read_as_utc(tmp_path):
+    """Central European times with their offsets (+01:00, then +02:00 from 2024-03-31 03:00): one
+    hour apart in UTC, so an hourly series with no gap."""
+    stamps = ["2024-03-31T00:00:00+01:00", "2024-03-31T01:00:00+01:00", "2024-03-31T03:00:00+02:00",
+              "2024-03-31T04:00:00+02:00", "2024-03-31T05:00:00+02:00", "2024-03-31T06:00:00+02:00"]
+    p = tmp_path / "cet.csv"
+    p.write_text("time,value\n" + "".join(f"{t},{i}\n" for i, t in enumerate(stamps)))
+    o = _options(p, covariates=[], id_column=None, context=2, horizon=1, valid_steps=1, test_steps=1)
+    from seqkit_forecast.source import read_series
+
+    series = read_series(o, str(p))
+    assert [str(t)[:16] for t in series[0].times] == ["2024-03-30T23:00", "2024-03-31T00:00", "2024-03-31T01:00",
+                                                      "2024-03-31T02:00", "2024-03-31T03:00", "2024-03-31T04:00"]
 
 
 def test_missing_values_interpolated_only_when_the_recipe_says_so(tmp_path):
