@@ -51,6 +51,7 @@ from seqkit.registry import register_head
 
 from seqkit_forecast import metrics as M
 from seqkit_forecast import window as _window  # noqa: F401  registers the window layers: a saved run loads
+from seqkit_forecast.metadata import read_run_assets
 from seqkit_forecast.source import TimeSeriesOptions, calendar_features, read_series
 
 ASSETS = "forecast_assets.json"
@@ -492,10 +493,12 @@ class ForecastHead(Head):
         path = os.path.join(run_dir, ASSETS)
         try:
             with open(path, encoding="utf-8") as f:
-                self.scaler = Scaler.from_dict(json.load(f))
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+                raw = json.load(f)
+        except (OSError, ValueError, RecursionError) as exc:
             raise RunDirError(f"{path}: missing or unreadable ({exc}); the run's scaling is lost. "
                               f"Train the run again.") from exc
+        read_run_assets(raw, path, self.data.width)
+        self.scaler = Scaler.from_dict(raw)
         bad = self.scaler.check_smoothing() if self.fitted else None
         if bad:
             raise RunDirError(f"{path}: key {bad}. The recipe's head.smoothing: fitted keeps each series' "

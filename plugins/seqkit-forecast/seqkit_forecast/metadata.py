@@ -22,21 +22,35 @@ MAX_COLUMNS = 4096
 MAX_SERIES = 1 << 20
 
 
+#: The largest magnitude a float32 holds: a mean or scale beyond it overflows the model's input.
+FLOAT32_MAX = 3.4028234663852886e38
+
+
 class _Strict(BaseModel):
-    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True, allow_inf_nan=False)
 
 
 class SeriesScaling(_Strict):
-    mean: list[float] = Field(max_length=MAX_COLUMNS)
-    std: list[float] = Field(max_length=MAX_COLUMNS)
+    mean: list[Annotated[float, Field(ge=-FLOAT32_MAX, le=FLOAT32_MAX)]] = Field(max_length=MAX_COLUMNS)
+    std: list[Annotated[float, Field(gt=0, le=FLOAT32_MAX)]] = Field(max_length=MAX_COLUMNS)
 
     @model_validator(mode="after")
     def _positive(self):
         if len(self.mean) != len(self.std):
             raise ValueError(f"{len(self.mean)} means but {len(self.std)} scales")
-        if any(not s > 0 for s in self.std):
-            raise ValueError("every scale must be > 0")
         return self
+
+
+def _check_frequency(freq: str | None) -> None:
+    """Refuse a frequency pandas cannot step by (``ValueError``, which pydantic reports)."""
+    if freq is None:
+        return
+    import pandas as pd
+
+    try:
+        pd.tseries.frequencies.to_offset(freq)
+    except (ValueError, TypeError):
+        raise ValueError(f"{freq!r} is not a pandas frequency (e.g. 'D', 'h', '30min')") from None
 
 
 class ForecastMetadata(_Strict):
@@ -58,6 +72,7 @@ class ForecastMetadata(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self):
+        _check_frequency(self.frequency)
         width = 1 + len(self.covariates) + 2 * len(self.calendar)
         levels = max(1, len(self.quantiles))
         if self.point_level >= levels:
@@ -71,6 +86,48 @@ class ForecastMetadata(_Strict):
             if self.smoothing is not None and len(self.smoothing.get(sid) or ()) != 4:
                 raise ValueError(f"series {sid!r} has no four smoothing parameters (alpha, beta, gamma, phi)")
         return self
+
+
+class RunAssets(_Strict):
+    """A forecast run's ``forecast_assets.json`` (:meth:`Scaler.to_dict`), read as untrusted:
+    finite numbers, positive scales, a pandas frequency, smoothing parameters in ``[0, 1]``."""
+
+    scaling: dict[str, SeriesScaling] = Field(min_length=1, max_length=MAX_SERIES)
+    mase_scale: dict[str, Annotated[float, Field(gt=0, le=FLOAT32_MAX)]] = Field({}, max_length=MAX_SERIES)
+    fitted_until: dict[str, Annotated[str, Field(max_length=64)]] = Field({}, max_length=MAX_SERIES)
+    frequency: Optional[str] = Field(None, max_length=64)
+    transform: Literal["none", "log"] = "none"
+    smoothing: Optional[dict[str, list[Annotated[float, Field(ge=0, le=1)]]]] = Field(None, max_length=MAX_SERIES)
+
+    @model_validator(mode="after")
+    def _frequency(self):
+        _check_frequency(self.frequency)
+        return self
+
+
+def read_run_assets(obj, where: str, width: int) -> RunAssets:
+    """Validate a run's ``forecast_assets.json`` (parsed JSON) for a model of ``width`` input
+    columns (target, covariates, calendar pairs).
+
+    Raises:
+        seqkit.errors.RunDirError: a field of the wrong type, out of bounds, or a series scaled
+            over another number of columns (named, in one paragraph).
+    """
+    from seqkit.errors import RunDirError
+
+    fix = ("The file was edited or damaged; seqkit does not forecast with a scaling it cannot trust. "
+           "Restore it or train the run again.")
+    try:
+        assets = RunAssets.model_validate(obj)
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        field = ".".join(str(p) for p in e["loc"]) or "(the file)"
+        raise RunDirError(f"{where}: key '{field}' is not valid ({e['msg']}). {fix}") from None
+    for sid, s in assets.scaling.items():
+        if len(s.mean) != width:
+            raise RunDirError(f"{where}: key 'scaling.{sid}' scales {len(s.mean)} columns; the run's "
+                              f"model reads {width} (target, covariates, calendar pairs). {fix}")
+    return assets
 
 
 def read_forecast_metadata(meta: dict, where: str) -> ForecastMetadata:

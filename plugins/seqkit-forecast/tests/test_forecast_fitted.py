@@ -176,7 +176,17 @@ def test_a_run_keeps_each_series_fitted_parameters_and_refuses_damaged_ones(fitt
     for damage, key in ((lambda a: a["smoothing"]["a"].__setitem__(2, 1.5), "smoothing.a.2"),
                         (lambda a: a["smoothing"].pop("b"), "smoothing.b"),
                         (lambda a: a["smoothing"]["a"].__setitem__(0, "x"), "smoothing.a.0"),
-                        (lambda a: a.pop("smoothing"), "smoothing: missing")):
+                        (lambda a: a.pop("smoothing"), "smoothing: missing"),
+                        # the scaling and calendar every forecast run keeps
+                        (lambda a: a["scaling"]["a"]["mean"].__setitem__(0, float("nan")), "scaling.a.mean.0"),
+                        (lambda a: a["scaling"]["b"]["std"].__setitem__(0, 0.0), "scaling.b.std.0"),
+                        (lambda a: a["scaling"]["b"]["std"].__setitem__(0, -1.0), "scaling.b.std.0"),
+                        (lambda a: a["scaling"]["a"]["mean"].__setitem__(0, 1e308), "scaling.a.mean.0"),
+                        (lambda a: a["scaling"]["a"]["mean"].pop(), "2 means but 3 scales"),
+                        (lambda a: [a["scaling"]["a"][k].pop() for k in ("mean", "std")], "scaling.a' scales 2"),
+                        (lambda a: a["mase_scale"].__setitem__("a", 0), "mase_scale.a"),
+                        (lambda a: a.__setitem__("frequency", "bogus"), "frequency"),
+                        (lambda a: a.__setitem__("scaling", {}), "scaling")):
         bad = tmp_path / "bad"
         shutil.rmtree(bad, ignore_errors=True)
         shutil.copytree(run, bad)
