@@ -196,7 +196,10 @@ def test_an_exports_forecast_metadata_is_checked_before_use():
            ({**good, "horizon": "2"}, "forecast.horizon"),  # a string, not a JSON integer
            ({**good, "context": True}, "forecast.context"),
            ({**good, "point_level": 3}, "point_level 3 with 3 level"),
-           ({**good, "scaling": {"a": {"mean": [1.0, 0, 0], "std": [0.0, 1.0, 1.0]}}}, "scale must be > 0"),
+           ({**good, "scaling": {"a": {"mean": [1.0, 0, 0], "std": [0.0, 1.0, 1.0]}}}, "forecast.scaling.a.std.0"),
+           ({**good, "scaling": {"a": {"mean": [float("nan"), 0, 0], "std": [1.0] * 3}}}, "forecast.scaling.a.mean.0"),
+           ({**good, "scaling": {"a": {"mean": [1e39, 0, 0], "std": [1.0] * 3}}}, "forecast.scaling.a.mean.0"),
+           ({**good, "frequency": "fortnightly-ish"}, "not a pandas frequency"),
            ({**good, "scaling": {"a": {"mean": [1.0], "std": [1.0]}}}, "1 scaled columns"),
            ({**good, "calendar": ["weekday"]}, "forecast.calendar.0"),
            ({**good, "transform": "exp"}, "forecast.transform")]
