@@ -24,7 +24,7 @@ from collections import Counter
 
 from seqkit.cells.base import CellSpec
 from seqkit.errors import RunDirError, SeqkitError
-from seqkit.registry import CELLS
+from seqkit.registry import CELLS, DATA, HEADS
 
 BYTES_PER_PARAMETER = 16  # float32: the weight, its gradient, Adam's two moment slots (4 bytes each)
 
@@ -198,6 +198,27 @@ def plugin_cell_error(exc: BaseException, cell: str, expected_input: str = "") -
         + f": {' '.join(line.strip() for line in first[:3])[:600].rstrip('.')}. The cell's code has the bug, "
         f"or the recipe's model keys do not suit it: check the plugin (its author or "
         f"`seqkit list cells`), or use a built-in cell (model.cell: lstm, gru or simple_rnn).")
+
+
+def plugin_code_error(exc: BaseException, entry, kind: str, key: str) -> SeqkitError | None:
+    """A :class:`SeqkitError` for an exception raised inside the code of the plugin ``entry``
+    (a head or data source registered by a package or a ``--plugin`` file), else ``None``.
+
+    The message names the plugin, where it came from, the function and line that raised and the
+    error, and says where the fault lies: the plugin's code, or what it reads (the recipe's keys,
+    the data, the files it keeps in a run).
+    """
+    frame = _plugin_frame(exc, entry)
+    if frame is None:
+        return None
+    code = frame.f_code
+    first = f"{type(exc).__name__}: {exc}".strip().splitlines()
+    return SeqkitError(
+        f"{key}: the plugin {kind} '{entry.name}' from {entry.origin} failed in {code.co_name}() "
+        f"({code.co_filename}:{frame.f_lineno}): "
+        f"{' '.join(line.strip() for line in first[:3])[:600].rstrip('.')}. The plugin's code has the "
+        f"bug, or what it reads does not suit it (the recipe's keys, the data, or the files it "
+        f"keeps in the run): check the plugin (its author, or `seqkit list`).")
 
 
 def _expected_cell_io(prep) -> str:
@@ -420,7 +441,8 @@ def user_error(exc: BaseException, command: str = "") -> SeqkitError | None:
 
     Disk full, a file-size limit or out of memory (:func:`resource_error`), a permission error
     on a path (:func:`write_error`), or an exception raised inside a registered
-    plugin cell's code (:func:`plugin_cell_error`; e.g. while training).
+    plugin cell's code (:func:`plugin_cell_error`; e.g. while training) or a plugin head's or
+    data source's (:func:`plugin_code_error`).
     """
     err = resource_error(exc)  # disk full, file-size limit, out of memory
     if err is not None:
@@ -437,4 +459,13 @@ def user_error(exc: BaseException, command: str = "") -> SeqkitError | None:
         err = plugin_cell_error(exc, name)
         if err is not None:
             return err
+    for registry, kind, key in ((HEADS, "head", "head.type"), (DATA, "data source", "data.source")):
+        try:
+            entries = [e for e in registry.entries() if e.origin != "seqkit (built in)"]
+        except Exception:  # pragma: no cover
+            continue
+        for entry in entries:
+            err = plugin_code_error(exc, entry, kind, key)
+            if err is not None:
+                return err
     return None

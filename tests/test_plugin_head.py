@@ -175,3 +175,55 @@ def test_the_machinery_imports_no_builtin_head():
                 found.append(f"{rel}:{node.lineno}: {mod}")
     assert [f.split(":")[0] + " " + f.split(": ")[1] for f in found] == [
         "seqkit/runtime/__init__.py seqkit.heads.seq2seq.runtime"], found
+
+
+def test_damaged_plugin_assets_and_non_finite_targets_are_named(plugin_run, tmp_path):
+    """The example head checks the file it keeps in the run and its targets; the file and row named."""
+    import shutil
+
+    d, run = plugin_run
+    (tmp_path / "in.txt").write_text("a b c\n")
+    for text in ("{}", '{"mean": 0, "std": 0}', "garbage", '{"mean": NaN, "std": 1}'):
+        bad = tmp_path / "bad"
+        shutil.rmtree(bad, ignore_errors=True)
+        shutil.copytree(run, bad)
+        (bad / "regression_target.json").write_text(text)
+        res = CliRunner().invoke(main, ["predict", str(bad), "--input", str(tmp_path / "in.txt"), "--plugin", HEAD])
+        assert res.exit_code == 2 and "regression_target.json" in res.output, (text, res.output)
+        assert "internal error" not in res.output
+    rows = (d / "counts.tsv").read_text().splitlines()
+    (tmp_path / "nan.tsv").write_text("\n".join(rows[:5] + ["a b\tnan"] + rows[5:60]) + "\n")
+    recipe = json.loads((d / "r.yaml").read_text())
+    recipe["data"]["path"] = str(tmp_path / "nan.tsv")
+    (tmp_path / "r.yaml").write_text(json.dumps(recipe))
+    res = CliRunner().invoke(main, ["train", str(tmp_path / "r.yaml"), "--run-dir", str(tmp_path / "r"),
+                                    "--plugin", HEAD])
+    assert res.exit_code == 2 and "nan.tsv:6: 'nan' is not a finite number" in res.output, res.output
+
+
+def test_an_exception_in_a_plugin_heads_code_names_the_plugin_and_line(plugin_run, tmp_path):
+    """A head plugin whose own code raises (here: its load_assets, on every run) gets an error
+    naming the plugin, its file and line, not seqkit's 'internal error'."""
+    d, run = plugin_run
+    plugin = tmp_path / "broken_head.py"
+    plugin.write_text(  # loaded after the example (--plugin HEAD --plugin broken_head.py)
+        "from seqkit.registry import HEADS, register_head\n"
+        "\n"
+        "\n"
+        "@register_head('broken_regression')\n"
+        "class Broken(HEADS.get('sequence_regression')):\n"
+        "    def load_assets(self, run_dir):\n"
+        "        return {}['mean']\n")
+    recipe = json.loads((d / "r.yaml").read_text())
+    recipe["head"]["type"] = "broken_regression"
+    recipe["training"]["epochs"] = 1
+    (tmp_path / "r.yaml").write_text(json.dumps(recipe))
+    run = str(tmp_path / "run")
+    res = CliRunner().invoke(main, ["train", str(tmp_path / "r.yaml"), "--run-dir", run, "--plugin", HEAD,
+                                    "--plugin", str(plugin)])
+    assert res.exit_code == 0, res.output  # training writes the assets and never loads them
+    res = CliRunner().invoke(main, ["evaluate", run, "--plugin", HEAD, "--plugin", str(plugin)])
+    assert res.exit_code == 2, res.output
+    assert (f"head.type: the plugin head 'broken_regression' from {plugin} failed in load_assets() "
+            f"({plugin}:7): KeyError: 'mean'") in res.output, res.output
+    assert "internal error" not in res.output

@@ -18,7 +18,7 @@ import os
 
 import numpy as np
 
-from seqkit.errors import DataError
+from seqkit.errors import DataError, RunDirError
 from seqkit.heads.base import Head
 from seqkit.registry import register_head
 
@@ -54,7 +54,9 @@ class SequenceRegression(Head):
             try:
                 r.value = float(r.label)
             except (TypeError, ValueError):
-                raise DataError(f"{r.where}: {r.label!r} is not a number.") from None
+                r.value = None
+            if r.value is None or not np.isfinite(r.value):
+                raise DataError(f"{r.where}: {r.label!r} is not a finite number; every target needs one.")
         return records
 
     def fit(self, train):
@@ -69,9 +71,16 @@ class SequenceRegression(Head):
 
     def load_assets(self, run_dir):
         self.inputs.load(run_dir)
-        with open(os.path.join(run_dir, TARGET)) as f:
-            d = json.load(f)
-        self.mean, self.std = float(d["mean"]), float(d["std"])
+        path = os.path.join(run_dir, TARGET)  # a run is untrusted input: check what it holds
+        try:
+            with open(path) as f:
+                d = json.load(f)
+            self.mean, self.std = float(d["mean"]), float(d["std"])
+        except (OSError, ValueError, TypeError, KeyError) as exc:
+            raise RunDirError(f"{path}: unreadable ({type(exc).__name__}: {exc}); train the run again.") from None
+        if not (np.isfinite(self.mean) and np.isfinite(self.std) and self.std > 0):
+            raise RunDirError(f"{path}: mean {self.mean} and std {self.std} are not a finite mean and a "
+                              f"positive scale; the file was edited or damaged. Train the run again.")
 
     def dataset(self, records, *, training, first_epoch=0):
         from seqkit.data.pipeline import make_array_dataset
