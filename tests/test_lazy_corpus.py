@@ -267,3 +267,20 @@ def test_an_export_without_held_out_data_says_its_figure_is_the_training_splits(
 
     assert [parity_split(prep(test=[1], valid=[1])), parity_split(prep(valid=[1])), parity_split(prep())] == \
         ["test", "valid", "train"]
+
+
+def test_adaptive_evaluation_reads_a_text_corpus_training_split(stream_run):
+    """--cache / --mix read the training text as one stream: from a text_corpus it is the corpus's
+    own encoding, id for id the stream of its lines encoded one by one; and the n-gram models,
+    counted on it, beat the network alone on the alternating lines."""
+    from seqkit.heads.language_model.adaptive_eval import training_stream
+    from seqkit.runs.run import Run
+    from seqkit.training.train import load_run
+
+    prep, _ = load_run(stream_run[0], with_data=True)
+    corpus = prep.splits["train"]
+    want = token_stream([prep.head.vocab.encode(list(line)) for line in corpus])
+    np.testing.assert_array_equal(training_stream(prep.head, corpus), want)
+    assert len(want) == 1 + 150 * 5 + 150 * 4  # </s>, then 150 "abcd</s>" and 150 "xyz</s>"
+    res = Run(stream_run[0]).evaluate("valid", cache=True, mix=True)
+    assert res["static+cache+ngram"]["bits_per_token"] < res["static"]["bits_per_token"]

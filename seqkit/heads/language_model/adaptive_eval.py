@@ -124,8 +124,18 @@ def require_valid(valid_records, flags: str) -> None:
                           f"(data.split.valid is 0); give the recipe a valid split.")
 
 
+def _text(record) -> str:
+    """A record's text (a text_corpus's training split yields its lines as strings)."""
+    return record if isinstance(record, str) else record.text
+
+
 def training_stream(head, train_records) -> np.ndarray:
     """The training split as the one token stream the n-gram and match models read first.
+
+    Args:
+        head: the language-model head (its vocabulary and tokenizer).
+        train_records: the training split: records, or a text_corpus's
+            :class:`~seqkit.data.lazy_corpus.LazyCorpus` (read line by line).
 
     Returns:
         int64 ``[M]`` (:func:`seqkit.data.stream.token_stream` of the encoded lines; empty without
@@ -135,8 +145,11 @@ def training_stream(head, train_records) -> np.ndarray:
         return np.zeros(0, np.int64)
     t0 = time.time()
     log.info(f"adaptive models: encoding the training text ({len(train_records):,} lines) as one stream.")
-    ids = [head.vocab.encode(head.tokenizer.split(r.text)) for r in train_records]
-    out = token_stream(ids).astype(np.int64)
+    if hasattr(train_records, "ids_from"):  # a text_corpus (LazyCorpus): its own encoding, line by line
+        out = np.concatenate(list(train_records.ids_from(head.vocab, 0))).astype(np.int64)
+    else:
+        ids = [head.vocab.encode(head.tokenizer.split(r.text)) for r in train_records]
+        out = token_stream(ids).astype(np.int64)
     log.info(f"adaptive models: {len(out):,} training tokens in {time.time() - t0:.1f} s.")
     return out
 
@@ -226,7 +239,7 @@ def evaluate_adaptive(head, members, records, valid_records, train_records, *, s
                          "peak_memory_mb": _peak_mb(), "settings": settings.as_dict()})
             out[label + ("+cache" if c else "") + ("+ngram" if m else "")] = figs
     low = (lambda t: t.lower()) if head.recipe.data.lowercase else (lambda t: t)  # noqa: E731
-    out["compressors"] = compressor_bits(low("\n".join(r.text for r in train_records or ()) + "\n"),
+    out["compressors"] = compressor_bits(low("\n".join(_text(r) for r in train_records or ()) + "\n"),
                                          low("\n".join(r.text for r in records) + "\n"),
                                          len(outs[split].targets))
     return out
