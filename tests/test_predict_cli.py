@@ -217,3 +217,48 @@ def test_predict_keeps_a_line_with_unicode_line_separators_whole(tagger_run):
     rows = [json.loads(x) for x in out.output.split("\n") if x.startswith("{")]
     assert [(r["where"], r["tags"]) for r in rows] == [("<stdin>:1", res[0]["tags"]),
                                                        ("<stdin>:2", res[1]["tags"])]
+
+
+def test_a_table_acceptor_predicts_a_table_by_its_text_column(tmp_path, keras):
+    """A run trained from a CSV's 'review' column, char tokens: a new CSV (an id column first, a
+    quoted comma, an empty label column) is read by that column, row for row as the same texts
+    given as lines; the header is never an input."""
+    import yaml
+
+    from seqkit.cli import main
+    from seqkit.runs.run import Run
+
+    rows = [("aa,ab", "A"), ("abaa", "A"), ("bb,ba", "B"), ("babb", "B")] * 5
+    (tmp_path / "d.csv").write_text("id,review,label\n" + "".join(f'{i},"{t}",{y}\n' for i, (t, y) in enumerate(rows)))
+    raw = {"name": "tab", "seed": 2,
+           "data": {"source": "table", "path": "d.csv", "text_column": "review", "tokenizer": "char",
+                    "split": {"valid": 0.2, "test": 0.2, "shuffle": True}},
+           "model": {"units": 8, "embedding_dim": 4}, "head": {"type": "acceptor", "pooling": "mean"},
+           "training": {"epochs": 3, "batch_size": 4, "learning_rate": 0.05, "early_stopping": None}}
+    (tmp_path / "r.yaml").write_text(yaml.safe_dump(raw))
+    run = str(tmp_path / "run")
+    assert CliRunner().invoke(main, ["train", str(tmp_path / "r.yaml"), "--run-dir", run, "-q"]).exit_code == 0
+    texts = ["aa,aa", "bbbb", "ab"]
+    (tmp_path / "new.csv").write_text("id,review,label\n" + "".join(f'{i},"{t}",\n' for i, t in enumerate(texts)))
+    res = CliRunner().invoke(main, ["predict", run, "--input", str(tmp_path / "new.csv"), "--format", "jsonl",
+                                    "--probabilities"])
+    assert res.exit_code == 0, res.output
+    got = [json.loads(x) for x in res.stdout.splitlines()]
+    want = Run(run).predict("\n".join(texts), input_format="text")
+    assert [g["where"] for g in got] == [f"{tmp_path / 'new.csv'}:{n}" for n in (2, 3, 4)]
+    assert [g["probabilities"] for g in got] == [w["probabilities"] for w in want]
+    (tmp_path / "bad.csv").write_text("id,text\n1,ab\n")
+    res = CliRunner().invoke(main, ["predict", run, "--input", str(tmp_path / "bad.csv")])
+    assert res.exit_code == 2 and "no column 'review'" in res.output and "'id', 'text'" in res.output
+
+
+def test_a_tagger_predicts_a_table_by_its_tokens_column(tagger_run, tmp_path):
+    """A tagger trained from word/TAG lines reads a table's 'tokens' column (white space between
+    tokens), its other columns ignored: the tags of the same lines given as text."""
+    from seqkit.cli import main
+
+    f = tmp_path / "in.tsv"
+    f.write_text("n\ttokens\n1\tthe dog sleeps\n2\ta cat runs\n", encoding="utf-8")
+    res = CliRunner().invoke(main, ["predict", str(tagger_run), "--input", str(f)])
+    assert res.exit_code == 0, res.output
+    assert res.output.splitlines()[-2:] == ["the/D dog/N sleeps/V", "a/D cat/N runs/V"]

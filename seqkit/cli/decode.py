@@ -73,10 +73,12 @@ def generate(run_dir, prompt, max_length, temperature, top_k, top_p, greedy, bea
 @click.argument("run_dir", type=click.Path(file_okay=False))
 @click.option("--input", "input_path", default="-", show_default=True,
               help="Input file, or - for stdin.")
-@click.option("--input-format", type=click.Choice(["auto", "text", "conll", "ts"]), default="auto",
+@click.option("--input-format", type=click.Choice(["auto", "text", "conll", "ts", "table"]), default="auto",
               show_default=True, help="text: one sequence per line; conll: a token per line, blank "
-              "lines between sequences; ts: UCR/UEA .ts file; auto: ts for a frames run or a *.ts file, "
-              "conll for a *.conll, *.conllu, *.iob or *.bio file, else text.")
+              "lines between sequences; ts: UCR/UEA .ts file; table: CSV / TSV / JSON lines, the "
+              "run's text (tagger: tokens) column read, other columns ignored; auto: ts for a "
+              "frames run or a *.ts file, table for a *.csv, *.tsv, *.tab, *.jsonl or *.ndjson "
+              "file, conll for a *.conll, *.conllu, *.iob or *.bio file, else text.")
 @click.option("--format", "out_format", type=click.Choice(["text", "jsonl"]), default="text",
               show_default=True, help="Output: text lines or JSON lines.")
 @click.option("--probabilities", is_flag=True, help="Also print the probabilities.")

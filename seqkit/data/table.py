@@ -189,7 +189,18 @@ def read_table(path: str, fmt: str = "auto", *, delimiter: Optional[str] = None,
     fmt = table_format(path, fmt)
     if fmt == "parquet":
         return _read_parquet(path, key)
-    text = read_text(path, key)
+    return parse_table(read_text(path, key), path, fmt, delimiter=delimiter, header=header, quotes=quotes)
+
+
+def parse_table(text: str, path: str, fmt: str, *, delimiter: Optional[str] = None, header: bool = True,
+                quotes: bool = True) -> Table:
+    """A CSV / TSV / JSON lines table from its text (what :func:`read_table` does once the file is
+    read; e.g. prediction input). ``path`` names the input in messages; ``fmt`` is ``csv``,
+    ``tsv`` or ``jsonl``; the other arguments as :func:`read_table`'s.
+
+    Raises:
+        DataError: as :func:`read_table` (malformed rows, ``path:line``).
+    """
     if fmt == "jsonl":
         return _read_jsonl(text, path)
     sep = delimiter or ("\t" if fmt == "tsv" else ",")

@@ -523,8 +523,11 @@ class Run:
                 training table) for a head that reads tables (``Head.read_frame``); the result is
                 then a ``pandas.DataFrame`` too (``Head.results_frame``).
             input_format: ``"auto"`` (``ts`` for a frames run or a ``name`` ending ``.ts``,
+                ``table`` for one ending ``.csv``, ``.tsv``, ``.tab``, ``.jsonl`` or ``.ndjson``,
                 ``conll`` for one ending ``.conll``, ``.conllu``, ``.iob`` or ``.bio``, else
-                ``text``), ``"text"``, ``"conll"`` or ``"ts"``.
+                ``text``), ``"text"``, ``"conll"``, ``"ts"`` or ``"table"`` (a CSV / TSV / JSON
+                lines table: the run's text column, or a tagger's tokens column, is read; see
+                :mod:`seqkit.heads.sequence.predict`).
             beam_width / n_best / length_penalty: seq2seq runs only (see :meth:`transduce`).
             name: how messages name the input (``<input>:LINE``).
             plot: also draw the answers into this PNG (``seqkit predict --plot``), for a head that
@@ -575,8 +578,8 @@ class Run:
             raise SeqkitError(f"{self.path}: --beam-width/--n-best/--length-penalty are for {which} runs; "
                               f"this run's head is '{prep.recipe.head.type}'.")
         self._need(prep, "predict")
-        if input_format not in ("auto", "text", "conll", "ts"):
-            raise SeqkitError(f"input_format {input_format!r}: expected auto, text, conll or ts.")
+        if input_format not in ("auto", "text", "conll", "ts", "table"):
+            raise SeqkitError(f"input_format {input_format!r}: expected auto, text, conll, ts or table.")
         records = prep.head.read_inputs(text, name, input_format)
         results = prep.head.predict(model, records)
         if outputs is not None:

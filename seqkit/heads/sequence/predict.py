@@ -2,7 +2,8 @@
 as text or JSON lines by :mod:`seqkit.cli.decode`).
 
 Input formats (``--input-format``; ``auto`` picks ``ts`` for a frames run or a file named
-``*.ts``, ``conll`` for a file named ``*.conll`` / ``*.conllu`` / ``*.iob`` / ``*.bio``, and ``text``
+``*.ts``, ``conll`` for a file named ``*.conll`` / ``*.conllu`` / ``*.iob`` / ``*.bio``, ``table``
+for a file named ``*.csv`` / ``*.tsv`` / ``*.tab`` / ``*.jsonl`` / ``*.ndjson``, and ``text``
 otherwise):
 
 * ``text``: one sequence per non-empty line (empty lines are skipped, with a warning that counts
@@ -10,7 +11,11 @@ otherwise):
   (``data.tokenizer`` for sources that tokenize raw text, e.g. TSV; white space
   for pre-tokenized corpora such as CoNLL or ``word/TAG``);
 * ``conll``: one token per line (first column), blank lines between sequences;
-* ``ts``: a ``.ts`` file, labelled or not.
+* ``ts``: a ``.ts`` file, labelled or not;
+* ``table``: a CSV / TSV / JSON lines table like the training table: its input column (the run's
+  ``data.text_column`` -- ``data.tokens_column`` for a tagger -- or the column ``text`` /
+  ``tokens`` where the run was not trained from a table), read with the run's ``data.delimiter``,
+  ``data.header`` and ``data.quotes``; other columns (ids, labels) are ignored.
 
 The run's saved vocabulary / normaliser / label list are applied; inputs longer
 than the run's ``data.max_length`` follow its ``head.too_long``.
@@ -33,14 +38,19 @@ from seqkit.runs.rundir import json_line
 
 #: File-name endings that ``auto`` reads as CoNLL columns (one token per line).
 CONLL_SUFFIXES = (".conll", ".conllu", ".iob", ".bio")
+#: File-name endings that ``auto`` reads as a table (its input column).
+TABLE_SUFFIXES = (".csv", ".tsv", ".tab", ".jsonl", ".ndjson")
 
 
 def auto_format(name: str, kind: str) -> str:
     """The format ``auto`` reads: ``ts`` for a frames run (``kind``) or a ``*.ts`` file,
-    ``conll`` for a file named with one of :data:`CONLL_SUFFIXES`, else ``text``."""
+    ``table`` for a file named with one of :data:`TABLE_SUFFIXES`, ``conll`` for one of
+    :data:`CONLL_SUFFIXES`, else ``text``."""
     low = name.lower()
     if kind == "frames" or low.endswith(".ts"):
         return "ts"
+    if low.endswith(TABLE_SUFFIXES):
+        return "table"
     return "conll" if low.endswith(CONLL_SUFFIXES) else "text"
 
 
@@ -68,6 +78,8 @@ def read_records(text: str, name: str, fmt: str, prep) -> list[Record]:
         records = parse_ts(text, name, need_labels=False)
     elif fmt == "conll":
         records = parse_conll(text, name, token_column=0, tag_column=None)
+    elif fmt == "table":
+        records = table_records(text, name, prep)
     else:
         mode = text_tokenizer(prep.recipe)
         lines = split_lines(text)
@@ -84,6 +96,37 @@ def read_records(text: str, name: str, fmt: str, prep) -> list[Record]:
         log.warn(f"{unk} of {total} input tokens are not in the run's vocabulary and were read as [UNK]"
                  + (" (their characters are still read: model.char_embedding)." if head.inputs.chars else "."))
     return records
+
+
+def table_records(text: str, name: str, prep) -> list[Record]:
+    """The records of a prediction table (the ``table`` format of the module docstring).
+
+    Raises:
+        SeqkitError: a malformed table, or one without the input column (the columns it has named).
+    """
+    from seqkit.data.table import EXTENSIONS, TableRow, parse_table
+
+    data = prep.recipe.data_options
+    key = next(iter(type(prep.head).table_columns))  # the input column: text_column / tokens_column
+    ext = "." + name.lower().rpartition(".")[2]
+    fmt = getattr(data, "format", "auto")
+    fmt = fmt if fmt in ("csv", "tsv", "jsonl") else EXTENSIONS.get(ext, "csv")
+    if fmt == "parquet":
+        raise SeqkitError(f"{name}: a Parquet table cannot be read as prediction input here; give "
+                          f"the rows as CSV, TSV or JSON lines.")
+    header = getattr(data, "header", True)
+    table = parse_table(text, name, fmt, delimiter=getattr(data, "delimiter", None), header=header,
+                        quotes=getattr(data, "quotes", True))
+    default = type(prep.head).table_columns[key]
+    spec = getattr(data, key, None)
+    col = table.column(spec if spec is not None else (default[0] if header else default[1]), key)
+    mode = text_tokenizer(prep.recipe)
+    out = []
+    for where, row in table.rows:
+        cells = TableRow(row, {key: col}, where)
+        toks = cells.tokens(key) if key == "tokens_column" else tokenize(cells.text(key), mode)
+        out.append(Record(tokens=toks, where=where))
+    return out
 
 
 def predict(prep, model, records: list[Record]) -> list[dict]:
