@@ -162,6 +162,7 @@ TOUR_DATA = {  # README's tour names the user's files; these stand in for them
     "reviews.csv": "review,stars\n" + "".join(
         f'"{t}",{s}\n' for t, s in [("Great, really great", 5), ("Dull and far too long", 1),
                                      ("Loved every minute", 5), ("Boring and slow", 1)] * 5),
+    "new-reviews.csv": 'review,stars\n"Great, just great",\nSlow and dull,\n',
     "train.conll": "the DT\ncat NN\nsat VBD\n\na DT\ndog NN\nran VBD\n\n" * 6,
     "train.en": "the house\na garden\nthe small house\na big garden\n" * 5,
     "train.de": "das Haus\nein Garten\ndas kleine Haus\nein großer Garten\n" * 5,
