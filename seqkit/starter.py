@@ -111,13 +111,34 @@ def _read_table_sample(path: str) -> tuple[list[str], list[dict]]:
                     rows.append(row)
             cols = list(rows[0]) if rows else []
             return cols, rows
-        reader = csv.DictReader(f, delimiter="\t" if fmt == "tsv" else ",")
+        delimiter = "\t" if fmt == "tsv" else _csv_delimiter(f)
+        reader = csv.DictReader(f, delimiter=delimiter)
         rows = []
         for i, row in enumerate(reader):
             if i >= _SAMPLE:
                 break
             rows.append(row)
         return list(reader.fieldnames or []), rows
+
+
+#: Field delimiters a ``.csv`` file may use besides ``,`` (spreadsheets of some locales write ``;``).
+CSV_DELIMITERS = ";|\t"
+
+
+def _csv_delimiter(f) -> str:
+    """The delimiter of a ``.csv`` file open at its start (left there): ``,`` unless the first
+    line has none and another of :data:`CSV_DELIMITERS` splits the first lines into the same
+    number (two or more) of fields."""
+    head = [f.readline() for _ in range(5)]
+    f.seek(0)
+    lines = [ln.rstrip("\r\n") for ln in head if ln.strip()]
+    if not lines or "," in lines[0]:
+        return ","
+    for d in CSV_DELIMITERS:
+        counts = {len(next(csv.reader([ln], delimiter=d))) for ln in lines}
+        if len(counts) == 1 and counts.pop() >= 2:
+            return d
+    return ","
 
 
 def _mean_len(rows, col) -> float:
@@ -130,8 +151,8 @@ def _mean_len(rows, col) -> float:
 def _tokenizer(samples: list[str]) -> str:
     """``whitespace`` when the text has spaces between words (about one every 12 characters or
     more often), else ``char`` (e.g. Chinese or Japanese text, codes, single words)."""
-    text = " ".join(samples)
-    return "whitespace" if text.count(" ") * 12 >= max(1, len(text)) else "char"
+    spaces = sum(t.count(" ") for t in samples)  # inside the texts: joining them adds spaces
+    return "whitespace" if spaces * 12 >= max(1, sum(len(t) for t in samples)) else "char"
 
 
 def _classify_table(path: str, rows: list[dict], cols: list[str]) -> dict:
@@ -139,12 +160,40 @@ def _classify_table(path: str, rows: list[dict], cols: list[str]) -> dict:
         raise InitError(f"{path}: a classification table needs a header and at least two columns "
                         f"(a text and a label) and one row; found columns {cols} and {len(rows)} rows.")
     named = [c for c in cols if c.strip().lower() in LABEL_NAMES]
-    # the column with the fewest distinct values, the first of equals (linear in the columns)
+    # the column with the fewest distinct values, then the shortest values (a label, not a text
+    # that repeats as often), then the first (linear in the columns)
     label = named[0] if named else cols[min(range(len(cols)),
-                                            key=lambda i: (len({str(r.get(cols[i])) for r in rows}), i))]
+                                            key=lambda i: (len({str(r.get(cols[i])) for r in rows}),
+                                                           _mean_len(rows, cols[i]), i))]
     text = max((c for c in cols if c != label), key=lambda c: _mean_len(rows, c))
     return {"text_column": text, "label_column": label,
             "tokenizer": _tokenizer([str(r.get(text, "")) for r in rows])}
+
+
+def _headerless(cols: list[str], rows: list[dict]) -> bool:
+    """True when the first line reads as data, not names: one of its cells recurs as a value of
+    its own column below (a label), with at least three rows to look at."""
+    return len(rows) >= 3 and any(sum(str(r.get(c)) == c for r in rows) >= 1 for c in cols if c)
+
+
+def _headerless_classify(path: str, rel_path: str, fmt: str) -> dict:
+    """The data section for a table without a header: ``tsv_text_label`` for ``text<TAB>label``
+    lines, else the ``table`` source with numbered columns (``header: false``)."""
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        delimiter = "\t" if fmt == "tsv" else _csv_delimiter(f)
+        rows = [r for _, r in zip(range(_SAMPLE), csv.reader(f, delimiter=delimiter)) if any(c.strip() for c in r)]
+    width = max((len(r) for r in rows), default=0)
+    if width < 2:
+        raise InitError(f"{path}: a classification table needs a text and a label column; its lines "
+                        f"have {width} field(s).")
+    named = {i: [r[i] if i < len(r) else "" for r in rows] for i in range(width)}
+    label = min(range(width), key=lambda i: (len(set(named[i])), sum(len(v) for v in named[i]), i))
+    text = max((i for i in range(width) if i != label), key=lambda i: sum(len(v) for v in named[i]))
+    tokenizer = _tokenizer(named[text])
+    if fmt == "tsv" and width == 2 and (text, label) == (0, 1):
+        return {"source": "tsv_text_label", "path": rel_path, "tokenizer": tokenizer}
+    return {"source": "table", "path": rel_path, "header": False, "text_column": text,
+            "label_column": label, "tokenizer": tokenizer}
 
 
 def _sniff_lines(path: str, n: int = _SAMPLE) -> list[str]:
@@ -164,12 +213,12 @@ def _tag_file(path: str) -> dict:
         raise InitError(f"{path}: no tokens found; a tagging file is CoNLL columns (a token and its tag "
                         f"a line, blank lines between sentences) or word/TAG sentences (one a line).")
     columns = [len(ln.split()) for ln in filled]
+    slash = sum(1 for ln in filled for tok in ln.split() if re.match(r".+/[^/]+$", tok))
+    if slash >= 0.9 * sum(columns):  # word/TAG tokens (a CoNLL token column rarely holds '/')
+        return {"source": "word_tag"}
     if all(c >= 2 for c in columns) and any(not ln.strip() for ln in lines) or \
             (all(c >= 2 for c in columns) and max(columns) <= 6 and min(columns) == max(columns)):
         return {"source": "conll", "ncols": max(columns)}
-    slash = sum(1 for ln in filled for tok in ln.split() if re.match(r".+/[^/]+$", tok))
-    if slash >= 0.9 * sum(columns):
-        return {"source": "word_tag"}
     raise InitError(f"{path}: neither CoNLL columns (every non-blank line: a token and a tag) nor word/TAG "
                     f"sentences; the first lines have {sorted(set(columns))[:5]} fields. Convert it, or "
                     f"write the recipe by hand (docs: 'Your own data').")
@@ -230,9 +279,17 @@ def starter_recipe(task: str, data: "str | list[str]", *, out: str | None = None
             raise InitError(f"{first}: --task classify reads a table (.csv, .tsv, .jsonl, .parquet) with a "
                             f"text column and a label column; rename or convert the file.")
         cols, rows = _read_table(first)
-        found = _classify_table(first, rows, cols)
-        data_sec = {"source": "table", "path": rel(first), "text_column": found["text_column"],
-                    "label_column": found["label_column"], "tokenizer": found["tokenizer"]}
+        if _headerless(cols, rows) and TABLE_EXT[ext] in ("csv", "tsv"):
+            data_sec = _headerless_classify(first, rel(first), TABLE_EXT[ext])
+        else:
+            found = _classify_table(first, rows, cols)
+            data_sec = {"source": "table", "path": rel(first), "text_column": found["text_column"],
+                        "label_column": found["label_column"], "tokenizer": found["tokenizer"]}
+        if TABLE_EXT[ext] == "csv":
+            with open(first, encoding="utf-8-sig", newline="") as f:
+                delimiter = _csv_delimiter(f)
+            if delimiter != ",":
+                data_sec["delimiter"] = delimiter
     elif task == "tag":
         if ext in TABLE_EXT:
             cols, rows = _read_table(first)

@@ -194,3 +194,34 @@ def test_init_reads_a_field_longer_than_the_csv_modules_limit(tmp_path):
     p.write_text("text,label\n" + "word " * 40_000 + ",pos\n", encoding="utf-8")  # 200,000 characters
     cols, rows = _read_table(str(p))
     assert cols == ["text", "label"] and len(rows[0]["text"]) == 200_000
+
+
+def test_init_reads_headerless_tables_other_delimiters_unspaced_text_and_short_word_tag_lines(tmp_path, tf):
+    """What init guesses is what the data holds, checked by reading the data through the recipe:
+    a headerless ``text<TAB>label`` file keeps its first example; a ``;``-separated CSV is read by
+    its columns; Chinese without spaces is read a character at a time; word/TAG sentences all of
+    one short length are word/TAG, not CoNLL columns."""
+    from seqkit.recipe import Recipe
+    from seqkit.starter import starter_recipe
+    from seqkit.training.train import prepare
+
+    def records(name: str, text: str, task: str = "classify"):
+        (tmp_path / name).write_text(text, encoding="utf-8")
+        raw = starter_recipe(task, str(tmp_path / name), out=str(tmp_path / "r.yaml"))
+        raw["data"]["split"] = {"valid": 0.0, "test": 0.0}
+        rec = Recipe.from_dict(raw, base_dir=str(tmp_path))
+        return raw["data"], prepare(rec).splits["train"]
+
+    reviews = [("The plot was tedious.", "negative"), ("A fine, warm film", "positive")] * 6
+    data, recs = records("r.tsv", "".join(f"{t}\t{y}\n" for t, y in reviews))
+    assert data["source"] == "tsv_text_label" and len(recs) == 12
+    assert recs[0].tokens == ["The", "plot", "was", "tedious."] and recs[0].label == "negative"
+    data, recs = records("s.csv", "id;review;mood\n" + "".join(f"{i};{t};{y}\n" for i, (t, y) in enumerate(reviews)))
+    assert (data["delimiter"], data["text_column"], data["label_column"]) == (";", "review", "mood")
+    assert recs[1].tokens == ["A", "fine,", "warm", "film"] and recs[1].label == "positive"
+    zh = [("演员表演非常出色。", "好评"), ("剧情太无聊了！", "差评")] * 6
+    data, recs = records("zh.csv", "评论,标签\n" + "".join(f"{t},{y}\n" for t, y in zh))
+    assert data["tokenizer"] == "char" and recs[1].tokens == list("剧情太无聊了！")
+    tagged = "Google/B-ORG left/O London/B-LOC ./O\nAlice/B-PER left/O Paris/B-LOC ./O\n" * 6
+    data, recs = records("t.txt", tagged, "tag")
+    assert data["source"] == "word_tag" and recs[0].tags == ["B-ORG", "O", "B-LOC", "O"]

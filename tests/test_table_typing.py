@@ -151,3 +151,20 @@ def test_a_label_of_thousands_of_digits_is_named(tmp_path):
     p.write_text('{"text": "a b", "label": ' + "9" * 5000 + '}\n', encoding="utf-8")
     with pytest.raises(DataError, match=r"t\.jsonl:1: a value JSON cannot be read as Python's \(Exceeds the limit"):
         acceptor_records(p)
+
+
+def test_a_semicolon_table_read_with_commas_names_the_delimiter_key(tmp_path):
+    """A spreadsheet's ';' export read as CSV: one column, so the messages say data.delimiter: ';'."""
+    p = tmp_path / "s.csv"
+    p.write_text("text;label\ngood film;pos\nslow;neg\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"data.text_column: no column 'text' .* one column, 'text;label': "
+                                        r"if the file's fields are separated by ';', set data.delimiter: ';'"):
+        acceptor_records(p)
+    p.write_text("text;label\ngood, warm film;pos\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"s.csv:2: 2 fields, but the header .* has 1 \(the header reads as "
+                                        r"one column.*set data.delimiter: ';'\)"):
+        read_table(str(p))
+    p.write_text("text;label\ngood film;pos\n", encoding="utf-8")
+    recs = records_from_table(read_table(str(p), delimiter=";"), "acceptor",
+                              SimpleNamespace(header=True, text_column=None, label_column=None), DATA)
+    assert [(r.tokens, r.label) for r in recs] == [(["good", "film"], "pos")]

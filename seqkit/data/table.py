@@ -148,8 +148,21 @@ class Table:
             hint = (" (columns are numbered from 0: data.header is false)" if names and
                     all(isinstance(c, int) for c in names) else "")
             raise DataError(f"data.{key}: no column {spec!r} in {self.path}; its columns are "
-                            f"{listed}{hint}. Fix data.{key} or the file's header.")
+                            f"{listed}{hint}{delimiter_hint(names)}. Fix data.{key} or the file's header.")
         return spec
+
+
+def delimiter_hint(columns: list) -> str:
+    """``" (... set data.delimiter: ';')"`` when a table read as one column has a name that
+    another delimiter would split (``;``, ``|`` or a tab: a spreadsheet's export); else ``""``."""
+    if len(columns) != 1 or not isinstance(columns[0], str):
+        return ""
+    found = next((d for d in ";|\t" if d in columns[0]), None)
+    if found is None:
+        return ""
+    shown = "'\\t'" if found == "\t" else repr(found)
+    return (f" (the header reads as one column, {columns[0][:80]!r}: if the file's fields are "
+            f"separated by {shown}, set data.delimiter: {shown})")
 
 
 def table_format(path: str, fmt: str) -> str:
@@ -226,8 +239,8 @@ def parse_table(text: str, path: str, fmt: str, *, delimiter: Optional[str] = No
         if len(row) != len(table.columns):
             what = "the header" if header else "the first row"
             raise DataError(f"{path}:{line}: {len(row)} fields, but {what} ({path}:{header_line}) has "
-                            f"{len(table.columns)}. A field holding the delimiter "
-                            f"({'tab' if sep == chr(9) else repr(sep)}) must be quoted.")
+                            f"{len(table.columns)}{delimiter_hint(table.columns)}. A field holding the "
+                            f"delimiter ({'tab' if sep == chr(9) else repr(sep)}) must be quoted.")
         table.rows.append((f"{path}:{line}", dict(zip(table.columns, row))))
     return table
 
