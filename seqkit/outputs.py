@@ -187,9 +187,12 @@ class FileOutputs:
         """Write every path: ``writers[path](temporary_path)`` writes the content, then all the
         temporaries are renamed into place (after checking no path changed since the check).
 
+        Missing folders on the way to a path are made first.
+
         Raises:
             OutputPathError: a path changed (was created or replaced) meanwhile.
-            SeqkitError: a folder is missing or not writable, the disk is full (the path named).
+            SeqkitError: a folder cannot be made or is not writable, the disk is full (the path
+                named).
         """
         missing = set(self.paths) - set(writers)
         if missing:  # a programming error: every named file is written
@@ -197,6 +200,8 @@ class FileOutputs:
         tmps = {p: os.path.join(os.path.dirname(p) or ".", f".{os.path.basename(p)}.{os.getpid()}.tmp")
                 for p in self.paths}
         try:
+            for p in self.paths:  # a folder the user named that is not there yet is made
+                os.makedirs(os.path.dirname(p) or ".", exist_ok=True)
             for p in self.paths:
                 writers[p](tmps[p])
             for p in self.paths:

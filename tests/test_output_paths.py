@@ -81,6 +81,13 @@ def test_plot_replaces_its_own_files_and_marks_them(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["curves.json", "curves.png", "run"]
 
 
+def test_plot_makes_the_folders_its_out_names(tmp_path):
+    run = fake_run(tmp_path / "run")
+    res = plot(run, "--out", tmp_path / "pics" / "new" / "curves.png")
+    assert res.exit_code == 0, res.output
+    assert sorted(os.listdir(tmp_path / "pics" / "new")) == ["curves.json", "curves.png"]
+
+
 def test_a_folder_or_a_symbolic_link_is_never_replaced(tmp_path):
     run = fake_run(tmp_path / "run")
     (tmp_path / "pics").mkdir()
