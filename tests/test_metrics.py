@@ -36,6 +36,20 @@ def test_bioes_entities_are_strict():
     assert M.entity_scores(true, pred, "BIOES")["f1"] == pytest.approx(2 * 1.0 * 0.5 / 1.5)
 
 
+def test_no_predicted_entity_scores_zero_without_a_warning():
+    """An untrained tagger that answers O everywhere: precision, recall and F1 are 0 (nothing
+    found), and seqeval's UndefinedMetricWarning is not passed on to the user."""
+    import warnings
+
+    cases = {"BIO": [["B-PER", "I-PER", "O"], ["O", "B-LOC"]],
+             "BIOES": [["B-PER", "E-PER", "O"], ["O", "S-LOC"]]}
+    for scheme, true in cases.items():
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            got = M.entity_scores(true, [["O"] * len(t) for t in true], scheme)
+        assert got == {"precision": 0.0, "recall": 0.0, "f1": 0.0}
+
+
 def test_label_vocabulary_orders_by_frequency_and_round_trips(tmp_path):
     from seqkit.data.labels import LabelVocabulary
 

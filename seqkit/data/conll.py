@@ -24,7 +24,6 @@ import tempfile
 from types import SimpleNamespace
 from typing import Optional
 
-from seqkit import log
 from seqkit.data.base import FileSource, FileSplitsOptions, read_text
 from seqkit.data.lines import split_lines
 from seqkit.data.records import Record
@@ -118,10 +117,7 @@ def parse_conll(text: str, path: str, *, token_column: int = 0, tag_column: Opti
         tmp.write(norm)
         tmp.flush()
         examples = [ex for _, ex in ConllDatasetBuilder._generate_examples(fake, tmp.name)]
-    empty = sum(1 for ex in examples if not ex["tokens"])
-    examples = [ex for ex in examples if ex["tokens"]]
-    if empty:  # tfds yields an empty example after the final separator line
-        log.info(f"{path}: dropped {empty} empty example(s) after the last sentence.")
+    examples = [ex for ex in examples if ex["tokens"]]  # tfds yields one after a final blank line
     if len(examples) != len(starts):
         raise DataError(f"{path}: the CoNLL parser found {len(examples)} sentences where "
                         f"{len(starts)} were expected; check the separator lines.")

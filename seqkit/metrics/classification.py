@@ -93,6 +93,7 @@ def entity_scores(true_seqs: list, pred_seqs: list, scheme: str) -> dict:
         raise SeqkitError("entity-level F1 needs the seqeval package: pip install seqeval") from exc
     norm = lambda seqs: [[t.replace("_", "-", 1) if t != "O" else t for t in s] for s in seqs]  # noqa: E731
     t, p = norm(true_seqs), norm(pred_seqs)
-    kw = {"mode": "strict", "scheme": IOBES} if scheme == "BIOES" else {}
+    # zero_division=0: no predicted (or no true) entity scores 0, seqeval's value, without its warning
+    kw = {"mode": "strict", "scheme": IOBES, "zero_division": 0} if scheme == "BIOES" else {"zero_division": 0}
     return {"precision": float(precision_score(t, p, **kw)), "recall": float(recall_score(t, p, **kw)),
             "f1": float(f1_score(t, p, **kw))}
