@@ -137,3 +137,36 @@ def test_stream_training_plan_counts_chunks(tmp_path, keras, capsys, seqkit_stde
     assert "early_stopping" not in metrics
     train(recipe(3), run, resume=True, verbose=1)
     assert f"seqkit: training: 1 epoch of {chunks} steps (epoch 3); batch 4\n" in capsys.readouterr().err
+
+
+def test_train_draws_keras_bar_only_on_a_terminal(tmp_path, keras):
+    """`seqkit train` into a pipe or a log file: one plain line per epoch (no carriage returns or
+    colour codes, which Keras writes whatever the stream); on a terminal the redrawn bar."""
+    import io
+    import sys
+
+    import yaml
+    from click.testing import CliRunner
+
+    from seqkit.cli import main
+    from seqkit.cli.train import keras_verbosity
+
+    raw = make_recipe(data={"limit": 40}, model={"units": 4, "embedding_dim": 4}, training={"epochs": 2, "batch_size": 8})
+    (tmp_path / "r.yaml").write_text(yaml.safe_dump(raw))
+    res = CliRunner().invoke(main, ["train", str(tmp_path / "r.yaml"), "--run-dir", str(tmp_path / "run")])
+    assert res.exit_code == 0, res.output
+    assert "\r" not in res.output and "\x1b[" not in res.output
+    assert len(re.findall(r"^7/7 - .* - val_perplexity: [0-9.]+$", res.stderr, re.M)) == 2, res.stderr
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    real = sys.stderr
+    try:
+        sys.stderr = Terminal()
+        assert (keras_verbosity(False), keras_verbosity(True)) == (1, 0)
+        sys.stderr = io.StringIO()
+        assert keras_verbosity(False) == 2
+    finally:
+        sys.stderr = real

@@ -21,6 +21,18 @@ from seqkit.registry import CELLS, DATA, HEADS
 from seqkit.runs.rundir import RECIPE, strict_json
 
 
+def keras_verbosity(quiet: bool) -> int:
+    """Keras ``fit`` verbosity: 0 with ``--quiet``; its redrawn progress bar (1) only where stderr,
+    where it goes, is a terminal (Keras draws it with carriage returns and colours whatever the
+    stream); one line per epoch (2) in a pipe, a log file or CI."""
+    if quiet:
+        return 0
+    try:
+        return 1 if sys.stderr.isatty() else 2
+    except (AttributeError, ValueError):
+        return 2
+
+
 def _default_run_dir(recipe) -> str:
     return os.path.join("runs", recipe.name)
 
@@ -61,7 +73,7 @@ def train(recipe, overrides, run_dir, resume_dir, overwrite, seeds, as_json=Fals
         rec = load_recipe(recipe, list(overrides))
         with contextlib.redirect_stdout(sys.stderr):  # Keras's progress bar: stdout holds results only
             summary = train_seeds(rec, seeds, run_dir or _default_run_dir(rec), overwrite=overwrite,
-                                  verbose=0 if quiet else 1)
+                                  verbose=keras_verbosity(quiet))
         if as_json:
             click.echo(json.dumps(summary, indent=2, ensure_ascii=False))
             return
@@ -81,7 +93,7 @@ def train(recipe, overrides, run_dir, resume_dir, overwrite, seeds, as_json=Fals
     # so send it to stderr with seqkit's own lines
     with contextlib.redirect_stdout(sys.stderr):
         run = train_run(recipe or None, resume_dir or run_dir, overwrite=overwrite, resume=bool(resume_dir),
-                        verbose=0 if quiet else 1, overrides=overrides)
+                        verbose=keras_verbosity(quiet), overrides=overrides)
     if run is None:  # a non-chief worker of a multi-worker job (logged)
         return
     path, metrics, rec = run.path, run.metrics, run.recipe
