@@ -74,6 +74,9 @@ def test_doc_examples_run_for_every_head(doc):
     tfl = doc["report"]["tflite"]
     assert tfl["max_abs_diff"] <= 1e-4 and tfl["argmax_agreement"] >= 0.999 and tfl["bytes"] > 0
     assert os.path.isfile(d / "exports" / "mine" / "model.tflite")
+    streamed = [ln for ln in doc["_printed"].splitlines() if ln.startswith("The ")]
+    assert streamed and streamed[-1] == seqkit.stream(d / "exports" / "mine", prompt="The ", max_length=20,
+                                                      seed=1).rstrip("\n")  # text out, seeded
     labels = [r["label"] for r in doc["acceptor"].predict(["aaaa", "bbbb"])]  # text in == ids in
     assert [x.decode() for x in doc["out"]["label"]] == labels
     assert [x.decode() for x in doc["text_out"]["label"].numpy()] == labels

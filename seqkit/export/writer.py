@@ -393,6 +393,10 @@ def write_step_export(prep, model, out: str, options: ExportOptions, calib: list
             log.warn(f"{int((full > length).sum())} of {len(full)} held-out examples are longer than "
                      f"--length {length}: the parity check compares their first {length} steps, and "
                      f"the export refuses such inputs (raise --length to take them whole).")
+        elif len(full) and 2 * int(full.max()) <= length:  # every step is unrolled: size grows with it
+            log.info(f"--length {length}: the longest of the {len(full)} held-out examples has "
+                     f"{int(full.max())} steps; a --length nearer the inputs you expect makes a smaller, "
+                     f"faster model (it refuses longer ones).")
 
     with staged_dir(out) as tmp:
         sm_dir = os.path.join(tmp, "saved_model")
