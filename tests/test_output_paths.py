@@ -88,6 +88,13 @@ def test_plot_makes_the_folders_its_out_names(tmp_path):
     assert sorted(os.listdir(tmp_path / "pics" / "new")) == ["curves.json", "curves.png"]
 
 
+def test_plot_names_a_history_nested_too_deep(tmp_path):
+    run = fake_run(tmp_path / "run")
+    (tmp_path / "run" / "history.json").write_text("[" * 100_000 + "]" * 100_000)
+    res = plot(run, "--out", tmp_path / "curves.png")
+    assert res.exit_code == 2 and "history.json: cannot read it as JSON (nested too deep)" in res.output
+
+
 def test_a_folder_or_a_symbolic_link_is_never_replaced(tmp_path):
     run = fake_run(tmp_path / "run")
     (tmp_path / "pics").mkdir()

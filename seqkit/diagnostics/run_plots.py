@@ -17,6 +17,7 @@ import os
 
 from seqkit import log
 from seqkit.errors import RunDirError, SeqkitError
+from seqkit.runs.json_files import bounded_json
 from seqkit.runs.rundir import HISTORY, RECIPE
 
 
@@ -66,8 +67,7 @@ def read_history(run: str) -> list:
     """
     p = os.path.join(run, HISTORY)
     try:
-        with open(p, encoding="utf-8") as f:
-            h = json.load(f)
+        h = bounded_json(p)
     except FileNotFoundError:
         raise RunDirError(f"{p}: no such file. `seqkit plot` reads the history.json a run "
                           f"writes after each epoch; point at a run directory made by "

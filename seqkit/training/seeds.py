@@ -36,6 +36,7 @@ import json
 from seqkit.errors import RecipeError, RunDirError, SeqkitError
 from seqkit.guards import check_writable
 from seqkit.outputs import FileOutputs, OutputPathError, json_mark, written_by_seqkit
+from seqkit.runs.json_files import bounded_json
 from seqkit.runs.lifecycle import check_target
 from seqkit.runs.rundir import not_a_run_because, strict_json
 from seqkit.training.train import _flatten, train
@@ -161,10 +162,12 @@ def existing_seed_run(path: str, recipe) -> str | None:
         return None
     try:
         with open(os.path.join(path, "recipe.yaml"), encoding="utf-8") as f:
-            saved = _flatten(yaml.safe_load(f))
-        with open(os.path.join(path, "state.json"), encoding="utf-8") as f:
-            state = json.load(f)
-    except (OSError, ValueError, yaml.YAMLError):
+            saved = yaml.safe_load(f)
+        saved = _flatten(saved) if isinstance(saved, dict) else None
+        state = bounded_json(os.path.join(path, "state.json"))
+    except (OSError, ValueError, yaml.YAMLError, RecursionError):
+        return None
+    if saved is None:
         return None
     now = _flatten(yaml.safe_load(recipe.to_yaml()))
     # a key the run's recipe.yaml lacks (added to the schema since) reads as its default, null
@@ -177,8 +180,7 @@ def existing_seed_run(path: str, recipe) -> str | None:
 def _read_metrics(path: str) -> dict:
     file = os.path.join(path, "metrics.json")
     try:
-        with open(file, encoding="utf-8") as f:
-            metrics = json.load(f)
+        metrics = bounded_json(file)
     except (OSError, ValueError) as e:
         raise RunDirError(f"{file}: cannot be read as JSON ({e}); retrain this seed with --overwrite.") from e
     if not isinstance(metrics, dict):
