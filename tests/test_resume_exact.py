@@ -246,3 +246,37 @@ def test_run_killed_after_early_stopping_resumes_to_finish_without_training(tmp_
     train(r, run, resume=True, verbose=0)
     assert run_files(run) == run_files(straight)
     assert json.load(open(os.path.join(run, "state.json"))) == {**state, "status": "finished"}
+
+
+def test_resume_checks_the_recipe_the_checkpoint_was_trained_with(tmp_path, keras):
+    """last.keras records its recipe: a recipe.yaml edited away from it (another data slice, a
+    learning rate) is refused by name before anything trains; restored, the run resumes; a
+    change through --set is refused as before; a resumable change (epochs) goes through."""
+    from click.testing import CliRunner
+
+    from seqkit.cli import main
+    from seqkit.recipe import recipe_from_dict
+    from seqkit.runs.rundir import read_checkpoint_state
+    from seqkit.training.train import train
+
+    raw = make_recipe(data={"limit": 60}, model={"units": 4, "embedding_dim": 4}, training={"epochs": 1})
+    run = tmp_path / "run"
+    train(recipe_from_dict(raw), str(run), verbose=0)
+    original = (run / "recipe.yaml").read_text(encoding="utf-8")
+    assert read_checkpoint_state(str(run / "last.keras"))["recipe"] == yaml.safe_load(original)
+    edited = yaml.safe_load(original)
+    edited["data"]["limit"], edited["training"]["learning_rate"] = 80, 0.5
+    (run / "recipe.yaml").write_text(yaml.safe_dump(edited), encoding="utf-8")
+    before = (run / "last.keras").read_bytes()
+    res = CliRunner().invoke(main, ["train", "--resume", str(run), "--set", "training.epochs=2", "-q"])
+    assert res.exit_code == 2, res.output
+    assert ("recipe.yaml: differs from the recipe last.keras was trained with: data.limit (60 in the "
+            "checkpoint, 80 in the file), training.learning_rate (0.01 in the checkpoint, 0.5 in the "
+            "file)") in res.output
+    assert (run / "last.keras").read_bytes() == before and epochs_in(run / "history.json") == [1]
+    (run / "recipe.yaml").write_text(original, encoding="utf-8")
+    res = CliRunner().invoke(main, ["train", "--resume", str(run), "--set", "training.learning_rate=0.5", "-q"])
+    assert res.exit_code == 2 and "--resume cannot change training.learning_rate (0.01 -> 0.5)" in res.output
+    res = CliRunner().invoke(main, ["train", "--resume", str(run), "--set", "training.epochs=2", "-q"])
+    assert res.exit_code == 0, res.output
+    assert epochs_in(run / "history.json") == [1, 2]

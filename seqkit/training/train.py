@@ -32,7 +32,7 @@ from seqkit.registry import DATA, HEADS
 from seqkit.runs.lifecycle import RunLock, Staging, check_target, remove_stale, split_run_path
 from seqkit.runs.provenance import machine, write_provenance
 from seqkit.runs.rundir import (BEST, HISTORY, LAST, LOGS, METRICS, RECIPE, STATE, RunDir, atomic_save_model,
-                                atomic_write_json, atomic_write_text, read_json)
+                                atomic_write_json, atomic_write_text, read_checkpoint_state, read_json)
 from seqkit.training import grad_stats, precision, selection
 from seqkit.training.distribute import make_distribution
 
@@ -292,10 +292,12 @@ def _callback_class():
         with :class:`NonFiniteError`; the files of the last finished epoch stay as they were.
         """
 
-        def __init__(self, run: RunDir, monitor: str, best, history: list, t0: float, advice: str = ""):
+        def __init__(self, run: RunDir, monitor: str, best, history: list, t0: float, advice: str = "",
+                     recipe: dict | None = None):
             super().__init__()
             self.run, self.monitor, self.best, self.history, self.t0 = run, monitor, best, history, t0
             self.advice = advice
+            self.recipe = recipe  # the resolved recipe, kept in last.keras: what a resume checks against
             self.epochs_done = 0
             self.on_first_checkpoint = None  # called once the first epoch is saved (staging -> run)
             self.epoch, self.steps = 0, 0
@@ -339,7 +341,8 @@ def _callback_class():
             # last.keras carries its epoch, best and history: the checkpoint is the commit point a
             # resume starts from even if the process dies before history.json / state.json follow
             atomic_save_model(self.model, self.run.file(LAST), state={
-                "epoch": epoch + 1, "best": self.best, "monitor": self.monitor, "history": self.history})
+                "epoch": epoch + 1, "best": self.best, "monitor": self.monitor, "history": self.history,
+                **({"recipe": self.recipe} if self.recipe is not None else {})})
             atomic_write_json(self.run.file(HISTORY), self.history)
             atomic_write_json(self.run.file(STATE), {"epoch": epoch + 1, "best": self.best,
                                                      "monitor": self.monitor, "status": "running"})
@@ -520,7 +523,10 @@ def _train(recipe: Recipe, run_path: str, dist, resume: bool, overwrite: bool, v
     # "seconds" and metrics' train_seconds are the run's, not this process's
     t0 = time.time() - (float(history[-1].get("seconds") or 0.0) if history else 0.0)
     machine_record = machine()  # versions and CPU, with the load as training starts
-    ckpt = _callback_class()(out, monitor, state.get("best"), history, t0, advice=_nonfinite_advice(recipe))
+    import yaml
+
+    ckpt = _callback_class()(out, monitor, state.get("best"), history, t0, advice=_nonfinite_advice(recipe),
+                             recipe=yaml.safe_load(recipe.to_yaml()))
     # epoch n's dropout masks depend on (seed, n) only, so a resumed run draws what the
     # uninterrupted one drew (the seed generators' state is not in last.keras)
     callbacks = [_epoch_seeds_class()(recipe.seed), ckpt,
@@ -699,35 +705,58 @@ def _flatten(d, prefix=""):
     return out
 
 
+def _frozen_changes(before: dict, after: dict) -> list[str]:
+    """The flattened recipe keys a resume may not change (:data:`RESUMABLE_CHANGES` aside) whose
+    values differ between ``before`` and ``after`` (sorted)."""
+    from seqkit.recipe import TrainingConfig
+
+    # a key newer than the run's recipe holding its default changes nothing
+    defaults = _flatten({"training": TrainingConfig().model_dump(mode="json")})
+    # a monitored figure decoded each epoch (training.monitor) is measured with the recipe's
+    # decoding, so the decoding the best value and patience were counted with stays fixed
+    fixed = ("decoding.",) if before.get("training.monitor") is not None else ()
+    return sorted(k for k in set(before) | set(after)
+                  if before.get(k) != after.get(k)
+                  and (not k.startswith(RESUMABLE_CHANGES) or k.startswith(fixed))
+                  and not (k not in before and k in defaults and after.get(k) == defaults[k]))
+
+
 def _check_resume_changes(recipe: Recipe, run: RunDir) -> None:
     """Refuse a resume whose recipe changes what the checkpoint fixes (model, optimizer, data).
 
     ``last.keras`` holds the model and its compiled optimizer, so a changed ``model.units`` or
     ``training.learning_rate`` would be ignored or fail obscurely; only the keys in
-    :data:`RESUMABLE_CHANGES` may differ from the run's ``recipe.yaml``.
+    :data:`RESUMABLE_CHANGES` may differ. The recipe compared against is the one ``last.keras``
+    records (checkpoints written since seqkit kept it there), else the run's ``recipe.yaml``; a
+    ``recipe.yaml`` edited (or damaged) away from the checkpoint's recipe is refused by name.
 
     Raises:
-        RunDirError: naming each changed key and the fix (train a new run).
+        RunDirError: naming each changed key and the fix (``--set``, or train a new run).
     """
     import yaml
 
     try:
         with open(run.file(RECIPE), encoding="utf-8") as f:
-            saved = _flatten(yaml.safe_load(f))
-    except (OSError, yaml.YAMLError):
+            saved = yaml.safe_load(f)
+    except (OSError, yaml.YAMLError, RecursionError):
         return  # load_recipe has named a damaged recipe.yaml already
+    saved = _flatten(saved) if isinstance(saved, dict) else {}
+    trained = (read_checkpoint_state(run.file(LAST)) or {}).get("recipe")
+    if isinstance(trained, dict):
+        trained = _flatten(trained)
+        edited = _frozen_changes(trained, saved)
+        if edited:
+            shown = ", ".join(f"{k} ({trained.get(k)!r} in the checkpoint, {saved.get(k)!r} in the file)"
+                              for k in edited[:4])
+            more = f" and {len(edited) - 4} more" if len(edited) > 4 else ""
+            raise RunDirError(f"{run.file(RECIPE)}: differs from the recipe {LAST} was trained with: "
+                              f"{shown}{more}. The file was edited or damaged, and a resume continues "
+                              f"the checkpoint's model, optimizer and data. Restore those values; what a "
+                              f"resume may change (training.epochs, training.early_stopping, ...) goes "
+                              f"through --set.")
+        saved = trained
     now = _flatten(yaml.safe_load(recipe.to_yaml()))
-    # a key newer than the run's recipe.yaml holding its default changes nothing
-    from seqkit.recipe import TrainingConfig
-
-    defaults = _flatten({"training": TrainingConfig().model_dump(mode="json")})
-    # a monitored figure decoded each epoch (training.monitor) is measured with the recipe's
-    # decoding, so the decoding the best value and patience were counted with stays fixed
-    fixed = ("decoding.",) if saved.get("training.monitor") is not None else ()
-    changed = sorted(k for k in set(saved) | set(now)
-                     if saved.get(k) != now.get(k)
-                     and (not k.startswith(RESUMABLE_CHANGES) or k.startswith(fixed))
-                     and not (k not in saved and k in defaults and now.get(k) == defaults[k]))
+    changed = _frozen_changes(saved, now)
     if changed:
         shown = ", ".join(f"{k} ({saved.get(k)!r} -> {now.get(k)!r})" for k in changed[:4])
         raise RunDirError(f"{run.path}: --resume cannot change {shown}: the checkpoint fixes the model, "
