@@ -36,14 +36,25 @@ def last_windows(head, series: list) -> list:
     labelled with the series id and named by its last row.
 
     Raises:
-        seqkit.errors.DataError: a series with fewer than ``data.context`` rows, or one the run was
-            not trained on.
+        seqkit.errors.DataError: a series with fewer than ``data.context`` rows, rows spaced other
+            than the run's frequency, or a series the run was not trained on.
     """
+    import pandas as pd
+
     C, out = head.data.context, []
+    freq = head.scaler.frequency
+    step = pd.tseries.frequencies.to_offset(freq) if freq else None  # checked when the run loaded
     for s in series:
         if len(s) < C:
             raise DataError(f"{s.where(0)}: series '{s.id}' has {len(s)} rows; a forecast reads the "
                             f"last data.context = {C} rows. Give at least {C} rows.")
+        # rows are evenly spaced (read_series); the first step says whether they are the run's
+        if step is not None and len(s) > 1 and pd.Timestamp(s.times[0]) + step != pd.Timestamp(s.times[1]):
+            raise DataError(f"{s.where(1)}: time {pd.Timestamp(s.times[1])} of series '{s.id}' is not one "
+                            f"step ({freq}) after its previous row ({pd.Timestamp(s.times[0])}): the run "
+                            f"was trained on steps of {freq}, and a forecast from rows of another "
+                            f"spacing would be stamped and read as if they were. Give the input at the "
+                            f"run's frequency.")
         r = Record(frames=s.features(head.data.calendar)[-C:], label=str(s.id), where=s.where(len(s) - 1))
         head.scaler.of(r.label, r.where)  # a series the run does not know: named here
         r.times = s.times[-C:]

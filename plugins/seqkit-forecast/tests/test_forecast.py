@@ -332,6 +332,12 @@ def test_prediction_input_too_short_or_unknown_series(seasonal_run, tmp_path):
     t.to_csv(tmp_path / "new.csv", index=False)
     res = CliRunner().invoke(main, ["predict", run, "--input", str(tmp_path / "new.csv")])
     assert res.exit_code != 0 and "'zz'" in res.output and "not in the training data" in res.output
+    # the run's hourly steps: the same values stamped every 2 hours are refused, not forecast
+    t = table[table.id == "a"].tail(24).copy()
+    t["time"] = pd.date_range("2024-03-01", periods=24, freq="2h").strftime("%Y-%m-%d %H:%M")
+    t.to_csv(tmp_path / "two_hourly.csv", index=False)
+    res = CliRunner().invoke(main, ["predict", run, "--input", str(tmp_path / "two_hourly.csv")])
+    assert res.exit_code == 2 and "two_hourly.csv:3: time 2024-03-01 02:00:00 of series 'a' is not one step (h)" in res.output
 
 
 # ------------------------------------------------------------------ the shipped recipes
