@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 
+from seqkit import arguments as a
 from seqkit import log
 from seqkit._quiet import import_tensorflow_quietly
 from seqkit.errors import SeqkitError
@@ -92,6 +93,7 @@ def train(recipe=None, run_dir=None, *, overwrite: bool = False, resume: bool = 
         SeqkitError: interrupted (Ctrl-C), and the other errors of :func:`seqkit.training.train.train`.
     """
     overrides = override_strings(overrides)
+    run_dir = a.path("run_dir", run_dir, optional=True, option="--run-dir")
     if resume:
         if run_dir is None:
             raise SeqkitError("train(resume=True) needs run_dir: the run to continue.")
@@ -138,10 +140,14 @@ def train_seeds(recipe, seeds: int, run_dir=None, *, overwrite: bool = False, ve
         RecipeError, DataError, RunDirError, SeqkitError: as :func:`train`; every run directory
         is checked before the first one trains.
     """
+    seeds = a.whole("seeds", seeds, 1)
+    run_dir = a.path("run_dir", run_dir, optional=True, option="--run-dir")
+    if on_run is not None and not callable(on_run):
+        raise a.ArgumentTypeError(f"on_run={on_run!r}: must be a function called as on_run(path, how), "
+                                  f"or None; got a {type(on_run).__name__}.")
     rec = _recipe(recipe, "train_seeds", overrides)
     with _shown(verbose):
-        return do_train_seeds(rec, int(seeds), os.fspath(run_dir) if run_dir is not None else None,
-                              overwrite=overwrite, verbose=verbose, on_run=on_run)
+        return do_train_seeds(rec, seeds, run_dir, overwrite=overwrite, verbose=verbose, on_run=on_run)
 
 
 def load(run_dir) -> Run:

@@ -7,13 +7,15 @@ Each check returns the value (``int`` / ``float`` / ``str``) or raises :class:`A
 
 * :func:`whole` -- an ``int`` (not ``True``, not ``"5"``, not ``5.7``; NumPy integers are fine);
 * :func:`real` -- a finite number (not NaN, not infinite, not a string);
-* :func:`text` -- a ``str`` (not ``None``, not ``123``).
+* :func:`text` -- a ``str`` (not ``None``, not ``123``);
+* :func:`path` -- a file or folder path: a ``str`` or ``os.PathLike`` (not ``None``, not ``5``).
 """
 
 from __future__ import annotations
 
 import math
 import numbers
+import os
 
 from seqkit.errors import SeqkitError
 
@@ -95,3 +97,22 @@ def text(name: str, value, *, option: str | None = None) -> str:
         raise ArgumentTypeError(f"{name}={value!r}: must be a string (text){where}; got a "
                                 f"{type(value).__name__}. Pass the text itself, e.g. {name}=\"The \".")
     return value
+
+
+def path(name: str, value, *, optional: bool = False, option: str | None = None) -> str | None:
+    """``value`` as a path string (``os.fspath``) when it is a ``str`` or ``os.PathLike``
+    (``None`` passes when ``optional``).
+
+    Raises:
+        ArgumentTypeError: anything else (``None``, a number, bytes), naming the argument.
+    """
+    if value is None and optional:
+        return None
+    if not isinstance(value, (str, os.PathLike)) or isinstance(value, bytes):
+        where = f" ({option} in the CLI)" if option else ""
+        raise ArgumentTypeError(f"{name}={value!r}: must be a path, a str or pathlib.Path{where}; got "
+                                f"a {type(value).__name__}.")
+    out = os.fspath(value)
+    if not isinstance(out, str):  # a PathLike of bytes
+        raise ArgumentTypeError(f"{name}={value!r}: must be a text path (str), not bytes{' (' + option + ' in the CLI)' if option else ''}.")
+    return out

@@ -365,6 +365,9 @@ class Recipe:
             RecipeError: bad YAML, an unknown key, a wrong type or value (every problem listed, with
                 file:line and key path: the CLI's message).
         """
+        from seqkit import arguments as a
+
+        path = a.path("path", path)
         _quiet_tf()  # validation may import the heads (Keras); without TF's start-up chatter
         return load_recipe(path, override_strings(overrides))
 
@@ -646,10 +649,36 @@ def override_strings(overrides: "dict | list[str] | None") -> list[str]:
     if overrides is None:
         return []
     if isinstance(overrides, dict):
-        return [f"{k}={json.dumps(v)}" for k, v in overrides.items()]
+        out = []
+        for k, v in overrides.items():
+            if not isinstance(k, str):
+                raise RecipeError(f"overrides: key {k!r} is a {type(k).__name__}; keys are recipe key "
+                                  f"paths such as 'training.epochs'.")
+            try:  # NumPy scalars and arrays (a parameter sweep's values) as the plain values they hold
+                out.append(f"{k}={json.dumps(v, default=_plain)}")
+            except (TypeError, ValueError) as exc:
+                raise RecipeError(f"overrides: {k}={v!r} cannot be written as a recipe value ({exc}); "
+                                  f"give a number, a string, a list or a dict.") from None
+        return out
     if isinstance(overrides, str):
         return [overrides]
-    return list(overrides)
+    try:
+        out = list(overrides)
+    except TypeError:
+        raise RecipeError(f"overrides: expected a dict {{'a.b': value}} or a list of 'a.b=value' strings; "
+                          f"got a {type(overrides).__name__}.") from None
+    bad = next((o for o in out if not isinstance(o, str)), None)
+    if bad is not None:
+        raise RecipeError(f"overrides: {bad!r} is a {type(bad).__name__}; each override in a list is a "
+                          f"'KEY.PATH=VALUE' string (or give a dict {{'KEY.PATH': value}}).")
+    return out
+
+
+def _plain(value):
+    """``json.dumps``'s ``default``: a NumPy scalar or array as its Python value."""
+    if type(value).__module__ == "numpy" and hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"a {type(value).__name__} is not a recipe value")
 
 
 def apply_overrides(raw: dict, overrides: list[str]) -> dict[str, Any]:

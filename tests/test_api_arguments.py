@@ -127,3 +127,44 @@ def test_seq2seq_n_best_0_and_a_beam_of_0_are_refused(tiny_seq2seq):
     with pytest.raises(SeqkitError, match=r"text=None: must be a string"):
         run.attention(None)
     assert run.attention("abc").weights.shape[1] == 3  # and the same calls done right still answer
+
+
+@pytest.mark.parametrize("call, words", [
+    (lambda s: s.Recipe.from_yaml(None), "path=None: must be a path"),
+    (lambda s: s.Recipe.from_yaml(3), "path=3: must be a path"),
+    (lambda s: s.train("lm-pydoc-chars", run_dir=5), "run_dir=5: must be a path"),
+    (lambda s: s.train_seeds("lm-pydoc-chars", 2.5), "seeds=2.5: must be a whole number"),
+    (lambda s: s.train_seeds("lm-pydoc-chars", "2"), "seeds='2': must be a whole number"),
+    (lambda s: s.train_seeds("lm-pydoc-chars", 2, on_run=5), "on_run=5: must be a function"),
+    (lambda s: s.Recipe.from_yaml("lm-pydoc-chars", overrides={"training.epochs": object()}),
+     "overrides: training.epochs=<object"),
+    (lambda s: s.Recipe.from_yaml("lm-pydoc-chars", overrides=[3]), "overrides: 3 is a int"),
+])
+def test_api_arguments_of_the_wrong_type_are_seqkit_errors_before_anything_runs(call, words, tmp_path,
+                                                                                 monkeypatch):
+    import seqkit
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SeqkitError, match=words):
+        call(seqkit)
+    assert list(tmp_path.iterdir()) == []  # nothing trained, nothing written
+
+
+def test_numpy_values_in_overrides_are_the_values_they_hold():
+    """A parameter sweep's NumPy values go through overrides as plain numbers."""
+    import numpy as np
+
+    import seqkit
+
+    r = seqkit.Recipe.from_yaml("lm-pydoc-chars", overrides={"training.epochs": np.int64(3),
+                                                              "training.learning_rate": np.float64(0.005),
+                                                              "model.units": np.array(16)})
+    assert (r.training.epochs, r.training.learning_rate, r.model.units) == (3, 0.005, 16)
+
+
+def test_plot_out_must_be_a_path(tiny_tagger):
+    import seqkit
+
+    for bad in (None, 5):
+        with pytest.raises(SeqkitError, match=f"out={bad}: must be a path"):
+            seqkit.load(tiny_tagger).plot(bad)

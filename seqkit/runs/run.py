@@ -628,7 +628,8 @@ class Run:
         """
         from seqkit.diagnostics.run_plots import plot_runs
 
-        return plot_runs([self.path], os.fspath(out), overwrite=overwrite, opened={self.path: self})
+        out = a.path("out", out, option="--out")
+        return plot_runs([self.path], out, overwrite=overwrite, opened={self.path: self})
 
     def transduce(self, sources, *, beam_width: int | None = None, n_best: int = 1,
                   length_penalty: float | None = None, name: str = "<input>") -> list:
