@@ -550,12 +550,24 @@ def _field_at(model_cls, loc):
     return ann, info, parent if loc else None
 
 
+def _shown_value(value, limit: int = 200) -> str:
+    """``repr(value)``, cut to ``limit`` characters with the length said (a message stays one
+    paragraph whatever a user passed)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
+
+
 class _Errors:
     def __init__(self, source: str, lines: dict, overrides: dict):
         self.source, self.lines, self.overrides, self.items = source, lines, overrides, []
 
     def where(self, path: tuple) -> str:
-        """``--set a.b`` when an override set the key, else ``file:line`` of the nearest key."""
+        """``--set a.b`` when an override set the key (or a key below it: ``--set model.units.x=3``
+        made ``model.units`` a dict), else ``file:line`` of the nearest key."""
+        full = ".".join(str(p) for p in path)
+        below = next((k for k in self.overrides if k.startswith(full + ".")), None) if full else None
+        if below is not None:
+            return f"--set {below}"
         for n in range(len(path), 0, -1):
             sub = ".".join(str(p) for p in path[:n])
             if sub in self.overrides:
@@ -589,7 +601,7 @@ class _Errors:
             ann, info, _ = _field_at(model_cls, loc)
             got = err.get("input")
             expected = _describe(ann, info) if ann is not None else err["msg"]
-            self.add(path, f"expected {expected}, got {got!r}.{_hint(ann, got)}")
+            self.add(path, f"expected {expected}, got {_shown_value(got)}.{_hint(ann, got)}")
 
     def raise_if_any(self):
         if self.items:

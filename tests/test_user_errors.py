@@ -349,3 +349,18 @@ def test_resume_refuses_a_run_whose_logs_folder_is_a_link_elsewhere(runs, tmp_pa
     user_error(cli("train", "--resume", str(run), "--set", "training.epochs=2", "--quiet"),
                "logs is a symbolic link")
     assert sorted(p.name for p in elsewhere.rglob("*")) == before
+
+
+def test_set_messages_name_the_override_and_stay_short(tmp_path, write_recipe):
+    """A --set below a scalar key is blamed on --set, not on the recipe's line; a value of 100,000
+    characters is echoed in part (the message stays a paragraph)."""
+    from click.testing import CliRunner
+
+    from seqkit.cli import main
+
+    path = write_recipe(make_recipe())
+    res = CliRunner().invoke(main, ["validate", path, "--set", "model.units.x=3"])
+    assert res.exit_code == 2 and "--set model.units.x: model.units: expected a positive integer" in res.output
+    res = CliRunner().invoke(main, ["validate", path, "--set", "model.cell=" + "x" * 100_000])
+    assert res.exit_code == 2 and len(res.output) < 3000, len(res.output)
+    assert "(100,002 characters)" in res.output or "characters, cut)" in res.output, res.output[-300:]

@@ -72,7 +72,7 @@ def with_common_options(f):
         except SeqkitError as exc:
             if debug:
                 raise
-            click.echo(f"error: {exc}", err=True)
+            click.echo(f"error: {bounded_lines(str(exc))}", err=True)
             sys.exit(2)
         except click.exceptions.Exit:
             raise
@@ -88,10 +88,21 @@ def with_common_options(f):
             err = user_error(exc, f.__name__)  # a read-only folder, a failing plugin cell
             if err is None:
                 _internal(exc)
-            click.echo(f"error: {err}", err=True)
+            click.echo(f"error: {bounded_lines(str(err))}", err=True)
             sys.exit(2)
 
     return wrapper
+
+
+#: Longest line of an error message shown (a value a user passed is echoed in part beyond it).
+MAX_MESSAGE_LINE = 2000
+
+
+def bounded_lines(text: str, limit: int = MAX_MESSAGE_LINE) -> str:
+    """``text`` with each line over ``limit`` characters cut, its length said: a message that
+    echoes a 100,000-character ``--set`` value stays readable."""
+    return "\n".join(ln if len(ln) <= limit else f"{ln[:limit]}... (a line of {len(ln):,} characters, cut)"
+                     for ln in text.split("\n"))
 
 
 def _stdout_closed():
@@ -107,7 +118,7 @@ def _stdout_closed():
 
 
 def _internal(exc: BaseException):
-    click.echo(f"internal error: {type(exc).__name__}: {exc}\n(run again with --debug for "
+    click.echo(f"internal error: {bounded_lines(f'{type(exc).__name__}: {exc}')}\n(run again with --debug for "
                f"the traceback, and please report it)", err=True)
     sys.exit(1)
 

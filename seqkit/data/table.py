@@ -147,7 +147,8 @@ class Table:
             listed = ", ".join(repr(c) if isinstance(c, str) else str(c) for c in names) or "(none)"
             hint = (" (columns are numbered from 0: data.header is false)" if names and
                     all(isinstance(c, int) for c in names) else "")
-            raise DataError(f"data.{key}: no column {spec!r} in {self.path}; its columns are "
+            shown = repr(spec) if len(repr(spec)) <= 200 else f"{repr(spec)[:200]}... ({len(str(spec)):,} characters)"
+            raise DataError(f"data.{key}: no column {shown} in {self.path}; its columns are "
                             f"{listed}{hint}{delimiter_hint(names)}. Fix data.{key} or the file's header.")
         return spec
 
