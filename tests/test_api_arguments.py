@@ -168,3 +168,17 @@ def test_plot_out_must_be_a_path(tiny_tagger):
     for bad in (None, 5):
         with pytest.raises(SeqkitError, match=f"out={bad}: must be a path"):
             seqkit.load(tiny_tagger).plot(bad)
+
+
+def test_a_run_deleted_after_it_was_opened_is_named(tiny_tagger, tmp_path):
+    import shutil
+
+    import seqkit
+
+    copy = tmp_path / "run"
+    shutil.copytree(tiny_tagger, copy)
+    run = seqkit.load(copy)
+    shutil.rmtree(copy)
+    for call in (lambda: run.evaluate("test"), lambda: run.predict(["the dog"])):
+        with pytest.raises(SeqkitError, match=r"run: no such run directory \(it was moved or deleted"):
+            call()

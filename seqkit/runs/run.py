@@ -17,7 +17,7 @@ from typing import NamedTuple
 from seqkit import arguments as a  # the same checks and messages as the CLI's options
 from seqkit._quiet import import_tensorflow_quietly
 from seqkit.data.records import records_fingerprint
-from seqkit.errors import SeqkitError
+from seqkit.errors import RunDirError, SeqkitError
 from seqkit.export.options import FORMATS, ExportOptions
 from seqkit.export.portable import export_portable_keras
 from seqkit.export.writer import export_run
@@ -167,6 +167,7 @@ class Run:
 
     def _load(self, with_data: bool = False):
         """``(prep, model)`` as :func:`seqkit.training.train.load_run` gives them (kept after the first call)."""
+        self._still_there()
         if self._model is None:
             import_tensorflow_quietly()  # TF's C++ start-up lines are not ours to print
 
@@ -177,11 +178,18 @@ class Run:
             self._has_data = True
         return self._prep, self._model
 
+    def _still_there(self) -> None:
+        """Refuse a run directory moved or deleted since this Run was opened (by name)."""
+        if not os.path.isdir(self.path):
+            raise RunDirError(f"{self.path}: no such run directory (it was moved or deleted since it "
+                              f"was opened). Open the run where it is now: seqkit.load(PATH).")
+
     @property
     def recipe(self):
         """The run's resolved :class:`seqkit.Recipe` (its ``plugins:`` are not imported)."""
         if self._prep is not None:
             return self._prep.recipe
+        self._still_there()
 
         return load_recipe(os.path.join(self.path, RECIPE), load_plugins=False)
 
