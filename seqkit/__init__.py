@@ -78,12 +78,12 @@ def __dir__():  # the lazily imported API too, so dir(seqkit) shows what there i
     return sorted(set(__all__) | {n for n in globals() if n.startswith("__")})
 
 
-_API = ("Alignment", "Preprocessing", "Recipe", "Run", "build", "load", "stream", "train", "train_seeds",
-        "validate")
+_API = ("Alignment", "Preprocessing", "Recipe", "Run", "build", "init", "load", "stream", "train",
+        "train_seeds", "validate")
 
 __all__ = ["CELLS", "DATA", "HEADS", "SeqkitError", "load_plugin", "register_cell",
            "register_data", "register_head", "register_keras_objects", "__version__",
-           "Alignment", "Preprocessing", "Recipe", "Run", "build", "load", "recipes", "stream", "train",
+           "Alignment", "Preprocessing", "Recipe", "Run", "build", "init", "load", "recipes", "stream", "train",
            "train_seeds", "validate"]
 
 

@@ -29,7 +29,7 @@ from seqkit.training.train import (compile_model, count_parameters, make_split_d
                                    seed_everything)
 from seqkit.training.train import train as do_train
 
-__all__ = ["Alignment", "Preprocessing", "Recipe", "Run", "build", "load", "stream", "train", "train_seeds",
+__all__ = ["Alignment", "Preprocessing", "Recipe", "Run", "build", "init", "load", "stream", "train", "train_seeds",
            "validate"]
 
 
@@ -272,6 +272,33 @@ def validate(recipe, overrides=(), *, data: bool = True) -> dict:
                        "assets": prep.head.describe_assets()}
         out["parameters"] = count_parameters(build_model(prep))
     return out
+
+
+def init(task: str, data, out=None, *, overwrite: bool = False) -> str:
+    """Write a starter recipe for the user's own data, as ``seqkit init --task TASK --data DATA``:
+    the head whose ``starter_task`` is ``task`` looks at the file(s) and names the format and
+    columns it found (:mod:`seqkit.starter`).
+
+    Args:
+        task: a head's ``starter_task`` word (built in: classify, tag, lm and seq2seq; a plugin
+            head may add its own, e.g. forecast with seqkit-forecast installed).
+        data: a file or folder path, or a list of them (``seq2seq``: source and target files).
+        out: the recipe file [default: ``NAME.yaml`` in the current folder].
+        overwrite: replace ``out`` when ``seqkit init`` wrote it (never another file).
+
+    Returns:
+        The path written (``str``).
+
+    Raises:
+        seqkit.starter.InitError: an unknown task, a missing file, data the head cannot read, or
+            ``out`` exists (without ``overwrite``, or not written by ``seqkit init``).
+    """
+    from seqkit.starter import write_starter
+
+    task = a.text("task", task, option="--task")
+    paths = [a.path("data", p, option="--data") for p in (data if isinstance(data, (list, tuple)) else [data])]
+    out = a.path("out", out, optional=True, option="--out")
+    return write_starter(task, paths if len(paths) > 1 else paths[0], out, overwrite=overwrite)
 
 
 def stream(export, **options) -> str:

@@ -1,8 +1,10 @@
 """``seqkit init``: a starter recipe for the user's own file, with the format and columns it found.
 
-:func:`starter_recipe` looks at the data (a few hundred lines at most) and returns the recipe as a
-dict; :func:`write_starter` writes it as commented YAML that ``seqkit validate`` accepts. What it
-detects:
+:func:`starter_recipe` asks the head whose ``starter_task`` is the ``--task`` word to look at the
+data (:meth:`seqkit.heads.base.Head.starter`, a few hundred lines at most) and returns the recipe
+as a dict; :func:`write_starter` writes it as commented YAML that ``seqkit validate`` accepts. The
+helpers here (:func:`sample_table`, :func:`classify_columns`, :func:`tag_file_format`,
+:func:`tokenizer_for`, ...) are what the heads' starters use. What the built-in heads detect:
 
 * ``classify`` (acceptor): a table (``.csv``, ``.tsv``, ``.jsonl``, ``.parquet``); the label column
   is one named like a label (``label``, ``class``, ``stars``...) or else the column with the fewest
@@ -33,25 +35,25 @@ import re
 from seqkit.errors import SeqkitError
 from seqkit.registry import HEADS
 
-def _tasks() -> dict:
+
+def tasks() -> dict:
     """``{task: head name}``: each registered head's ``starter_task`` (the words of ``--task``)."""
     return {HEADS.get(n).starter_task: n for n in HEADS.names() if getattr(HEADS.get(n), "starter_task", None)}
 
 
-TASKS = ("classify", "tag", "lm", "seq2seq")  # the --task words; the head of each: _tasks()
 TABLE_EXT = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".parquet": "parquet"}
 LABEL_NAMES = ("label", "labels", "class", "category", "categories", "target", "y", "stars", "rating",
                "sentiment", "intent", "topic", "tag")
 HEADER = "# Starter recipe written by `seqkit init`"
-_SAMPLE = 500  # rows or lines looked at
+SAMPLE = 500  # rows or lines looked at
 
 
 class InitError(SeqkitError):
     """``seqkit init`` cannot make a recipe of this data (the message says what it found and the fix)."""
 
 
-def _read_table(path: str) -> tuple[list[str], list[dict]]:
-    """``(column names, up to _SAMPLE rows)`` of a table file.
+def sample_table(path: str) -> tuple[list[str], list[dict]]:
+    """``(column names, up to SAMPLE rows)`` of a table file.
 
     Raises:
         InitError: a file that is not UTF-8 (naming the byte, and UTF-16 when its mark says so),
@@ -63,7 +65,7 @@ def _read_table(path: str) -> tuple[list[str], list[dict]]:
 
     try:
         with no_field_limit():  # a long text is no error (as when the data is read for training)
-            cols, rows = _read_table_sample(path)
+            cols, rows = read_table_sample(path)
     except UnicodeDecodeError as exc:
         with open(path, "rb") as f:
             source = iconv_source(f.read(2))
@@ -78,7 +80,7 @@ def _read_table(path: str) -> tuple[list[str], list[dict]]:
     return cols, rows
 
 
-def _read_table_sample(path: str) -> tuple[list[str], list[dict]]:
+def read_table_sample(path: str) -> tuple[list[str], list[dict]]:
     ext = os.path.splitext(path)[1].lower()
     fmt = TABLE_EXT[ext]
     if fmt == "parquet":
@@ -87,13 +89,13 @@ def _read_table_sample(path: str) -> tuple[list[str], list[dict]]:
         except ImportError as exc:
             raise InitError(f"{path}: reading Parquet needs pandas and pyarrow: "
                             f"pip install \"seqkit[parquet]\".") from exc
-        frame = pd.read_parquet(path).head(_SAMPLE)
+        frame = pd.read_parquet(path).head(SAMPLE)
         return [str(c) for c in frame.columns], frame.astype(str).to_dict("records")
     with open(path, encoding="utf-8-sig", newline="") as f:
         if fmt == "jsonl":
             rows = []
             for i, line in enumerate(f):
-                if i >= _SAMPLE:
+                if i >= SAMPLE:
                     break
                 if line.strip():
                     try:
@@ -111,11 +113,11 @@ def _read_table_sample(path: str) -> tuple[list[str], list[dict]]:
                     rows.append(row)
             cols = list(rows[0]) if rows else []
             return cols, rows
-        delimiter = "\t" if fmt == "tsv" else _csv_delimiter(f)
+        delimiter = "\t" if fmt == "tsv" else csv_delimiter(f)
         reader = csv.DictReader(f, delimiter=delimiter)
         rows = []
         for i, row in enumerate(reader):
-            if i >= _SAMPLE:
+            if i >= SAMPLE:
                 break
             rows.append(row)
         return list(reader.fieldnames or []), rows
@@ -125,7 +127,7 @@ def _read_table_sample(path: str) -> tuple[list[str], list[dict]]:
 CSV_DELIMITERS = ";|\t"
 
 
-def _csv_delimiter(f) -> str:
+def csv_delimiter(f) -> str:
     """The delimiter of a ``.csv`` file open at its start (left there): ``,`` unless the first
     line has none and another of :data:`CSV_DELIMITERS` splits the first lines into the same
     number (two or more) of fields."""
@@ -141,21 +143,21 @@ def _csv_delimiter(f) -> str:
     return ","
 
 
-def _mean_len(rows, col) -> float:
+def mean_length(rows, col) -> float:
     vals = [r.get(col) for r in rows]
     vals = [v if isinstance(v, str) else " ".join(map(str, v)) if isinstance(v, list) else str(v)
             for v in vals if v is not None]
     return sum(len(v) for v in vals) / max(1, len(vals))
 
 
-def _tokenizer(samples: list[str]) -> str:
+def tokenizer_for(samples: list[str]) -> str:
     """``whitespace`` when the text has spaces between words (about one every 12 characters or
     more often), else ``char`` (e.g. Chinese or Japanese text, codes, single words)."""
     spaces = sum(t.count(" ") for t in samples)  # inside the texts: joining them adds spaces
     return "whitespace" if spaces * 12 >= max(1, sum(len(t) for t in samples)) else "char"
 
 
-def _classify_table(path: str, rows: list[dict], cols: list[str]) -> dict:
+def classify_columns(path: str, rows: list[dict], cols: list[str]) -> dict:
     if len(cols) < 2 or not rows:
         raise InitError(f"{path}: a classification table needs a header and at least two columns "
                         f"(a text and a label) and one row; found columns {cols} and {len(rows)} rows.")
@@ -164,24 +166,24 @@ def _classify_table(path: str, rows: list[dict], cols: list[str]) -> dict:
     # that repeats as often), then the first (linear in the columns)
     label = named[0] if named else cols[min(range(len(cols)),
                                             key=lambda i: (len({str(r.get(cols[i])) for r in rows}),
-                                                           _mean_len(rows, cols[i]), i))]
-    text = max((c for c in cols if c != label), key=lambda c: _mean_len(rows, c))
+                                                           mean_length(rows, cols[i]), i))]
+    text = max((c for c in cols if c != label), key=lambda c: mean_length(rows, c))
     return {"text_column": text, "label_column": label,
-            "tokenizer": _tokenizer([str(r.get(text, "")) for r in rows])}
+            "tokenizer": tokenizer_for([str(r.get(text, "")) for r in rows])}
 
 
-def _headerless(cols: list[str], rows: list[dict]) -> bool:
+def headerless(cols: list[str], rows: list[dict]) -> bool:
     """True when the first line reads as data, not names: one of its cells recurs as a value of
     its own column below (a label), with at least three rows to look at."""
     return len(rows) >= 3 and any(sum(str(r.get(c)) == c for r in rows) >= 1 for c in cols if c)
 
 
-def _headerless_classify(path: str, rel_path: str, fmt: str) -> dict:
+def headerless_classify(path: str, rel_path: str, fmt: str) -> dict:
     """The data section for a table without a header: ``tsv_text_label`` for ``text<TAB>label``
     lines, else the ``table`` source with numbered columns (``header: false``)."""
     with open(path, encoding="utf-8-sig", newline="") as f:
-        delimiter = "\t" if fmt == "tsv" else _csv_delimiter(f)
-        rows = [r for _, r in zip(range(_SAMPLE), csv.reader(f, delimiter=delimiter)) if any(c.strip() for c in r)]
+        delimiter = "\t" if fmt == "tsv" else csv_delimiter(f)
+        rows = [r for _, r in zip(range(SAMPLE), csv.reader(f, delimiter=delimiter)) if any(c.strip() for c in r)]
     width = max((len(r) for r in rows), default=0)
     if width < 2:
         raise InitError(f"{path}: a classification table needs a text and a label column; its lines "
@@ -189,14 +191,14 @@ def _headerless_classify(path: str, rel_path: str, fmt: str) -> dict:
     named = {i: [r[i] if i < len(r) else "" for r in rows] for i in range(width)}
     label = min(range(width), key=lambda i: (len(set(named[i])), sum(len(v) for v in named[i]), i))
     text = max((i for i in range(width) if i != label), key=lambda i: sum(len(v) for v in named[i]))
-    tokenizer = _tokenizer(named[text])
+    tokenizer = tokenizer_for(named[text])
     if fmt == "tsv" and width == 2 and (text, label) == (0, 1):
         return {"source": "tsv_text_label", "path": rel_path, "tokenizer": tokenizer}
     return {"source": "table", "path": rel_path, "header": False, "text_column": text,
             "label_column": label, "tokenizer": tokenizer}
 
 
-def _sniff_lines(path: str, n: int = _SAMPLE) -> list[str]:
+def sniff_lines(path: str, n: int = SAMPLE) -> list[str]:
     out = []
     with open(path, encoding="utf-8-sig", errors="replace") as f:
         for i, line in enumerate(f):
@@ -206,8 +208,8 @@ def _sniff_lines(path: str, n: int = _SAMPLE) -> list[str]:
     return out
 
 
-def _tag_file(path: str) -> dict:
-    lines = _sniff_lines(path)
+def tag_file_format(path: str) -> dict:
+    lines = sniff_lines(path)
     filled = [ln for ln in lines if ln.strip() and not ln.startswith("-DOCSTART-")]
     if not filled:
         raise InitError(f"{path}: no tokens found; a tagging file is CoNLL columns (a token and its tag "
@@ -224,7 +226,7 @@ def _tag_file(path: str) -> dict:
                     f"write the recipe by hand (docs: 'Your own data').")
 
 
-def _text_files(folder: str) -> list[str]:
+def text_files(folder: str) -> list[str]:
     files = sorted(p for p in glob.glob(os.path.join(folder, "*"))
                    if os.path.isfile(p) and not os.path.basename(p).startswith("."))
     if not files:
@@ -236,27 +238,40 @@ def _text_files(folder: str) -> list[str]:
     return files
 
 
-def starter_recipe(task: str, data: "str | list[str]", *, out: str | None = None) -> dict:
+def starter_recipe(task: str, data: "str | list[str]", *, out: str | None = None,
+                   with_notes: bool = False):
     """A starter recipe (a dict, the YAML's content) for ``task`` on the user's ``data``.
 
+    The head whose ``starter_task`` is ``task`` looks at the files (:meth:`Head.starter
+    <seqkit.heads.base.Head.starter>`: the ``data`` and ``head`` sections, and what differs from
+    the default ``model`` and ``training`` keys); the rest is the same for every head.
+
     Args:
-        task: ``classify`` | ``tag`` | ``lm`` | ``seq2seq``.
-        data: a file or a folder (``lm``); for ``seq2seq`` also two files, source then target.
+        task: a registered head's ``starter_task`` (built in: ``classify``, ``tag``, ``lm``,
+            ``seq2seq``; a plugin head may add its own, e.g. ``forecast``).
+        data: a file or a folder; as many paths as the head's ``starter_files`` allows.
         out: where the recipe will be written (data paths are made relative to its folder;
             default: the current folder).
 
     Returns:
-        The recipe as a dict (``name``, ``data``, ``model``, ``head``, ``training``).
+        The recipe as a dict (``name``, ``seed``, ``data``, ``model``, ``head``, ``training``);
+        with ``with_notes``, ``(recipe, notes)``: the head's remarks for the file's header
+        (``"notes"`` of :meth:`Head.starter <seqkit.heads.base.Head.starter>`).
 
     Raises:
         InitError: an unknown task, a missing file, or data whose format is not recognised
             (the message names the file and what was found).
     """
-    if task not in TASKS:
-        raise InitError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}.")
-    paths = [data] if isinstance(data, str) else list(data)
-    if not paths or len(paths) > (2 if task == "seq2seq" else 1):
-        raise InitError(f"--task {task} takes {'one or two data paths' if task == 'seq2seq' else 'one data path'}; "
+    found = tasks()
+    if task not in found:
+        raise InitError(f"unknown task {task!r}; choose one of {', '.join(sorted(found))} (a head "
+                        f"plugin may add its own: `seqkit list heads`).")
+    head_cls = HEADS.get(found[task])
+    paths = [data] if isinstance(data, (str, os.PathLike)) else list(data)
+    paths = [os.fspath(p) for p in paths]
+    most = int(getattr(head_cls, "starter_files", 1))
+    if not paths or len(paths) > most:
+        raise InitError(f"--task {task} takes {'one data path' if most == 1 else f'one to {most} data paths'}; "
                         f"got {len(paths)}.")
     for p in paths:
         if not os.path.exists(p):
@@ -266,89 +281,30 @@ def starter_recipe(task: str, data: "str | list[str]", *, out: str | None = None
     def rel(p: str) -> str:
         return os.path.relpath(os.path.abspath(p), base)
 
+    sections = head_cls.starter(paths, rel)
+    notes = sections.get("notes") or []
     first = paths[0]
     stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", os.path.splitext(os.path.basename(first.rstrip("/\\")))[0]).strip("-.")
-    ext = os.path.splitext(first)[1].lower()
-    head = {"type": _tasks()[task]}
-    labelled = task in ("classify", "tag")
-    data_sec: dict = {}
-    if os.path.isdir(first) and task != "lm":
-        raise InitError(f"{first}: a folder; --task {task} reads one file (a folder of text is for --task lm).")
-    if task == "classify":
-        if ext not in TABLE_EXT:
-            raise InitError(f"{first}: --task classify reads a table (.csv, .tsv, .jsonl, .parquet) with a "
-                            f"text column and a label column; rename or convert the file.")
-        cols, rows = _read_table(first)
-        if _headerless(cols, rows) and TABLE_EXT[ext] in ("csv", "tsv"):
-            data_sec = _headerless_classify(first, rel(first), TABLE_EXT[ext])
-        else:
-            found = _classify_table(first, rows, cols)
-            data_sec = {"source": "table", "path": rel(first), "text_column": found["text_column"],
-                        "label_column": found["label_column"], "tokenizer": found["tokenizer"]}
-        if TABLE_EXT[ext] == "csv":
-            with open(first, encoding="utf-8-sig", newline="") as f:
-                delimiter = _csv_delimiter(f)
-            if delimiter != ",":
-                data_sec["delimiter"] = delimiter
-    elif task == "tag":
-        if ext in TABLE_EXT:
-            cols, rows = _read_table(first)
-            tok = next((c for c in cols if c.lower() in ("tokens", "words", "token", "word")), None)
-            tags = next((c for c in cols if c.lower() in ("tags", "labels", "ner_tags", "pos_tags", "tag")), None)
-            if not tok or not tags:
-                raise InitError(f"{first}: a tagging table needs a tokens column and a tags column "
-                                f"(named e.g. 'tokens' and 'tags'); found {cols}.")
-            data_sec = {"source": "table", "path": rel(first), "tokens_column": tok, "tags_column": tags}
-        else:
-            found = _tag_file(first)
-            data_sec = {"source": found["source"], "path": rel(first)}
-    elif task == "lm":
-        if os.path.isdir(first):
-            files = _text_files(first)
-            ext = os.path.splitext(files[0])[1]
-            held = files[-2:] if len(files) >= 3 else []
-            data_sec = {"source": "text_corpus", "layout": "stream",
-                        "train_path": [rel(p) for p in files[:-2]] if held else rel(os.path.join(first, "*" + ext))}
-            if held:
-                data_sec.update(valid_path=rel(held[0]), test_path=rel(held[1]))
-            sample = _sniff_lines(files[0], 50)
-        else:
-            data_sec = {"source": "text_lines", "path": rel(first)}
-            sample = _sniff_lines(first, 200)
-        data_sec["tokenizer"] = _tokenizer(sample) if os.path.isdir(first) else "char"
-    else:  # seq2seq
-        if len(paths) == 2:
-            data_sec = {"source": "parallel_text", "source_path": rel(paths[0]), "target_path": rel(paths[1])}
-            src, tgt = _sniff_lines(paths[0], 200), _sniff_lines(paths[1], 200)
-        elif ext in TABLE_EXT:
-            cols, rows = _read_table(first)
-            if len(cols) < 2:
-                raise InitError(f"{first}: a seq2seq table needs a source and a target column; found {cols}.")
-            s = next((c for c in cols if c.lower() in ("source", "src", "input")), cols[0])
-            t = next((c for c in cols if c.lower() in ("target", "tgt", "output")), next(c for c in cols if c != s))
-            data_sec = {"source": "parallel_text", "path": rel(first), "source_column": s, "target_column": t}
-            src, tgt = [str(r.get(s, "")) for r in rows], [str(r.get(t, "")) for r in rows]
-        else:
-            raise InitError(f"{first}: --task seq2seq reads two aligned files (--data SOURCE --data TARGET, "
-                            f"line n of one is the output for line n of the other) or a table "
-                            f"(.csv, .tsv, .jsonl) with a source and a target column.")
-        data_sec["tokenizer"] = _tokenizer(src)
-        data_sec["target_tokenizer"] = _tokenizer(tgt)
-        head["attention"] = "bahdanau"
-    data_sec["split"] = {"valid": 0.1, "test": 0.1, "shuffle": labelled or task == "seq2seq"}
-    if data_sec.get("source") == "text_corpus":
-        del data_sec["split"]  # its valid/test are files, never carved from the stream
-    elif data_sec.get("source") in ("text_lines",):
-        data_sec["max_length"] = max(2, min(512, max((len(s) for s in sample), default=2) + 2))
-    model = {"cell": "lstm", "units": 128, "layers": 1, "embedding_dim": 64, "dropout": 0.1}
-    if task in ("classify", "tag"):
-        model["bidirectional"] = True
+    model = {"cell": "lstm", "units": 128, "layers": 1, "embedding_dim": 64, "dropout": 0.1,
+             **sections.get("model", {})}
     training = {"epochs": 10, "batch_size": 32, "learning_rate": 0.002, "clipnorm": 1.0,
-                "early_stopping": {"patience": 2}}
-    if data_sec.get("layout") == "stream":
-        training["bptt"] = 64
-    return {"name": f"{stem or 'data'}-{task}", "seed": 1234, "data": data_sec, "model": model,
-            "head": head, "training": training}
+                "early_stopping": {"patience": 2}, **sections.get("training", {})}
+    recipe = {"name": f"{stem or 'data'}-{task}", "seed": 1234, "data": sections["data"], "model": model,
+              "head": {"type": found[task], **sections.get("head", {})}, "training": training}
+    return (recipe, [str(n) for n in notes]) if with_notes else recipe
+
+
+def one_file(paths: list[str], task: str, what: str) -> str:
+    """The one file ``--task`` reads (a folder refused, naming ``what`` the task reads)."""
+    if os.path.isdir(paths[0]):
+        raise InitError(f"{paths[0]}: a folder; --task {task} reads one file ({what}).")
+    return paths[0]
+
+
+def held_out_split(shuffle: bool) -> dict:
+    """The starter's ``data.split``: 10% valid, 10% test; ``shuffle`` for label-bearing data, so a
+    file sorted by label still puts every class in valid and test."""
+    return {"valid": 0.1, "test": 0.1, "shuffle": shuffle}
 
 
 def write_starter(task: str, data: "str | list[str]", out: str | None = None, *,
@@ -371,7 +327,7 @@ def write_starter(task: str, data: "str | list[str]", out: str | None = None, *,
     """
     import yaml
 
-    recipe = starter_recipe(task, data, out=out)
+    recipe, notes = starter_recipe(task, data, out=out, with_notes=True)
     out = out or recipe["name"] + ".yaml"
     if os.path.exists(out):
         with open(out, encoding="utf-8", errors="replace") as f:
@@ -390,7 +346,8 @@ def write_starter(task: str, data: "str | list[str]", out: str | None = None, *,
             f"# Check the detected columns/format below, then: seqkit validate {out} && seqkit train {out}\n"
             f"# Every key: see the recipe reference of the documentation, or `seqkit validate {out} --show`\n"
             f"# for this recipe with every default filled in.\n"
-            + note + yaml.safe_dump(recipe, sort_keys=False, allow_unicode=True))
+            + note + "".join(f"# {n}\n" for n in notes)
+            + yaml.safe_dump(recipe, sort_keys=False, allow_unicode=True))
     tmp = f"{out}.tmp-{os.getpid()}"
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(text)

@@ -135,11 +135,7 @@ def test_plugin_head_is_refused_where_it_declares_nothing(plugin_run, tmp_path):
 
 BUILTIN = re.compile(r"""["'](seq2seq|language_model|tagger|acceptor)["']""")
 #: files that may name a built-in head outside seqkit/heads/, and why
-ALLOWED = {
-    "seqkit/starter.py": "`seqkit init --task` words (classify, tag, lm, seq2seq); the head of each "
-                         "task comes from the heads' starter_task",
-    "seqkit/cli/starter.py": "the same --task words, as click choices",
-}
+ALLOWED: dict = {}
 
 
 def test_no_builtin_head_is_named_outside_the_heads():

@@ -159,15 +159,15 @@ def test_init_picks_the_label_column_with_fewest_values_first_of_equals(tmp_path
     """Without a column named like a label, the label is the column with the fewest distinct
     values (the first of equals), the text the longest of the rest, in a narrow table and in one
     of 3,000 columns (the pick is linear in the columns; this test checks what it picks, not its time)."""
-    from seqkit.starter import _classify_table
+    from seqkit.starter import classify_columns
 
     rows = [{"id": str(i), "kind": "ab"[i % 2], "mood": "xy"[i % 2], "body": "words " * (i + 3)}
             for i in range(6)]
-    got = _classify_table("t.csv", rows, ["id", "kind", "mood", "body"])
+    got = classify_columns("t.csv", rows, ["id", "kind", "mood", "body"])
     assert (got["label_column"], got["text_column"]) == ("kind", "body")
     cols = [f"c{i}" for i in range(3000)]
     wide = [{c: f"{r}-{c}" for c in cols} | {"c2999": "yes" if r % 2 else "no"} for r in range(4)]
-    assert _classify_table("w.csv", wide, cols)["label_column"] == "c2999"
+    assert classify_columns("w.csv", wide, cols)["label_column"] == "c2999"
 
 
 @pytest.mark.parametrize("content, message", [
@@ -179,20 +179,20 @@ def test_init_picks_the_label_column_with_fewest_values_first_of_equals(tmp_path
 ])
 def test_init_names_what_is_wrong_with_a_table(tmp_path, content, message):
     """A duplicate header, Latin-1 and UTF-16 files: one paragraph each (they were internal errors)."""
-    from seqkit.starter import InitError, _read_table
+    from seqkit.starter import InitError, sample_table
 
     p = tmp_path / ("t.jsonl" if content.startswith(b"{") else "t.csv")
     p.write_bytes(content)
     with pytest.raises(InitError, match=message):
-        _read_table(str(p))
+        sample_table(str(p))
 
 
 def test_init_reads_a_field_longer_than_the_csv_modules_limit(tmp_path):
-    from seqkit.starter import _read_table
+    from seqkit.starter import sample_table
 
     p = tmp_path / "t.csv"
     p.write_text("text,label\n" + "word " * 40_000 + ",pos\n", encoding="utf-8")  # 200,000 characters
-    cols, rows = _read_table(str(p))
+    cols, rows = sample_table(str(p))
     assert cols == ["text", "label"] and len(rows[0]["text"]) == 200_000
 
 
@@ -225,3 +225,27 @@ def test_init_reads_headerless_tables_other_delimiters_unspaced_text_and_short_w
     tagged = "Google/B-ORG left/O London/B-LOC ./O\nAlice/B-PER left/O Paris/B-LOC ./O\n" * 6
     data, recs = records("t.txt", tagged, "tag")
     assert data["source"] == "word_tag" and recs[0].tags == ["B-ORG", "O", "B-LOC", "O"]
+
+
+def test_a_plugin_head_brings_its_own_init_task(user_files):
+    """--task words come from the heads: a plugin head's starter_task is one, its starter() writes
+    the data and head sections; an unknown word lists the tasks there are."""
+    plugin = user_files / "sentiment_head.py"
+    plugin.write_text(
+        "from seqkit.registry import HEADS, register_head\n\n\n"
+        "@register_head('sentiment_acceptor')\n"
+        "class Sentiment(HEADS.get('acceptor')):\n"
+        "    starter_task = 'sentiment'\n\n"
+        "    @classmethod\n"
+        "    def starter(cls, paths, rel):\n"
+        "        out = super().starter(paths, rel)\n"
+        "        return {**out, 'head': {'pooling': 'mean'}, 'notes': ['pooled over the whole review']}\n")
+    res = CliRunner().invoke(main, ["init", "--task", "sentiment", "--data", "reviews.csv", "--plugin", str(plugin)])
+    assert res.exit_code == 0, res.output
+    text = (user_files / "reviews-sentiment.yaml").read_text(encoding="utf-8")
+    raw = yaml.safe_load(text)
+    assert raw["head"] == {"type": "sentiment_acceptor", "pooling": "mean"}
+    assert (raw["data"]["text_column"], raw["data"]["label_column"]) == ("review", "stars")
+    assert "# pooled over the whole review" in text
+    res = CliRunner().invoke(main, ["init", "--task", "sentimnet", "--data", "reviews.csv"])
+    assert res.exit_code == 2 and "unknown task 'sentimnet'; choose one of classify, " in res.output

@@ -35,9 +35,10 @@ def recipes_(as_json=False):
 
 
 @click.command("init")
-@click.option("--task", required=True, type=click.Choice(["classify", "tag", "lm", "seq2seq"]),
+@click.option("--task", required=True,
               help="classify: a label per text (acceptor); tag: a tag per token (tagger); lm: a "
-                   "language model; seq2seq: text to text.")
+                   "language model; seq2seq: text to text; a head plugin may add its own (the "
+                   "forecasting plugin: forecast). `seqkit list heads` shows what is installed.")
 @click.option("--data", "data", required=True, multiple=True, type=click.Path(exists=True),
               help="Your data: a table, a CoNLL or word/TAG file, a text file or a folder of text "
                    "(lm); seq2seq: two aligned files (give --data twice) or a table.")
@@ -54,9 +55,10 @@ def init(task, data, out, overwrite):
       seqkit init --task tag --data train.conll
       seqkit init --task seq2seq --data train.en --data train.de
       seqkit init --task lm --data texts/
+      seqkit init --task forecast --data sales.csv     # with seqkit-forecast installed
     """
-    from seqkit.starter import write_starter
+    from seqkit.api import init as write_init
 
-    path = write_starter(task, list(data) if len(data) > 1 else data[0], out, overwrite=overwrite)
+    path = write_init(task, list(data), out, overwrite=overwrite)
     click.echo(path)
     click.echo(f"seqkit: next: seqkit validate {path} && seqkit train {path}", err=True)

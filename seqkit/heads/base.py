@@ -102,6 +102,10 @@ class Head(abc.ABC):
     internal_state: ClassVar[bool] = False
     #: ``seqkit export --full-sequence`` (a pinned ``[B, T]`` whole-sequence TFLite model) applies.
     full_sequence_export: ClassVar[bool] = False
+    #: the ``seqkit init --task`` word whose starter recipe this head writes (:meth:`starter`).
+    starter_task: ClassVar[str | None] = None
+    #: how many ``--data`` paths ``seqkit init --task`` takes for this head.
+    starter_files: ClassVar[int] = 1
     #: ``seqkit diagnose`` readings: ``"per_step"`` (a cross-entropy target at each step, ids as
     #: :attr:`diagnostic_offset` says), ``"per_sequence"`` (one class per sequence, read from the
     #: ``pooling`` layer), ``"encoder_decoder"`` (gradient flow only), or None (refused, named).
@@ -485,6 +489,28 @@ class Head(abc.ABC):
     def has_stepper(cls) -> bool:
         """Whether the head offers a step model (it overrides :meth:`stepper`)."""
         return cls.stepper is not Head.stepper
+
+    @classmethod
+    def starter(cls, paths: list[str], rel) -> dict:
+        """The sections of a starter recipe for the user's files (``seqkit init --task
+        STARTER_TASK``; :func:`seqkit.starter.starter_recipe` adds the name, seed and defaults).
+
+        Args:
+            paths: the ``--data`` paths (existing files or folders; at most :attr:`starter_files`).
+            rel: ``rel(path) -> str``, a path relative to the recipe's folder (write data paths so).
+
+        Returns:
+            ``{"data": {...}, "head": {...}}`` and, where they differ from the defaults,
+            ``"model"`` / ``"training"`` keys (e.g. ``{"model": {"bidirectional": True}}``);
+            optionally ``"notes"``: lines for the recipe file's header comment.
+
+        Raises:
+            seqkit.starter.InitError: data this head cannot read (the file named, what was found).
+        """
+        from seqkit.starter import InitError
+
+        raise InitError(f"head '{cls.__name__}' declares starter_task {cls.starter_task!r} but no "
+                        f"starter(); write the recipe by hand (docs: 'Your own data').")
 
     def export(self, prep, model, out: str, options, calibration: list | None) -> dict:
         """Write the export of a loaded run into the staged directory ``out``; return the parity

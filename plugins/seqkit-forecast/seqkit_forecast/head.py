@@ -440,6 +440,14 @@ class ForecastHead(Head):
     causal = True
     answers = "predict"
     subword_inputs = False
+    starter_task = "forecast"
+
+    @classmethod
+    def starter(cls, paths, rel):
+        """``seqkit init --task forecast`` (:func:`seqkit_forecast.starter.forecast_starter`)."""
+        from seqkit_forecast.starter import forecast_starter
+
+        return forecast_starter(paths, rel)
 
     def __init__(self, recipe, vocab=None):
         """Raises:

@@ -61,6 +61,13 @@ class AcceptorHead(SequenceHead):
     table_columns = {"text_column": ("text", 0), "label_column": ("label", 1)}
 
     @classmethod
+    def starter(cls, paths, rel):
+        """``seqkit init --task classify`` (:func:`seqkit.heads.sequence.starter.classify_starter`)."""
+        from seqkit.heads.sequence.starter import classify_starter
+
+        return classify_starter(paths, rel)
+
+    @classmethod
     def table_record(cls, row, data, options):
         """A row's text (split by ``data.tokenizer``) and label."""
         toks = tokenize(row.text("text_column"), data.tokenizer)

@@ -108,6 +108,13 @@ class LanguageModelHead(Head):
     table_columns = {"text_column": ("text", 0)}
 
     @classmethod
+    def starter(cls, paths, rel):
+        """``seqkit init --task lm`` (:func:`seqkit.heads.language_model.starter.lm_starter`)."""
+        from seqkit.heads.language_model.starter import lm_starter
+
+        return lm_starter(paths, rel)
+
+    @classmethod
     def table_record(cls, row, data, options):
         """A row's text (one example)."""
         return Record(text=row.text("text_column"), where=row.where)

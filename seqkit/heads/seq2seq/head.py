@@ -125,6 +125,7 @@ class Seq2SeqHead(Head):
     logits_index = "target_vocab"
     text_role = "transduce"
     starter_task = "seq2seq"
+    starter_files = 2  # two aligned files, or one table
     title = "encoder-decoder (seq2seq)"
     diagnostics = "encoder_decoder"
     table_columns = {"source_column": ("source", 0), "target_column": ("target", 1)}
@@ -133,6 +134,13 @@ class Seq2SeqHead(Head):
     evaluation_decodes = True
     #: source keys the table reads for this head besides its columns
     table_keys = ("target_tokenizer", "target_lowercase", "too_long")
+
+    @classmethod
+    def starter(cls, paths, rel):
+        """``seqkit init --task seq2seq`` (:func:`seqkit.heads.seq2seq.starter.seq2seq_starter`)."""
+        from seqkit.heads.seq2seq.starter import seq2seq_starter
+
+        return seq2seq_starter(paths, rel)
 
     @classmethod
     def table_record(cls, row, data, options):

@@ -89,6 +89,13 @@ class TaggerHead(SequenceHead):
     table_tokenizer = "whitespace"
 
     @classmethod
+    def starter(cls, paths, rel):
+        """``seqkit init --task tag`` (:func:`seqkit.heads.sequence.starter.tag_starter`)."""
+        from seqkit.heads.sequence.starter import tag_starter
+
+        return tag_starter(paths, rel)
+
+    @classmethod
     def table_record(cls, row, data, options):
         """A row's tokens and tags (list cells), one tag per token."""
         toks, tags = row.tokens("tokens_column"), row.tokens("tags_column")
