@@ -207,6 +207,17 @@ class Preprocessing:
             training: reshuffle each pass (default: ``split == "train"``).
             first_epoch: the epoch the first pass stands for (its shuffle order).
 
+        Returns:
+            ``(inputs, targets)`` batches. ``inputs``: token ids ``[B, T] int32`` (0 pads) or
+            frames ``[B, T, D] float32`` (NaN pads). ``targets`` (int32) use **0 for "no
+            target"**, so padding never counts: a language model's next-token ids ``[B, T]``
+            (its vocabulary holds id 0 for padding); a tagger's tag ids **plus one** ``[B, T]``
+            and an acceptor's class ids **plus one** ``[B]`` (class ``c`` of ``head.labels`` --
+            logit ``c`` of ``[B, C]`` -- is target ``c + 1``). The compiled loss and metrics read
+            them so (:mod:`seqkit.training.losses`, ``offset``); a stock
+            ``keras.losses.SparseCategoricalCrossentropy`` needs ``targets - 1`` and a mask of
+            its own.
+
         Raises:
             SeqkitError: an unknown or empty split.
         """

@@ -302,15 +302,19 @@ def check_plugin_cells(model, cell: str) -> None:
                 f"the cell's state_size / output_size or what its call returns.")
 
 
-def check_model_matches(prep, model, path: str) -> None:
+def check_model_matches(prep, model, path: str, *, given: str | None = None) -> None:
     """Refuse a loaded model whose weight shapes differ from what the run's recipe builds.
 
     A ``model.keras`` copied in from another run loads (it carries its own architecture) but does
     not fit this run's vocabularies and recipe. The expected shapes come from building the
     recipe's model (weights only, no optimizer), skipped when that would not fit in memory.
 
+    ``given``: the model was handed over by the caller named so (``"Run.from_model"``), not read
+    from a run: the message says the model does not fit the recipe, and how to build one that does.
+
     Raises:
         RunDirError: names the file, the first weights that differ (expected vs found), the fix.
+        SeqkitError: (``given``) the same, naming the caller and the recipe instead of a file.
     """
     import numpy as np
 
@@ -339,6 +343,11 @@ def check_model_matches(prep, model, path: str) -> None:
     diffs = [f"its weights {', '.join(odd[:3]) + more(odd) if odd else '(all of them)'} do not fit; "
              f"this run's recipe and vocabularies need weights of shapes "
              f"{', '.join(str(m) for m in missing[:3]) + more(missing) if missing else '(fewer)'}"]
+    if given is not None:
+        raise SeqkitError(
+            f"{given}: the model does not fit the recipe '{prep.recipe.name}': {'; '.join(diffs)}. "
+            f"Build the model with seqkit.build(recipe), or make the recipe's model keys (model.cell, "
+            f"model.units, model.layers, model.embedding_dim, ...) describe yours. Nothing was written.")
     run = os.path.dirname(path) or "."
     raise RunDirError(
         f"{path}: this model does not belong to the run in {run}: {'; '.join(diffs)}. It was "

@@ -182,3 +182,30 @@ def test_a_run_deleted_after_it_was_opened_is_named(tiny_tagger, tmp_path):
     for call in (lambda: run.evaluate("test"), lambda: run.predict(["the dog"])):
         with pytest.raises(SeqkitError, match=r"run: no such run directory \(it was moved or deleted"):
             call()
+
+
+def test_export_refuses_a_model_changed_in_memory_and_from_model_names_a_misfit(tiny_tagger, tmp_path):
+    """run.model changed in memory: predict uses it, export (which reads the run directory)
+    refuses rather than write the saved weights; Run.from_model with a model the recipe does not
+    build names the misfit and writes nothing."""
+    import keras
+    import numpy as np
+
+    import seqkit
+
+    run = seqkit.load(tiny_tagger)
+    before = run.predict(["the dog"])[0]["probabilities"]
+    run.model.set_weights([np.zeros_like(w) for w in run.model.get_weights()])
+    after = run.predict(["the dog"])[0]["probabilities"]
+    assert after != before and len(set(np.round(list(after[0].values()), 6))) == 1  # uniform now
+    with pytest.raises(SeqkitError, match=r"run.model was changed in memory .*seqkit.Run.from_model"):
+        run.export(tmp_path / "e", parity_examples=2)
+    assert not (tmp_path / "e").exists()
+    assert seqkit.load(tiny_tagger).export(tmp_path / "e", parity_examples=2)["tflite"]["max_abs_diff"] < 1e-4
+
+    _, pre = seqkit.build(run.recipe)
+    other = keras.Sequential([keras.Input((None,), dtype="int32"), keras.layers.Embedding(50, 3),
+                              keras.layers.LSTM(5, return_sequences=True), keras.layers.Dense(4)])
+    with pytest.raises(SeqkitError, match=r"Run.from_model: the model does not fit the recipe .* Nothing was written"):
+        seqkit.Run.from_model(other, pre, tmp_path / "mine")
+    assert not (tmp_path / "mine").exists()

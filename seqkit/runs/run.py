@@ -200,7 +200,10 @@ class Run:
 
     @property
     def model(self):
-        """The best model (``model.keras``), a compiled ``keras.Model``."""
+        """The best model (``model.keras``), a compiled ``keras.Model``, loaded once and kept:
+        :meth:`evaluate`, :meth:`predict` and :meth:`generate` use it as it is (weights changed
+        in memory included); :meth:`export` reads the run directory and refuses while this model
+        differs from ``model.keras`` (make a changed model a run with :meth:`from_model`)."""
         return self._load()[1]
 
     @property
@@ -799,8 +802,27 @@ class Run:
         with export_lock(out):  # a second export into the same folder fails at once
             return {**self._export(out, options), "out": out}
 
+    def _changed_in_memory(self) -> bool:
+        """True when :attr:`model` was loaded and its weights no longer equal ``model.keras``'s."""
+        if self._model is None:
+            return False
+        import keras
+        import numpy as np
+
+        saved = keras.saving.load_model(os.path.join(self.path, BEST), compile=False)
+        mine, theirs = self._model.get_weights(), saved.get_weights()
+        return len(mine) != len(theirs) or any(a.shape != b.shape or not np.array_equal(a, b)
+                                               for a, b in zip(mine, theirs))
+
     def _export(self, out: str, options) -> dict:
         """:meth:`export`'s work, under the export folder's lock."""
+        if self._changed_in_memory():
+            raise SeqkitError(f"{self.path}: run.model was changed in memory since it was loaded (its "
+                              f"weights differ from {BEST}), and an export reads the run directory, so "
+                              f"it would not hold the model you are using. Write the changed model as "
+                              f"a run first -- _, pre = seqkit.build(run.recipe); "
+                              f"seqkit.Run.from_model(run.model, pre, run_dir=NEW) -- and export "
+                              f"that, or seqkit.load() the run again to export what it holds.")
         if options.fmt == "keras":
             report = export_portable_keras(self.path, out, overwrite=options.overwrite,
                                            tolerance=options.tolerance)
@@ -841,6 +863,7 @@ class Run:
                               "seqkit.build(recipe) returned with the model.")
         run_dir = os.fspath(run_dir)
         recipe = prep.recipe
+        check_model_matches(prep, model, run_dir, given="Run.from_model")  # before anything is written
         with RunLock(run_dir):
             remove_stale(*split_run_path(run_dir))
             check_target(run_dir, recipe, overwrite)
