@@ -282,7 +282,7 @@ def portable(cases, tmp_path_factory):
         if name in PORTABLE and fname == "model.keras":
             report = export_portable_keras(run, str(out / name))
             assert report["max_abs_diff"] <= 1e-6, report
-            made.append({**c, "path": report["path"], "rewritten": report["rewritten"]})
+            made.append({**c, "path": report["path"], "rewritten": report["rewritten"], "run": run})
     assert sorted(m["case"].split("/")[0] for m in made) == sorted(PORTABLE)
     (out / "cases.json").write_text(json.dumps(made), encoding="utf-8")
     return out / "cases.json", made
@@ -314,6 +314,29 @@ def test_portable_export_loads_and_agrees_where_seqkit_cannot_be_imported(portab
                          timeout=300)
     assert res.returncode == 0, res.stderr[-4000:]
     assert json.loads(res.stdout.strip().splitlines()[-1]) == [m["case"] for m in made]
+
+
+def test_a_portable_export_says_what_it_reads_and_writes(portable):
+    """model.json beside each portable model.keras: its input tensor, the run's vocabulary and
+    labels (id = position), the special ids; ids made with it alone give the run's answers."""
+    import keras
+    import numpy as np
+
+    _, made = portable
+    for m in made:
+        folder = os.path.dirname(m["path"])
+        info = json.load(open(os.path.join(folder, "model.json"), encoding="utf-8"))
+        assert info["written_by"] == "seqkit export --format keras" and info["model"] == "model.keras"
+        assert info["input"][0]["dtype"] == "int32" and info["input"][0]["shape"] == [None, None]
+        assert info["special_ids"] == {"pad": 0, "unk": 1, "start": 2, "end": 3}
+        assert info["vocab"] == json.load(open(os.path.join(m["run"], "vocab.json"), encoding="utf-8"))
+        if os.path.exists(os.path.join(m["run"], "labels.json")):
+            assert info["labels"] == json.load(open(os.path.join(m["run"], "labels.json"), encoding="utf-8"))
+        assert sorted(os.listdir(folder)) == ["model.json", "model.keras"]
+        ids = np.asarray([[info["special_ids"]["start"]] + list(range(4, min(9, len(info["vocab"]))))], np.int32)
+        mine = keras.saving.load_model(os.path.join(folder, "model.keras"), compile=False).predict(ids, verbose=0)
+        theirs = keras.saving.load_model(os.path.join(m["run"], "model.keras"), compile=False).predict(ids, verbose=0)
+        np.testing.assert_array_equal(mine.argmax(-1), theirs.argmax(-1))
 
 
 @pytest.mark.parametrize("run, names", [("seq2seq", "seqkit>Seq2SeqDecoder"), ("acceptor", "seqkit>FrameMask")])

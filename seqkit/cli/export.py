@@ -94,6 +94,7 @@ def export(run_dir, fmt, out, quantize, io_type, calibration_examples, cell_scal
         r = report
         click.echo(f"keras: {r['path']} (stock Keras layers in place of {', '.join(r['rewritten']) or 'nothing'}), "
                    f"max |output diff| {r['max_abs_diff']:.3g} (relative {r['max_rel_diff']:.3g}, tolerance {r['tolerance']:g})")
+        click.echo(f"keras: {r['info']}: its inputs, vocabulary, labels and special ids")
         return
     for kind in ("saved_model", "saved_model_predict", "tflite"):
         if kind in report:

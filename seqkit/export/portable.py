@@ -30,11 +30,17 @@ import copy
 import os
 
 from seqkit.errors import SeqkitError
+from seqkit.outputs import json_mark, written_by_seqkit
+from seqkit.runs.rundir import atomic_write_json
 from seqkit.training.train import load_model
 
 #: seqkit classes saved as the Keras class they subclass (same weights, same maths)
 STOCK_RNN = {"seqkit>FusedLSTM": "LSTM", "seqkit>FusedGRU": "GRU"}
 MODEL_FILE = "model.keras"
+#: Beside it: what the model reads and writes (vocabulary, labels, special ids), as JSON.
+INFO_FILE = "model.json"
+#: Export metadata entries that describe a TFLite artefact, not the portable model.
+_NOT_PORTABLE = ("artefact", "state_layout", "quantize", "input")
 #: default largest allowed relative output difference (see :func:`export_portable_keras`)
 DEFAULT_TOLERANCE = 1e-5
 
@@ -209,11 +215,15 @@ def export_portable_keras(run_dir: str, out: str, *, overwrite: bool = False,
                           f"--out, e.g. exports/{os.path.basename(real_run.rstrip(os.sep))}-keras.")
     if os.path.isfile(out):
         raise SeqkitError(f"--out {out}: a file, not a folder. Choose another --out.")
-    others = sorted(set(os.listdir(out)) - {MODEL_FILE}) if os.path.isdir(out) else []
+    others = sorted(set(os.listdir(out)) - {MODEL_FILE, INFO_FILE}) if os.path.isdir(out) else []
     if others:
         raise SeqkitError(f"--out {out}: holds other files ({', '.join(others[:3])}); a portable "
-                          f"export writes one model.keras into an empty folder or over an earlier "
-                          f"portable export. Choose another --out.")
+                          f"export writes {MODEL_FILE} and {INFO_FILE} into an empty folder or over "
+                          f"an earlier portable export. Choose another --out.")
+    info_path = os.path.join(out, INFO_FILE)
+    if os.path.exists(info_path) and not written_by_seqkit(info_path):
+        raise SeqkitError(f"{info_path}: exists and was not written by seqkit; a portable export "
+                          f"replaces only its own files. Choose another --out.")
     if os.path.exists(path) and not overwrite:
         raise SeqkitError(f"{path} exists; pass --overwrite to replace it.")
     model = load_model(os.path.join(run_dir, "model.keras"))
@@ -235,10 +245,32 @@ def export_portable_keras(run_dir: str, out: str, *, overwrite: bool = False,
                           f"{diff:.3g} (relative to the largest |output| {scale:.3g}: {rel:.3g} > "
                           f"--tolerance {tolerance:g}); nothing written. Raise --tolerance only if "
                           f"you accept the difference.")
+    info = portable_info(run_dir, model)
     os.makedirs(out, exist_ok=True)
     tmp = path[: -len(".keras")] + ".tmp.keras"
     portable.save(tmp)
+    atomic_write_json(info_path, info)
     os.replace(tmp, path)
     rewritten = sorted(_foreign_classes(serialized["config"]))
-    return {"path": path, "max_abs_diff": diff, "max_rel_diff": rel, "scale": scale, "tolerance": tolerance,
-            "rewritten": rewritten}
+    return {"path": path, "info": info_path, "max_abs_diff": diff, "max_rel_diff": rel, "scale": scale,
+            "tolerance": tolerance, "rewritten": rewritten}
+
+
+def portable_info(run_dir: str, model) -> dict:
+    """What ``model.json`` holds beside a portable ``model.keras``: how to feed it and read it
+    without seqkit -- ``input`` (the model's input tensors: name, dtype, shape, what the ids
+    are), ``output``, ``vocab`` (id = position), ``labels`` (logit ``c`` names ``labels[c]``),
+    ``special_ids`` (``pad`` 0 pads a row; a language model's rows start with ``start``),
+    ``tokenization``, ``lowercase``, ``head``, versions -- the export metadata's entries
+    (:func:`seqkit.export.writer.metadata_for`) less those of a TFLite artefact."""
+    from seqkit.export.writer import metadata_for
+    from seqkit.training.train import load_run
+
+    prep, _ = load_run(run_dir)
+    meta = {k: v for k, v in metadata_for(prep, None, "none").items() if k not in _NOT_PORTABLE}
+    inputs = [{"name": t.name, "dtype": str(t.dtype), "shape": [None if d is None else int(d) for d in t.shape]}
+              for t in model.inputs]
+    for t in inputs:
+        t["holds"] = ("token ids (positions in vocab; special_ids.pad pads)" if "int" in t["dtype"]
+                      else "frames (NaN pads a step)")
+    return {**json_mark("export --format keras"), "model": MODEL_FILE, "input": inputs, **meta}
