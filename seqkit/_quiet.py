@@ -31,3 +31,33 @@ def import_tensorflow_quietly() -> None:
         os.dup2(saved, 2)
         os.close(saved)
         os.close(devnull)
+
+
+#: Lines LiteRT's C++ writes to fd 2 on every interpreter it makes: noise, not news.
+LITERT_NOISE = ("INFO: Created TensorFlow Lite XNNPACK delegate for CPU.",)
+
+
+class litert_quietly:
+    """Around making a LiteRT interpreter: fd 2 is captured, and what LiteRT wrote there passes on
+    to stderr less its :data:`LITERT_NOISE` lines (its errors still show, and raise as before)."""
+
+    def __enter__(self):
+        import tempfile
+
+        sys.stderr.flush()
+        self._saved = os.dup(2)
+        self._file = tempfile.TemporaryFile()
+        os.dup2(self._file.fileno(), 2)
+        return self
+
+    def __exit__(self, *exc):
+        sys.stderr.flush()
+        os.dup2(self._saved, 2)
+        os.close(self._saved)
+        self._file.seek(0)
+        text = self._file.read(1 << 20).decode("utf-8", "replace")
+        self._file.close()
+        kept = [ln for ln in text.splitlines() if ln.strip() and ln.strip() not in LITERT_NOISE]
+        if kept:
+            sys.stderr.write("\n".join(kept) + "\n")
+        return False

@@ -217,3 +217,23 @@ def test_a_model_is_a_path_or_bytes(model):
     assert interpreter(memoryview(model)) is not None
     with pytest.raises(SeqkitError, match="a TFLite model is a path or its bytes; got int"):
         interpreter(5)
+
+
+def test_opening_an_export_writes_nothing_to_stderr(tiny_lm_export, capfd):
+    """LiteRT writes 'INFO: Created TensorFlow Lite XNNPACK delegate for CPU.' to fd 2 on every
+    interpreter; seqkit's library calls print nothing, so it is held back (other lines pass)."""
+    import os
+    import sys
+
+    from seqkit._quiet import litert_quietly
+    from seqkit.export.tflite import interpreter
+
+    export, _ = tiny_lm_export()
+    capfd.readouterr()
+    it = interpreter(os.path.join(export, "model.tflite"))
+    assert "step" in it.get_signature_list()
+    assert capfd.readouterr().err == ""
+    with litert_quietly():
+        os.write(2, b"INFO: Created TensorFlow Lite XNNPACK delegate for CPU.\nERROR: a real one\n")
+    sys.stderr.flush()
+    assert capfd.readouterr().err == "ERROR: a real one\n"

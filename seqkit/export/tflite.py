@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import re
 
+from seqkit._quiet import litert_quietly
 from seqkit.errors import SeqkitError
 from seqkit.export.unrolled import while_ops
 
@@ -232,10 +233,11 @@ def interpreter(model: bytes | str):
     data = model_check.read_model(model) if path else bytes(model)
     model_check.check(data, where)
     try:
-        it = Interpreter(model_content=data)
-        it.allocate_tensors()
-        if "reset" not in it.get_signature_list():  # a pure function: a probe call changes nothing
-            _prepare_all(it)
+        with litert_quietly():  # its "Created TensorFlow Lite XNNPACK delegate" line, on every load
+            it = Interpreter(model_content=data)
+            it.allocate_tensors()
+            if "reset" not in it.get_signature_list():  # a pure function: a probe call changes nothing
+                _prepare_all(it)
     except (RuntimeError, ValueError) as exc:
         if "XNNPACK" in str(exc) or "elegate" in str(exc):
             raise _refused(exc, data, where) from exc
