@@ -207,6 +207,35 @@ def frame_as_table(frame, time_column: str):
     return cells.where(frame.notna(), "").astype(str).reset_index(drop=True)
 
 
+def _first_uneven_step(t) -> tuple[int, str]:
+    """``(k, usual)``: the first step ``t[k] -> t[k + 1]`` off the series' usual step, and that
+    step in words. The usual step is the calendar frequency pandas infers from the longest
+    evenly spaced start of the series (months and years have steps of different lengths: a
+    monthly series missing one month is blamed on the month after the gap, not on February);
+    without one, the median step."""
+    import pandas as pd
+
+    index = pd.DatetimeIndex(t)
+    lo, hi = 3, len(t)  # the longest prefix with an inferable frequency (binary search)
+    freq = pd.infer_freq(index[:3])
+    if freq is not None:
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if pd.infer_freq(index[:mid]) is not None:
+                lo = mid
+            else:
+                hi = mid - 1
+        freq = pd.infer_freq(index[:lo])
+        off = pd.tseries.frequencies.to_offset(freq)
+        for k in range(len(t) - 1):
+            if index[k] + off != index[k + 1]:
+                return k, freq
+    step = np.diff(t).astype(np.int64)
+    med = np.median(step)
+    k = int(np.flatnonzero(step != med)[0]) if (step != med).any() else 0
+    return k, str(pd.Timedelta(int(med), "ns"))
+
+
 def _offset_times(text, name: str, column: str, lines):
     """Time stamps that carry different UTC offsets (local times across a summer-time change), as
     UTC; refused when some carry an offset and others none (their instant is unknown)."""
@@ -293,11 +322,10 @@ def read_series(options: TimeSeriesOptions, path: str, name: str | None = None, 
                             + ". Rows of a series must have strictly increasing times: sort the file by "
                               "time and remove duplicate rows.")
         if len(t) > 2 and pd.infer_freq(pd.DatetimeIndex(t)) is None:
-            med = np.median(step.astype(np.int64))
-            k = int(np.flatnonzero(step.astype(np.int64) != med)[0]) if (step.astype(np.int64) != med).any() else 0
+            k, usual = _first_uneven_step(t)
             raise DataError(f"{name}:{ln[k + 1]}: the time step from row {ln[k]} ({pd.Timestamp(t[k])}) to "
                             f"row {ln[k + 1]} ({pd.Timestamp(t[k + 1])}) differs from the series' usual "
-                            f"step ({pd.Timedelta(int(med), 'ns')}): a missing time step or uneven spacing"
+                            f"step ({usual}): a missing time step or uneven spacing"
                             + (f" in series '{sid}'" if options.id_column else "") + ". Add the missing "
                               "rows (an empty target cell, with data.missing: interpolate, fills them).")
         ys, cs = y[rows].copy(), cov[rows].copy()

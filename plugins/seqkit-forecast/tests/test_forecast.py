@@ -171,6 +171,10 @@ def test_bad_tables_are_refused_with_file_and_row(tmp_path):
         msg = _bad(tmp_path, head + "\n".join(rows[:6] + [f"2024-01-01 06:00,{value}"] + rows[7:]) + "\n")
         assert "bad.csv:8" in msg and f"'{value}', not a finite number" in msg
         msgs.append(msg)
+    months = [f"{1990 + i // 12}-{i % 12 + 1:02d}-01,{i}" for i in range(30) if i != 17]  # no June 1991
+    msg = _bad(tmp_path, head + "\n".join(months) + "\n")
+    assert "bad.csv:19: the time step from row 18 (1991-05-01 00:00:00) to row 19 (1991-07-01" in msg
+    assert "usual step (MS)" in msg  # months of 28 to 31 days: the gap is named, not February
     mixed = rows[:3] + ["2024-01-01 03:00+01:00,3"] + rows[4:]  # an offset beside none
     msg = _bad(tmp_path, head + "\n".join(mixed) + "\n")
     assert "bad.csv:2" in msg and "no UTC offset, while row 5 has one" in msg
