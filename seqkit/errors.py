@@ -40,12 +40,19 @@ def did_you_mean(name: str, known: Iterable[str]) -> str:
     return f" Did you mean '{close[0]}'?" if close else ""
 
 
-def refuse_bidirectional(run_hint: str = "RUN_DIR") -> SeqkitError:
-    """The error for a step export of a bidirectional encoder (offers full-sequence export)."""
+def refuse_bidirectional(run_hint: str = "RUN_DIR", whole: bool = True) -> SeqkitError:
+    """The error for a step export of a bidirectional encoder: offers the whole-sequence export
+    (``whole``: the head has one) or the SavedModel (every head)."""
+    why = ("this run's encoder is bidirectional (model.bidirectional: true): its backward pass reads "
+           "the whole sequence from the end, so it has no step model to stream one input at a time "
+           "(nor a state kept inside one, nor an int16 cell).")
+    if not whole:
+        return SeqkitError(f"{why} Its head exports no whole-sequence TFLite model either, so export it "
+                           f"as `seqkit export {run_hint} --format saved_model` (its `predict` "
+                           f"signature takes any shape), or train it with model.bidirectional: false "
+                           f"for a step model.")
     return SeqkitError(
-        "this run's encoder is bidirectional (model.bidirectional: true): its backward pass reads "
-        "the whole sequence from the end, so it has no step model to stream one input at a time "
-        "(nor a state kept inside one, nor an int16 cell). Export it as the whole-sequence model "
-        f"for a pinned shape instead -- `seqkit export {run_hint}` does so when --step, --state "
-        "internal and --int16-cell are left out (--batch B --length T pin the shape) -- or as "
-        "`--format saved_model` (its `predict` signature takes any shape).")
+        f"{why} Export it as the whole-sequence model for a pinned shape instead -- `seqkit export "
+        f"{run_hint}` does so when --step, --state internal and --int16-cell are left out (--batch B "
+        f"--length T pin the shape) -- or as `--format saved_model` (its `predict` signature takes "
+        f"any shape).")

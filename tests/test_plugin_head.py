@@ -223,3 +223,39 @@ def test_an_exception_in_a_plugin_heads_code_names_the_plugin_and_line(plugin_ru
     assert (f"head.type: the plugin head 'broken_regression' from {plugin} failed in load_assets() "
             f"({plugin}:7): KeyError: 'mean'") in res.output, res.output
     assert "internal error" not in res.output
+
+
+def test_a_plugin_head_reads_a_table_input_by_its_text_column(plugin_run, tmp_path):
+    """The default read_inputs: a .tsv / .jsonl input is a table, read by the head's first table
+    column (text), row for row as the same texts given a line each."""
+    d, run = plugin_run
+    texts = ["a a b", "c c", "b a a a"]
+    (tmp_path / "in.tsv").write_text("id\ttext\n" + "".join(f"{i}\t{t}\n" for i, t in enumerate(texts)))
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps({"text": t, "n": i}) + "\n" for i, t in enumerate(texts)))
+    (tmp_path / "in.txt").write_text("\n".join(texts) + "\n")
+    got = {}
+    for name in ("in.tsv", "in.jsonl", "in.txt"):
+        res = CliRunner().invoke(main, ["predict", run, "--input", str(tmp_path / name), "--format", "jsonl",
+                                        "--plugin", HEAD])
+        assert res.exit_code == 0, res.output
+        got[name] = [json.loads(x) for x in res.stdout.splitlines()]
+    values = [r["value"] for r in got["in.txt"]]
+    assert [r["value"] for r in got["in.tsv"]] == [r["value"] for r in got["in.jsonl"]] == values
+    assert [r["where"].rsplit(":", 1)[1] for r in got["in.tsv"]] == ["2", "3", "4"]
+
+
+def test_a_bidirectional_plugin_head_without_a_whole_sequence_export_is_pointed_at_the_saved_model(plugin_run, tmp_path):
+    d, _ = plugin_run
+    recipe = json.loads((d / "r.yaml").read_text())
+    recipe["model"]["bidirectional"], recipe["training"]["epochs"] = True, 1
+    (tmp_path / "r.yaml").write_text(json.dumps(recipe))
+    run = str(tmp_path / "bi")
+    assert CliRunner().invoke(main, ["train", str(tmp_path / "r.yaml"), "--run-dir", run, "-q",
+                                     "--plugin", HEAD]).exit_code == 0
+    for extra in ([], ["--full-sequence"]):
+        res = CliRunner().invoke(main, ["export", run, "--out", str(tmp_path / "e"), "--plugin", HEAD, *extra])
+        assert res.exit_code == 2 and "exports no whole-sequence TFLite model either" in res.output, res.output
+        assert "--format saved_model" in res.output and not (tmp_path / "e").exists()
+    res = CliRunner().invoke(main, ["export", run, "--out", str(tmp_path / "e"), "--format", "saved_model",
+                                    "--parity-examples", "4", "--plugin", HEAD])
+    assert res.exit_code == 0, res.output

@@ -241,3 +241,21 @@ def test_decoding_settings_are_refused_for_a_head_whose_evaluation_decodes_nothi
     assert recipe.head.type == "language_model"
     with pytest.raises(SeqkitError, match="'language_model' head's evaluation decodes no outputs"):
         with_decoding(recipe, {"beam_width": 2}, "runs/lm")
+
+
+def test_predict_reads_a_table_by_its_source_column(run, tmp_path):
+    """A CSV of words (an id column, a header): its 'source' column is transduced row for row as
+    the same words given a line each; a row too long is named by its line."""
+    from seqkit.cli import main
+
+    (tmp_path / "words.csv").write_text("id,source\n7,ab\n8,baba\n", encoding="utf-8")
+    res = CliRunner().invoke(main, ["predict", str(run), "--input", str(tmp_path / "words.csv"), "--format", "jsonl"])
+    assert res.exit_code == 0, res.output
+    table = [json.loads(x) for x in res.stdout.splitlines()]
+    res = CliRunner().invoke(main, ["predict", str(run), "--format", "jsonl"], input="ab\nbaba\n")
+    lines = [json.loads(x) for x in res.stdout.splitlines()]
+    assert [t["where"] for t in table] == [f"{tmp_path / 'words.csv'}:{n}" for n in (2, 3)]
+    assert [(t["input"], t["hypotheses"]) for t in table] == [(x["input"], x["hypotheses"]) for x in lines]
+    (tmp_path / "long.csv").write_text("source\nab\nabababab\n", encoding="utf-8")
+    res = CliRunner().invoke(main, ["predict", str(run), "--input", str(tmp_path / "long.csv")])
+    assert res.exit_code == 2 and "long.csv:3: the input has 8 symbols" in res.output

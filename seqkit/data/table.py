@@ -153,6 +153,55 @@ class Table:
         return spec
 
 
+#: File-name endings that prediction input is read from as a table (``--input-format auto``).
+TABLE_SUFFIXES = (".csv", ".tsv", ".tab", ".jsonl", ".ndjson")
+
+
+def is_table_input(name: str, input_format: str) -> bool:
+    """Whether prediction input named ``name`` is a table: ``--input-format table``, or ``auto``
+    and a name ending in one of :data:`TABLE_SUFFIXES`."""
+    return input_format == "table" or (input_format == "auto" and name.lower().endswith(TABLE_SUFFIXES))
+
+
+def input_rows(text: str, name: str, data, columns: dict) -> tuple[str, list]:
+    """The rows of a prediction table: a CSV / TSV / JSON lines text read with the run's
+    ``data.format`` / ``delimiter`` / ``header`` / ``quotes`` (where its source has them), over
+    the head's input column -- the first of its ``table_columns`` (``text_column``,
+    ``tokens_column``, ``source_column``), named by the run's recipe key or else by its default
+    header name (number, without a header). Other columns are ignored.
+
+    Args:
+        text: the table's text; name: how messages name it (its extension picks the format;
+            else the run's ``data.format``, else CSV); data: the run's data options; columns: the
+            head's ``table_columns``.
+
+    Returns:
+        ``(key, rows)``: the recipe key of the input column and a :class:`TableRow` per row
+        (``row.text(key)`` / ``row.tokens(key)``, ``row.where``).
+
+    Raises:
+        DataError: a malformed table, one without the input column (its columns named), or
+            Parquet (not readable from text).
+    """
+    key = next(iter(columns))
+    default = columns[key]
+    ext = "." + name.lower().rpartition(".")[2]
+    fmt = EXTENSIONS.get(ext) or getattr(data, "format", "auto")  # the input's own name first
+    fmt = fmt if fmt in ("csv", "tsv", "jsonl", "parquet") else "csv"
+    if fmt == "parquet":
+        raise DataError(f"{name}: a Parquet table cannot be read as prediction input; give the rows as "
+                        f"CSV, TSV or JSON lines.")
+    header = getattr(data, "header", True)
+    own = getattr(data, "format", "auto")  # the training table's format: its delimiter applies to it
+    if own == "auto":
+        own = EXTENSIONS.get(os.path.splitext(str(getattr(data, "path", None) or ""))[1].lower())
+    table = parse_table(text, name, fmt, delimiter=getattr(data, "delimiter", None) if fmt == own else None,
+                        header=header, quotes=getattr(data, "quotes", True))
+    spec = getattr(data, key, None)
+    col = table.column(spec if spec is not None else (default[0] if header else default[1]), key)
+    return key, [TableRow(row, {key: col}, where) for where, row in table.rows]
+
+
 def delimiter_hint(columns: list) -> str:
     """``" (... set data.delimiter: ';')"`` when a table read as one column has a name that
     another delimiter would split (``;``, ``|`` or a tab: a spreadsheet's export); else ``""``."""

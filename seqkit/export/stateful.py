@@ -81,7 +81,7 @@ def check_stateful_request(prep, *, fmt: str, full_sequence: bool, batch: int, r
                           "SavedModel keeps explicit states. Use --format tflite or --format all "
                           "(all: SavedModel with explicit states, TFLite with internal state).")
     if prep.recipe.model.bidirectional:
-        raise refuse_bidirectional(run_dir)
+        raise refuse_bidirectional(run_dir, whole=prep.head.full_sequence_export)
     if batch < 1:
         raise SeqkitError(f"--batch {batch}: the state's batch must be at least 1.")
 

@@ -364,6 +364,8 @@ def write_step_export(prep, model, out: str, options: ExportOptions, calib: list
     batch, length, state, io_type = options.batch, options.length, options.state, options.io_type
     parity_examples, run_dir = options.parity_examples, prep.run_dir or "RUN_DIR"
     if full_sequence and not prep.head.full_sequence_export:
+        if prep.recipe.model.bidirectional:
+            raise refuse_bidirectional(run_dir, whole=False)
         raise SeqkitError(f"--full-sequence: a {prep.recipe.head.type} run exports the step model that "
                           f"`seqkit stream` runs one input at a time; --full-sequence (a pinned "
                           f"whole-sequence model) is for heads that answer whole sequences from a "
@@ -374,7 +376,7 @@ def write_step_export(prep, model, out: str, options: ExportOptions, calib: list
                           "--state internal); this export has none. Add --full-sequence or drop them.")
     can_step = prep.head.has_stepper() and not prep.recipe.model.bidirectional
     if prep.recipe.model.bidirectional and not full_sequence and fmt != "saved_model":
-        raise refuse_bidirectional(run_dir)  # fail before writing anything
+        raise refuse_bidirectional(run_dir, whole=prep.head.full_sequence_export)  # before writing anything
     scaled = scaling = None
     if quantize == "int8" and options.cell_scaling and can_step and not full_sequence:
         scaled, scaling = scaled_stepper(stepper_for(prep, model), *stepper_inputs(prep, calib))

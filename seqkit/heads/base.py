@@ -360,20 +360,32 @@ class Head(abc.ABC):
 
         Args:
             text: the whole input; name: how messages name it (a file name or ``<stdin>``);
-            input_format: ``auto``, ``text``, ``conll`` or ``ts`` (``auto``: the head's own choice).
+            input_format: ``auto``, ``text``, ``conll``, ``ts`` or ``table`` (``auto``: the head's
+                own choice).
 
         Returns:
-            ``list[Record]`` (default: one record per non-empty line, tokens split as in training).
+            ``list[Record]`` (default: one record per non-empty line, tokens split as in training;
+            for a head with ``table_columns``, a table input -- ``table``, or ``auto`` and a name
+            ending ``.csv``, ``.tsv``, ``.tab``, ``.jsonl`` or ``.ndjson`` -- read by its input
+            column, :func:`seqkit.data.table.input_rows`).
 
         Raises:
             seqkit.errors.SeqkitError: malformed input, or an input format the head cannot read.
         """
-        if input_format not in ("auto", "text"):
-            raise SeqkitError(f"{name}: --input-format {input_format}: this run's head reads text, "
-                              f"one sequence per line (--input-format text).")
+        from seqkit.data.table import input_rows, is_table_input
+
         split = self.tokenizer.split
-        records = [Record(tokens=split(line), text=line, where=f"{name}:{n}")
-                   for n, line in enumerate(split_lines(text), start=1) if line.strip()]
+        if self.table_columns and is_table_input(name, input_format):  # the training table's input column
+            key, rows = input_rows(text, name, self.recipe.data_options, self.table_columns)
+            records = [Record(tokens=split(cell), text=cell, where=row.where)
+                       for row in rows for cell in [row.text(key)]]
+        elif input_format not in ("auto", "text"):
+            raise SeqkitError(f"{name}: --input-format {input_format}: this run's head reads text, one "
+                              f"sequence per line (--input-format text)"
+                              + (", or a table (--input-format table)" if self.table_columns else "") + ".")
+        else:
+            records = [Record(tokens=split(line), text=line, where=f"{name}:{n}")
+                       for n, line in enumerate(split_lines(text), start=1) if line.strip()]
         if not records:
             raise SeqkitError(f"{name}: no input sequences (empty input).")
         return records

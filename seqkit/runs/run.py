@@ -583,7 +583,7 @@ class Run:
         prep, model = self._load()
         if prep.head.answers == "transduce":
             return self.transduce(text, beam_width=beam_width, n_best=1 if n_best is None else n_best,
-                                  length_penalty=length_penalty, name=name)
+                                  length_penalty=length_penalty, name=name, input_format=input_format)
         if beam_width is not None or n_best is not None or length_penalty is not None:
             which = " or ".join(n for n in HEADS.names() if HEADS.get(n).answers == "transduce")
             raise SeqkitError(f"{self.path}: --beam-width/--n-best/--length-penalty are for {which} runs; "
@@ -643,7 +643,8 @@ class Run:
         return plot_runs([self.path], out, overwrite=overwrite, opened={self.path: self})
 
     def transduce(self, sources, *, beam_width: int | None = None, n_best: int = 1,
-                  length_penalty: float | None = None, name: str = "<input>") -> list:
+                  length_penalty: float | None = None, name: str = "<input>",
+                  input_format: str = "auto") -> list:
         """Beam-search each source of a seq2seq run (e.g. words to pronunciations).
 
         Args:
@@ -652,6 +653,9 @@ class Run:
             beam_width / length_penalty: ``None`` takes the recipe's ``decoding`` value.
             n_best: hypotheses per source (``<= beam_width``).
             name: how messages name the input.
+            input_format: ``"auto"`` (a table when ``name`` ends ``.csv``, ``.tsv``, ``.tab``,
+                ``.jsonl`` or ``.ndjson``, else a source a line), ``"text"`` or ``"table"`` (the
+                run's ``data.source_column``, or the column ``source``).
 
         Returns:
             One ``{"where", "input", "hypotheses": [{"output": [symbols], "score": float}]}``
@@ -670,7 +674,7 @@ class Run:
         alpha = dec.length_penalty if length_penalty is None else length_penalty
         check_beam_args(width, n_best, alpha, 0, 1)
         return prep.head.transduce_texts(prep, model, text, name, beam_width=width, n_best=n_best,
-                                         length_penalty=alpha)
+                                         length_penalty=alpha, input_format=input_format)
 
     def attention(self, text: str, *, beam_width: int | None = None, name: str = "<input>") -> Alignment:
         """The attention weights of a seq2seq run for one source (what ``seqkit attention`` draws).

@@ -552,11 +552,13 @@ class Seq2SeqHead(Head):
                                        max_length=request.max_length)[0][0])
             yield rt.text(out) + "\n"
 
-    def transduce_texts(self, prep, model, text, name, *, beam_width, n_best, length_penalty):
-        """Beam-search each source line of ``text`` (:func:`seqkit.heads.seq2seq.transduce.predict_pairs`)."""
+    def transduce_texts(self, prep, model, text, name, *, beam_width, n_best, length_penalty,
+                        input_format="auto"):
+        """Beam-search each source of ``text``, a line each or a table's source column
+        (:func:`seqkit.heads.seq2seq.transduce.read_sources`, :func:`~seqkit.heads.seq2seq.transduce.predict_pairs`)."""
         from seqkit.heads.seq2seq.transduce import predict_pairs, read_sources
 
-        return predict_pairs(prep, model, read_sources(text, name, self), beam_width=beam_width,
+        return predict_pairs(prep, model, read_sources(text, name, self, input_format), beam_width=beam_width,
                              n_best=n_best, length_penalty=length_penalty)
 
     def attention(self, prep, model, text, name, *, beam_width):

@@ -16,26 +16,38 @@ from seqkit.data.lines import split_lines
 from seqkit.errors import SeqkitError
 
 
-def read_sources(text: str, name: str, head) -> list[tuple[str, str]]:
-    """``(where, source text)`` per non-empty line.
+def read_sources(text: str, name: str, head, input_format: str = "auto") -> list[tuple[str, str]]:
+    """``(where, source text)`` per non-empty line; or, for a table (``input_format`` ``table``,
+    or ``auto`` and a name ending ``.csv``, ``.tsv``, ``.tab``, ``.jsonl``, ``.ndjson``), per row,
+    its source column (:func:`seqkit.data.table.input_rows`).
 
     Raises:
-        SeqkitError: no non-empty line, or a line longer than the run's ``data.max_length``.
+        SeqkitError: no non-empty line, a line longer than the run's ``data.max_length``, a
+            malformed table or one without the source column, or an input format other than
+            ``auto``, ``text`` and ``table``.
     """
-    lines = split_lines(text)
+    from seqkit.data.table import input_rows, is_table_input
+
+    if input_format not in ("auto", "text", "table"):
+        raise SeqkitError(f"{name}: --input-format {input_format}: a seq2seq run reads one source a "
+                          f"line (text) or a table's source column (table).")
+    if is_table_input(name, input_format):
+        key, rows = input_rows(text, name, head.recipe.data_options, head.table_columns)
+        given = [(row.where, row.text(key)) for row in rows]
+    else:
+        given = [(f"{name}:{n}", line.strip()) for n, line in enumerate(split_lines(text), start=1)]
     out, empty = [], 0
     limit = head.recipe.data.max_length
-    for n, line in enumerate(lines, start=1):
-        src = line.strip()
+    for where, src in given:
         if not src:
             empty += 1
             continue
         k = len(head.source_tokens(src))
         if k > limit:
-            raise SeqkitError(f"{name}:{n}: the input has {k} symbols, more than the run's "
+            raise SeqkitError(f"{where}: the input has {k} symbols, more than the run's "
                               f"data.max_length ({limit}) it was trained for; shorten or split the "
                               f"line (the model never saw sources that long).")
-        out.append((f"{name}:{n}", src))
+        out.append((where, src))
     if empty:
         log.warn(f"{name}: {empty} empty line(s) skipped.")
     if not out:

@@ -30,6 +30,7 @@ from seqkit.data.base import text_tokenizer
 from seqkit.data.conll import parse_conll
 from seqkit.data.lines import split_lines
 from seqkit.data.records import Record
+from seqkit.data.table import is_table_input
 from seqkit.data.ts_file import parse_ts
 from seqkit.data.vocab import tokenize
 from seqkit.errors import SeqkitError
@@ -38,18 +39,16 @@ from seqkit.runs.rundir import json_line
 
 #: File-name endings that ``auto`` reads as CoNLL columns (one token per line).
 CONLL_SUFFIXES = (".conll", ".conllu", ".iob", ".bio")
-#: File-name endings that ``auto`` reads as a table (its input column).
-TABLE_SUFFIXES = (".csv", ".tsv", ".tab", ".jsonl", ".ndjson")
 
 
 def auto_format(name: str, kind: str) -> str:
     """The format ``auto`` reads: ``ts`` for a frames run (``kind``) or a ``*.ts`` file,
-    ``table`` for a file named with one of :data:`TABLE_SUFFIXES`, ``conll`` for one of
+    ``table`` for a file named with one of :data:`seqkit.data.table.TABLE_SUFFIXES`, ``conll`` for one of
     :data:`CONLL_SUFFIXES`, else ``text``."""
     low = name.lower()
     if kind == "frames" or low.endswith(".ts"):
         return "ts"
-    if low.endswith(TABLE_SUFFIXES):
+    if is_table_input(name, "auto"):
         return "table"
     return "conll" if low.endswith(CONLL_SUFFIXES) else "text"
 
@@ -99,34 +98,18 @@ def read_records(text: str, name: str, fmt: str, prep) -> list[Record]:
 
 
 def table_records(text: str, name: str, prep) -> list[Record]:
-    """The records of a prediction table (the ``table`` format of the module docstring).
+    """The records of a prediction table (the ``table`` format of the module docstring;
+    :func:`seqkit.data.table.input_rows`).
 
     Raises:
         SeqkitError: a malformed table, or one without the input column (the columns it has named).
     """
-    from seqkit.data.table import EXTENSIONS, TableRow, parse_table
+    from seqkit.data.table import input_rows
 
-    data = prep.recipe.data_options
-    key = next(iter(type(prep.head).table_columns))  # the input column: text_column / tokens_column
-    ext = "." + name.lower().rpartition(".")[2]
-    fmt = getattr(data, "format", "auto")
-    fmt = fmt if fmt in ("csv", "tsv", "jsonl") else EXTENSIONS.get(ext, "csv")
-    if fmt == "parquet":
-        raise SeqkitError(f"{name}: a Parquet table cannot be read as prediction input here; give "
-                          f"the rows as CSV, TSV or JSON lines.")
-    header = getattr(data, "header", True)
-    table = parse_table(text, name, fmt, delimiter=getattr(data, "delimiter", None), header=header,
-                        quotes=getattr(data, "quotes", True))
-    default = type(prep.head).table_columns[key]
-    spec = getattr(data, key, None)
-    col = table.column(spec if spec is not None else (default[0] if header else default[1]), key)
+    key, rows = input_rows(text, name, prep.recipe.data_options, type(prep.head).table_columns)
     mode = text_tokenizer(prep.recipe)
-    out = []
-    for where, row in table.rows:
-        cells = TableRow(row, {key: col}, where)
-        toks = cells.tokens(key) if key == "tokens_column" else tokenize(cells.text(key), mode)
-        out.append(Record(tokens=toks, where=where))
-    return out
+    return [Record(tokens=row.tokens(key) if key == "tokens_column" else tokenize(row.text(key), mode),
+                   where=row.where) for row in rows]
 
 
 def predict(prep, model, records: list[Record]) -> list[dict]:
