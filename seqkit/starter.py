@@ -173,9 +173,16 @@ def classify_columns(path: str, rows: list[dict], cols: list[str]) -> dict:
 
 
 def headerless(cols: list[str], rows: list[dict]) -> bool:
-    """True when the first line reads as data, not names: one of its cells recurs as a value of
-    its own column below (a label), with at least three rows to look at."""
-    return len(rows) >= 3 and any(sum(str(r.get(c)) == c for r in rows) >= 1 for c in cols if c)
+    """True when the first line reads as data, not names (at least three rows to look at): one
+    of its cells recurs as a value of its own column below (a label), **and** its cell over the
+    text column (the longest values) is as long as a text there (at least half the median): a
+    header ``message,spam`` whose name ``spam`` is also a label still reads as names, since
+    ``message`` is far shorter than the messages."""
+    if len(rows) < 3 or not any(sum(str(r.get(c)) == c for r in rows) >= 1 for c in cols if c):
+        return False
+    text = max(cols, key=lambda c: mean_length(rows, c))
+    lengths = sorted(len(str(r.get(text) or "")) for r in rows)
+    return len(text) >= 0.5 * lengths[len(lengths) // 2]
 
 
 def headerless_classify(path: str, rel_path: str, fmt: str) -> dict:
@@ -199,6 +206,17 @@ def headerless_classify(path: str, rel_path: str, fmt: str) -> dict:
 
 
 def sniff_lines(path: str, n: int = SAMPLE) -> list[str]:
+    """The first ``n`` lines of a text file (line ends dropped; undecodable bytes replaced).
+
+    Raises:
+        InitError: lines ending in a carriage return alone, which training refuses too.
+    """
+    with open(path, "rb") as f:
+        head = f.read(1 << 20)
+    if head.count(b"\r") > 1 and b"\n" not in head:
+        raise InitError(f"{path}: its lines end in a carriage return alone (\\r, classic Mac OS line "
+                        f"ends); seqkit reads lines ending in \\n (or \\r\\n). Convert the file, e.g. "
+                        f"`tr '\\r' '\\n' < {path} > fixed{os.path.splitext(path)[1]}`, and run init on it.")
     out = []
     with open(path, encoding="utf-8-sig", errors="replace") as f:
         for i, line in enumerate(f):

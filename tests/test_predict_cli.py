@@ -249,7 +249,7 @@ def test_a_table_acceptor_predicts_a_table_by_its_text_column(tmp_path, keras):
     assert [g["probabilities"] for g in got] == [w["probabilities"] for w in want]
     (tmp_path / "bad.csv").write_text("id,text\n1,ab\n")
     res = CliRunner().invoke(main, ["predict", run, "--input", str(tmp_path / "bad.csv")])
-    assert res.exit_code == 2 and "no column 'review'" in res.output and "'id', 'text'" in res.output
+    assert res.exit_code == 2 and "the run reads its input from the column 'review'" in res.output and "has 'id', 'text'" in res.output
 
 
 def test_a_tagger_predicts_a_table_by_its_tokens_column(tagger_run, tmp_path):
@@ -262,3 +262,12 @@ def test_a_tagger_predicts_a_table_by_its_tokens_column(tagger_run, tmp_path):
     res = CliRunner().invoke(main, ["predict", str(tagger_run), "--input", str(f)])
     assert res.exit_code == 0, res.output
     assert res.output.splitlines()[-2:] == ["the/D dog/N sleeps/V", "a/D cat/N runs/V"]
+
+
+def test_a_list_of_sequences_is_never_read_as_a_table(tagger_run):
+    """Run.predict(list, name="x.csv"): each item is a sequence, whatever the name says."""
+    from seqkit.runs.run import Run
+
+    run = Run(str(tagger_run))
+    got = run.predict(["the dog sleeps", "a cat runs"], name="x.csv")
+    assert [r["tags"] for r in got] == [["D", "N", "V"], ["D", "N", "V"]]

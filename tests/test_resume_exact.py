@@ -280,3 +280,32 @@ def test_resume_checks_the_recipe_the_checkpoint_was_trained_with(tmp_path, kera
     res = CliRunner().invoke(main, ["train", "--resume", str(run), "--set", "training.epochs=2", "-q"])
     assert res.exit_code == 0, res.output
     assert epochs_in(run / "history.json") == [1, 2]
+
+
+def test_a_checkpoint_without_its_recipe_resumes_with_a_warning(tmp_path, keras, capsys, seqkit_stderr):
+    """A last.keras written before checkpoints kept their recipe: the resume cannot check
+    recipe.yaml against it, says so, and goes on with the file as it is."""
+    import json as _json
+    import zipfile
+
+    from seqkit.recipe import recipe_from_dict
+    from seqkit.runs.rundir import CHECKPOINT_STATE, read_checkpoint_state
+    from seqkit.training.train import train
+
+    raw = make_recipe(data={"limit": 60}, model={"units": 4, "embedding_dim": 4}, training={"epochs": 1})
+    run = tmp_path / "run"
+    train(recipe_from_dict(raw), str(run), verbose=0)
+    last = run / "last.keras"
+    state = read_checkpoint_state(str(last))
+    state.pop("recipe")
+    with zipfile.ZipFile(last) as z:
+        entries = {n: z.read(n) for n in z.namelist() if n != CHECKPOINT_STATE}
+    with zipfile.ZipFile(last, "w") as z:
+        for n, data in entries.items():
+            z.writestr(n, data)
+        z.writestr(CHECKPOINT_STATE, _json.dumps(state))
+    capsys.readouterr()
+    train(recipe_from_dict({**raw, "training": {**raw["training"], "epochs": 2}}), str(run), resume=True, verbose=0)
+    assert "last.keras records no recipe" in capsys.readouterr().err
+    assert epochs_in(run / "history.json") == [1, 2]
+    assert "recipe" in read_checkpoint_state(str(last))  # the next checkpoints record it

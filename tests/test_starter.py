@@ -219,6 +219,10 @@ def test_init_reads_headerless_tables_other_delimiters_unspaced_text_and_short_w
     data, recs = records("s.csv", "id;review;mood\n" + "".join(f"{i};{t};{y}\n" for i, (t, y) in enumerate(reviews)))
     assert (data["delimiter"], data["text_column"], data["label_column"]) == (";", "review", "mood")
     assert recs[1].tokens == ["A", "fine,", "warm", "film"] and recs[1].label == "positive"
+    spam = [("win a free prize now, click here", "spam"), ("see you at lunch tomorrow", "ham")] * 6
+    data, recs = records("spam.csv", "message,spam\n" + "".join(f'"{t}",{y}\n' for t, y in spam))
+    assert (data["source"], data["text_column"], data["label_column"]) == ("table", "message", "spam")
+    assert len(recs) == 12  # a header whose label name is also a label is still a header
     zh = [("演员表演非常出色。", "好评"), ("剧情太无聊了！", "差评")] * 6
     data, recs = records("zh.csv", "评论,标签\n" + "".join(f"{t},{y}\n" for t, y in zh))
     assert data["tokenizer"] == "char" and recs[1].tokens == list("剧情太无聊了！")
@@ -249,3 +253,12 @@ def test_a_plugin_head_brings_its_own_init_task(user_files):
     assert "# pooled over the whole review" in text
     res = CliRunner().invoke(main, ["init", "--task", "sentimnet", "--data", "reviews.csv"])
     assert res.exit_code == 2 and "unknown task 'sentimnet'; choose one of classify, " in res.output
+
+
+def test_init_refuses_a_file_whose_lines_end_in_a_carriage_return_alone(tmp_path):
+    """What training refuses, init refuses first (it wrote a recipe validate then refused)."""
+    from seqkit.starter import InitError, starter_recipe
+
+    (tmp_path / "t.txt").write_text("the/D dog/N\ra/D cat/N\rthe/D cat/N\r", encoding="utf-8", newline="")
+    with pytest.raises(InitError, match=r"t.txt: its lines end in a carriage return alone .*`tr "):
+        starter_recipe("tag", str(tmp_path / "t.txt"))

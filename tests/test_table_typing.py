@@ -168,3 +168,10 @@ def test_a_semicolon_table_read_with_commas_names_the_delimiter_key(tmp_path):
     recs = records_from_table(read_table(str(p), delimiter=";"), "acceptor",
                               SimpleNamespace(header=True, text_column=None, label_column=None), DATA)
     assert [(r.tokens, r.label) for r in recs] == [(["good", "film"], "pos")]
+
+
+def test_a_json_lines_row_naming_a_key_twice_is_refused(tmp_path):
+    p = tmp_path / "d.jsonl"
+    p.write_text('{"text": "a", "label": "x"}\n{"text": "b", "text": "SHADOW", "label": "y"}\n', encoding="utf-8")
+    with pytest.raises(DataError, match=r"d.jsonl:2: the key 'text' appears twice"):
+        read_table(str(p))

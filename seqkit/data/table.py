@@ -195,10 +195,24 @@ def input_rows(text: str, name: str, data, columns: dict) -> tuple[str, list]:
     own = getattr(data, "format", "auto")  # the training table's format: its delimiter applies to it
     if own == "auto":
         own = EXTENSIONS.get(os.path.splitext(str(getattr(data, "path", None) or ""))[1].lower())
-    table = parse_table(text, name, fmt, delimiter=getattr(data, "delimiter", None) if fmt == own else None,
-                        header=header, quotes=getattr(data, "quotes", True))
+    delimiter = getattr(data, "delimiter", None) if fmt == own else None
+    delimiter_used = delimiter or ("\t" if fmt == "tsv" else ",")
+    table = parse_table(text, name, fmt, delimiter=delimiter, header=header, quotes=getattr(data, "quotes", True))
     spec = getattr(data, key, None)
-    col = table.column(spec if spec is not None else (default[0] if header else default[1]), key)
+    spec = spec if spec is not None else (default[0] if header else default[1])
+    try:
+        col = table.column(spec, key)
+    except DataError:  # the input's fault, not the run's recipe: say what the input needs
+        listed = ", ".join(repr(c) if isinstance(c, str) else str(c) for c in table.columns) or "(none)"
+        shown = repr(spec) if len(repr(spec)) <= 200 else repr(spec)[:200] + "..."
+        used = delimiter_used
+        raise DataError(f"{name}: the run reads its input from the column {shown} (its recipe's "
+                        f"data.{key}), and this input, read as {fmt.upper()}"
+                        + (f" with the delimiter {used!r}" if fmt != "jsonl" else "")
+                        + f", has {listed}. "
+                        f"Name the input's column {shown} in its header row"
+                        + (" (or give the input without a header, the column numbered as the "
+                           "run's)" if not header else "") + ".") from None
     return key, [TableRow(row, {key: col}, where) for where, row in table.rows]
 
 
@@ -295,6 +309,22 @@ def parse_table(text: str, path: str, fmt: str, *, delimiter: Optional[str] = No
     return table
 
 
+class _DuplicateKey(ValueError):
+    def __init__(self, key):
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs):
+    """``json.loads``'s ``object_pairs_hook``: a dict, refusing a key given twice."""
+    out = {}
+    for k, v in pairs:
+        if k in out:
+            raise _DuplicateKey(k)
+        out[k] = v
+    return out
+
+
 def _read_jsonl(text: str, path: str) -> Table:
     table, seen = Table(path), {}
     # split at "\n" only: a JSON string may hold U+2028 and other characters str.splitlines breaks at
@@ -302,7 +332,10 @@ def _read_jsonl(text: str, path: str) -> Table:
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            obj = json.loads(line, object_pairs_hook=_unique_keys)
+        except _DuplicateKey as exc:
+            raise DataError(f"{path}:{n}: the key {exc.key!r} appears twice in this object (JSON keeps "
+                            f"the last silently); a JSON lines row names each column once.") from None
         except json.JSONDecodeError as exc:
             raise DataError(f"{path}:{n}: not JSON ({exc.msg} at column {exc.colno}); a JSON lines "
                             f"file has one object per line, e.g. {{\"text\": \"...\", \"label\": "

@@ -580,6 +580,8 @@ class Run:
                 prep.head.draw_prediction(results, records, os.fspath(plot), outputs)
             return prep.head.results_frame(results)
         text = _texts(inputs, "predict")
+        if not isinstance(inputs, str) and input_format == "auto":
+            input_format = "text"  # a list holds one sequence each, whatever `name` says
         prep, model = self._load()
         if prep.head.answers == "transduce":
             return self.transduce(text, beam_width=beam_width, n_best=1 if n_best is None else n_best,
@@ -666,6 +668,8 @@ class Run:
                 than the run's ``data.max_length``.
         """
         text = _texts(sources, "transduce")
+        if not isinstance(sources, str) and input_format == "auto":
+            input_format = "text"  # a list holds one source each, whatever `name` says
         name = a.text("name", name)
         prep, model = self._load()
         self._need(prep, "transduce")

@@ -741,7 +741,8 @@ def _check_resume_changes(recipe: Recipe, run: RunDir) -> None:
     except (OSError, yaml.YAMLError, RecursionError):
         return  # load_recipe has named a damaged recipe.yaml already
     saved = _flatten(saved) if isinstance(saved, dict) else {}
-    trained = (read_checkpoint_state(run.file(LAST)) or {}).get("recipe")
+    checkpoint = read_checkpoint_state(run.file(LAST))
+    trained = checkpoint.get("recipe") if isinstance(checkpoint, dict) else None
     if isinstance(trained, dict):
         trained = _flatten(trained)
         edited = _frozen_changes(trained, saved)
@@ -755,6 +756,10 @@ def _check_resume_changes(recipe: Recipe, run: RunDir) -> None:
                               f"resume may change (training.epochs, training.early_stopping, ...) goes "
                               f"through --set.")
         saved = trained
+    elif checkpoint is None or isinstance(checkpoint, dict):  # another shape: resume_point names it
+        log.warn(f"{run.file(LAST)} records no recipe (a checkpoint written before seqkit kept it "
+                 f"there), so {run.file(RECIPE)} cannot be checked against what the model was trained "
+                 f"with: the resume trusts the file as it is, and the next checkpoints record it.")
     now = _flatten(yaml.safe_load(recipe.to_yaml()))
     changed = _frozen_changes(saved, now)
     if changed:
