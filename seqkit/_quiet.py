@@ -39,25 +39,45 @@ LITERT_NOISE = ("INFO: Created TensorFlow Lite XNNPACK delegate for CPU.",)
 
 class litert_quietly:
     """Around making a LiteRT interpreter: fd 2 is captured, and what LiteRT wrote there passes on
-    to stderr less its :data:`LITERT_NOISE` lines (its errors still show, and raise as before)."""
+    to stderr less its :data:`LITERT_NOISE` lines (its errors still show, and raise as before).
+
+    One capture at a time per process (a lock; a nested or concurrent use waits, and fd 2 is
+    always put back); where fd 2 cannot be duplicated or no temporary file can be made, nothing
+    is captured."""
+
+    _lock = __import__("threading").RLock()
 
     def __enter__(self):
         import tempfile
 
-        sys.stderr.flush()
-        self._saved = os.dup(2)
-        self._file = tempfile.TemporaryFile()
-        os.dup2(self._file.fileno(), 2)
+        self._lock.acquire()
+        self._saved = self._file = None
+        try:
+            sys.stderr.flush()
+            self._file = tempfile.TemporaryFile()
+            self._saved = os.dup(2)
+            os.dup2(self._file.fileno(), 2)
+        except (OSError, ValueError):  # no fd 2, no temporary folder: LiteRT writes as it would
+            if self._saved is not None:
+                os.close(self._saved)
+            if self._file is not None:
+                self._file.close()
+            self._saved = self._file = None
         return self
 
     def __exit__(self, *exc):
-        sys.stderr.flush()
-        os.dup2(self._saved, 2)
-        os.close(self._saved)
-        self._file.seek(0)
-        text = self._file.read(1 << 20).decode("utf-8", "replace")
-        self._file.close()
-        kept = [ln for ln in text.splitlines() if ln.strip() and ln.strip() not in LITERT_NOISE]
-        if kept:
-            sys.stderr.write("\n".join(kept) + "\n")
-        return False
+        try:
+            if self._saved is None:
+                return False
+            sys.stderr.flush()
+            os.dup2(self._saved, 2)
+            os.close(self._saved)
+            self._file.seek(0)
+            text = self._file.read(1 << 20).decode("utf-8", "replace")
+            self._file.close()
+            kept = [ln for ln in text.splitlines() if ln.strip() and ln.strip() not in LITERT_NOISE]
+            if kept:
+                sys.stderr.write("\n".join(kept) + "\n")
+            return False
+        finally:
+            self._lock.release()

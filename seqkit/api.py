@@ -309,7 +309,7 @@ def init(task: str, data, out=None, *, overwrite: bool = False) -> str:
     task = a.text("task", task, option="--task")
     paths = [a.path("data", p, option="--data") for p in (data if isinstance(data, (list, tuple)) else [data])]
     out = a.path("out", out, optional=True, option="--out")
-    return write_starter(task, paths if len(paths) > 1 else paths[0], out, overwrite=overwrite)
+    return write_starter(task, paths, out, overwrite=overwrite)
 
 
 def stream(export, **options) -> str:

@@ -565,7 +565,10 @@ class _Errors:
         """``--set a.b`` when an override set the key (or a key below it: ``--set model.units.x=3``
         made ``model.units`` a dict), else ``file:line`` of the nearest key."""
         full = ".".join(str(p) for p in path)
-        below = next((k for k in self.overrides if k.startswith(full + ".")), None) if full else None
+        # a key's error (not a section's: its validator may concern keys the file set) is the
+        # --set's that wrote below it (--set model.units.x=3 made model.units a dict)
+        below = (next((k for k in self.overrides if k.startswith(full + ".")), None)
+                 if len(path) >= 2 else None)
         if below is not None:
             return f"--set {below}"
         for n in range(len(path), 0, -1):

@@ -183,6 +183,14 @@ def test_token_acceptor_from_tsv_trains_resumes_and_predicts_with_its_tokenizer(
     res = CliRunner().invoke(main, ["predict", run], input="aaaa\nbbbb\n")
     assert res.exit_code == 0, res.output
     assert res.output.split()[-2:] == ["A", "B"]
+    # a table given to a run not trained from one: a header row names its 'text' column
+    (tmp_path / "new.tsv").write_text("label\ttext\nB\taaaa\nA\tbbbb\n", encoding="utf-8")
+    res = CliRunner().invoke(main, ["predict", run, "--input", str(tmp_path / "new.tsv")])
+    assert res.exit_code == 0 and res.output.split()[-2:] == ["A", "B"], res.output
+    (tmp_path / "bare.tsv").write_text("aaaa\tA\n", encoding="utf-8")
+    res = CliRunner().invoke(main, ["predict", run, "--input", str(tmp_path / "bare.tsv")])
+    assert res.exit_code == 2 and "the run was not trained from a table" in res.output
+    assert "--input-format text" in res.output
     prep, _ = load_run(run)
     assert sorted(prep.head.labels.names) == ["A", "B"] and prep.head.inputs.kind == "tokens"
 
@@ -249,7 +257,7 @@ def test_a_table_acceptor_predicts_a_table_by_its_text_column(tmp_path, keras):
     assert [g["probabilities"] for g in got] == [w["probabilities"] for w in want]
     (tmp_path / "bad.csv").write_text("id,text\n1,ab\n")
     res = CliRunner().invoke(main, ["predict", run, "--input", str(tmp_path / "bad.csv")])
-    assert res.exit_code == 2 and "the run reads its input from the column 'review'" in res.output and "has 'id', 'text'" in res.output
+    assert res.exit_code == 2 and "the run reads a table's input from the column 'review'" in res.output and "has 'id', 'text'" in res.output
 
 
 def test_a_tagger_predicts_a_table_by_its_tokens_column(tagger_run, tmp_path):

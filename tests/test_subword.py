@@ -187,6 +187,13 @@ def test_language_model_run_export_and_stream(lm_text, tmp_path):
         assert res.output.splitlines()[-1] == ref
     res = cli.invoke(main, ["inspect", out])
     assert "tokenizer: sentencepiece (subword.model: sentencepiece bpe, 60 pieces)" in res.output
+    # the portable Keras export carries it too, named by its model.json
+    portable = str(tmp_path / "portable")
+    run.export(portable, format="keras")
+    info = json.load(open(os.path.join(portable, "model.json"), encoding="utf-8"))
+    assert info["tokenization"] == "sentencepiece" and info["subword_model"] == "subword.model"
+    with open(os.path.join(portable, "subword.model"), "rb") as f, open(os.path.join(run_dir, "subword.model"), "rb") as g:
+        assert f.read() == g.read()
     # a lone .tflite carries the subword model too (embedded beside the metadata)
     lone = tmp_path / "elsewhere"
     lone.mkdir()

@@ -164,11 +164,13 @@ def is_table_input(name: str, input_format: str) -> bool:
 
 
 def input_rows(text: str, name: str, data, columns: dict) -> tuple[str, list]:
-    """The rows of a prediction table: a CSV / TSV / JSON lines text read with the run's
-    ``data.format`` / ``delimiter`` / ``header`` / ``quotes`` (where its source has them), over
-    the head's input column -- the first of its ``table_columns`` (``text_column``,
-    ``tokens_column``, ``source_column``), named by the run's recipe key or else by its default
-    header name (number, without a header). Other columns are ignored.
+    """The rows of a prediction table, over the head's input column -- the first of its
+    ``table_columns`` (``text_column``, ``tokens_column``, ``source_column``). A run trained from
+    a table (its data options hold that key) names the column and, for an input of the training
+    table's format, how it is read (``data.delimiter`` / ``header`` / ``quotes``); any other
+    input, and every input of a run trained from another source, is read with a header row that
+    names the column by its default (``text``, ``tokens``, ``source``). Other columns are
+    ignored.
 
     Args:
         text: the table's text; name: how messages name it (its extension picks the format;
@@ -185,34 +187,38 @@ def input_rows(text: str, name: str, data, columns: dict) -> tuple[str, list]:
     """
     key = next(iter(columns))
     default = columns[key]
+    tabled = hasattr(data, key)  # trained from a table that names its input column (the table source)
+    own = getattr(data, "format", "auto") if tabled else None  # the training table's format
+    if own == "auto":
+        own = EXTENSIONS.get(os.path.splitext(str(getattr(data, "path", None) or ""))[1].lower())
     ext = "." + name.lower().rpartition(".")[2]
-    fmt = EXTENSIONS.get(ext) or getattr(data, "format", "auto")  # the input's own name first
-    fmt = fmt if fmt in ("csv", "tsv", "jsonl", "parquet") else "csv"
+    fmt = EXTENSIONS.get(ext) or own or "csv"  # the input's own name first
     if fmt == "parquet":
         raise DataError(f"{name}: a Parquet table cannot be read as prediction input; give the rows as "
                         f"CSV, TSV or JSON lines.")
-    header = getattr(data, "header", True)
-    own = getattr(data, "format", "auto")  # the training table's format: its delimiter applies to it
-    if own == "auto":
-        own = EXTENSIONS.get(os.path.splitext(str(getattr(data, "path", None) or ""))[1].lower())
-    delimiter = getattr(data, "delimiter", None) if fmt == own else None
-    delimiter_used = delimiter or ("\t" if fmt == "tsv" else ",")
-    table = parse_table(text, name, fmt, delimiter=delimiter, header=header, quotes=getattr(data, "quotes", True))
-    spec = getattr(data, key, None)
+    # the training table's reading rules apply to an input of its format; any other table (and
+    # every table given to a run not trained from one) is read with a header row, quotes as CSV's
+    header = getattr(data, "header", True) if tabled else True
+    delimiter = getattr(data, "delimiter", None) if tabled and fmt == own else None
+    quotes = getattr(data, "quotes", True) if tabled and fmt == own else True
+    table = parse_table(text, name, fmt, delimiter=delimiter, header=header, quotes=quotes)
+    spec = getattr(data, key, None) if tabled else None
     spec = spec if spec is not None else (default[0] if header else default[1])
     try:
         col = table.column(spec, key)
     except DataError:  # the input's fault, not the run's recipe: say what the input needs
         listed = ", ".join(repr(c) if isinstance(c, str) else str(c) for c in table.columns) or "(none)"
         shown = repr(spec) if len(repr(spec)) <= 200 else repr(spec)[:200] + "..."
-        used = delimiter_used
-        raise DataError(f"{name}: the run reads its input from the column {shown} (its recipe's "
-                        f"data.{key}), and this input, read as {fmt.upper()}"
+        used = delimiter or ("\t" if fmt == "tsv" else ",")
+        why = f"its recipe's data.{key}" if tabled else "the run was not trained from a table"
+        raise DataError(f"{name}: the run reads a table's input from the column {shown} ({why}), and "
+                        f"this input, read as {fmt.upper()}"
                         + (f" with the delimiter {used!r}" if fmt != "jsonl" else "")
-                        + f", has {listed}. "
-                        f"Name the input's column {shown} in its header row"
+                        + f", has {listed}. Name the input's column {shown} in its header row"
                         + (" (or give the input without a header, the column numbered as the "
-                           "run's)" if not header else "") + ".") from None
+                           "run's)" if not header else "")
+                        + ("" if tabled else ", or give one sequence a line (--input-format text)")
+                        + ".") from None
     return key, [TableRow(row, {key: col}, where) for where, row in table.rows]
 
 

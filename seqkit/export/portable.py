@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import copy
 import os
+import shutil
 
+from seqkit.data.subword import SUBWORD_MODEL
 from seqkit.errors import SeqkitError
 from seqkit.outputs import json_mark, written_by_seqkit
 from seqkit.runs.rundir import atomic_write_json
@@ -215,7 +217,7 @@ def export_portable_keras(run_dir: str, out: str, *, overwrite: bool = False,
                           f"--out, e.g. exports/{os.path.basename(real_run.rstrip(os.sep))}-keras.")
     if os.path.isfile(out):
         raise SeqkitError(f"--out {out}: a file, not a folder. Choose another --out.")
-    others = sorted(set(os.listdir(out)) - {MODEL_FILE, INFO_FILE}) if os.path.isdir(out) else []
+    others = sorted(set(os.listdir(out)) - {MODEL_FILE, INFO_FILE, SUBWORD_MODEL}) if os.path.isdir(out) else []
     if others:
         raise SeqkitError(f"--out {out}: holds other files ({', '.join(others[:3])}); a portable "
                           f"export writes {MODEL_FILE} and {INFO_FILE} into an empty folder or over "
@@ -249,6 +251,11 @@ def export_portable_keras(run_dir: str, out: str, *, overwrite: bool = False,
     os.makedirs(out, exist_ok=True)
     tmp = path[: -len(".keras")] + ".tmp.keras"
     portable.save(tmp)
+    if info.get("subword_model"):  # the run's sentencepiece model: what tokenizes the input
+        sub = os.path.join(out, SUBWORD_MODEL)
+        shutil.copyfile(os.path.join(run_dir, SUBWORD_MODEL), sub + ".tmp")
+        os.replace(sub + ".tmp", sub)
+        info["subword_model"] = SUBWORD_MODEL
     atomic_write_json(info_path, info)
     os.replace(tmp, path)
     rewritten = sorted(_foreign_classes(serialized["config"]))
@@ -261,7 +268,8 @@ def portable_info(run_dir: str, model) -> dict:
     without seqkit -- ``input`` (the model's input tensors: name, dtype, shape, what the ids
     are), ``output``, ``vocab`` (id = position), ``labels`` (logit ``c`` names ``labels[c]``),
     ``special_ids`` (``pad`` 0 pads a row; a language model's rows start with ``start``),
-    ``tokenization``, ``lowercase``, ``head``, versions -- the export metadata's entries
+    ``tokenization``, ``lowercase``, ``subword_model`` (a sentencepiece run's model, copied
+    beside), ``head``, versions -- the export metadata's entries
     (:func:`seqkit.export.writer.metadata_for`) less those of a TFLite artefact."""
     from seqkit.export.writer import metadata_for
     from seqkit.training.train import load_run

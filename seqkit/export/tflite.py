@@ -262,9 +262,10 @@ def verify_default(model: bytes) -> dict:
     from ai_edge_litert.interpreter import Interpreter
 
     try:
-        it = Interpreter(model_content=bytes(model))
-        it.allocate_tensors()
-        _prepare_all(it)
+        with litert_quietly():
+            it = Interpreter(model_content=bytes(model))
+            it.allocate_tensors()
+            _prepare_all(it)
     except (RuntimeError, ValueError) as exc:
         if "XNNPACK" not in str(exc) and "elegate" not in str(exc):
             raise

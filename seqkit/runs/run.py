@@ -17,6 +17,7 @@ from typing import NamedTuple
 from seqkit import arguments as a  # the same checks and messages as the CLI's options
 from seqkit._quiet import import_tensorflow_quietly
 from seqkit.data.records import records_fingerprint
+from seqkit.data.table import is_table_input
 from seqkit.errors import RunDirError, SeqkitError
 from seqkit.export.options import FORMATS, ExportOptions
 from seqkit.export.portable import export_portable_keras
@@ -580,7 +581,7 @@ class Run:
                 prep.head.draw_prediction(results, records, os.fspath(plot), outputs)
             return prep.head.results_frame(results)
         text = _texts(inputs, "predict")
-        if not isinstance(inputs, str) and input_format == "auto":
+        if not isinstance(inputs, str) and input_format == "auto" and is_table_input(name, "auto"):
             input_format = "text"  # a list holds one sequence each, whatever `name` says
         prep, model = self._load()
         if prep.head.answers == "transduce":
@@ -668,7 +669,7 @@ class Run:
                 than the run's ``data.max_length``.
         """
         text = _texts(sources, "transduce")
-        if not isinstance(sources, str) and input_format == "auto":
+        if not isinstance(sources, str) and input_format == "auto" and is_table_input(name, "auto"):
             input_format = "text"  # a list holds one source each, whatever `name` says
         name = a.text("name", name)
         prep, model = self._load()

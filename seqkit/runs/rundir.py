@@ -229,6 +229,8 @@ def atomic_write_json(path: str, obj) -> None:
 
 #: The entry of a checkpoint's ``.keras`` archive that records the training state it belongs to.
 CHECKPOINT_STATE = "seqkit_state.json"
+#: Largest state entry read back (its history and recipe: a few hundred KB for thousands of epochs).
+MAX_CHECKPOINT_STATE = 64 << 20
 
 
 def atomic_save_model(model, path: str, state: dict | None = None) -> None:
@@ -320,8 +322,11 @@ def read_checkpoint_state(path: str) -> dict | None:
         with zipfile.ZipFile(path) as z:
             if CHECKPOINT_STATE not in z.namelist():
                 return None
+            entry = z.getinfo(CHECKPOINT_STATE)
+            if entry.file_size > MAX_CHECKPOINT_STATE:
+                return None
             return json.loads(z.read(CHECKPOINT_STATE).decode("utf-8"))
-    except (OSError, zipfile.BadZipFile, ValueError):
+    except (OSError, zipfile.BadZipFile, ValueError, RecursionError):
         return None
 
 

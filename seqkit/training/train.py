@@ -758,8 +758,9 @@ def _check_resume_changes(recipe: Recipe, run: RunDir) -> None:
         saved = trained
     elif checkpoint is None or isinstance(checkpoint, dict):  # another shape: resume_point names it
         log.warn(f"{run.file(LAST)} records no recipe (a checkpoint written before seqkit kept it "
-                 f"there), so {run.file(RECIPE)} cannot be checked against what the model was trained "
-                 f"with: the resume trusts the file as it is, and the next checkpoints record it.")
+                 f"there, or one whose state entry cannot be read), so {run.file(RECIPE)} cannot be "
+                 f"checked against what the model was trained with: the resume trusts the file as it "
+                 f"is, and the next checkpoints record it.")
     now = _flatten(yaml.safe_load(recipe.to_yaml()))
     changed = _frozen_changes(saved, now)
     if changed:

@@ -34,23 +34,35 @@ from seqkit.starter import InitError
 
 TIME_NAMES = ("time", "date", "timestamp", "datetime", "ds", "month", "week", "day", "period")
 TARGET_NAMES = ("value", "y", "target", "sales", "demand", "load", "demand_mw", "count", "volume", "price")
-#: pandas frequency prefix -> (season, calendar, context, horizon)
-PLANS = {"h": (24, ["hour", "day_of_week"], 168, 24), "30min": (48, ["hour", "day_of_week"], 336, 48),
-         "D": (7, ["day_of_week", "month"], 56, 14), "W": (52, ["day_of_year"], 104, 13),
-         "M": (12, ["month"], 36, 12), "Q": (4, ["month"], 16, 4)}
 SAMPLE_ROWS = 100_000
 
 
 def _plan(freq: str | None):
+    """``(season, calendar, context, horizon)`` for a pandas frequency (the table of the module
+    docstring), by the offset's kind: hours, half-hours, days, weeks, months, quarters."""
+    import pandas as pd
+
+    other = (1, [], 32, 8)
     if not freq:
-        return 1, [], 32, 8
-    f = freq.upper()
-    for key, plan in PLANS.items():
-        k = key.upper()
-        if f == k or f.startswith(k + "-") or (k in ("M", "Q") and f.startswith((k + "S", k + "E", k))) \
-                or (k == "W" and f.startswith("W")):
-            return plan
-    return 1, [], 32, 8
+        return other
+    try:
+        off = pd.tseries.frequencies.to_offset(freq)
+    except ValueError:
+        return other
+    o = pd.offsets
+    if isinstance(off, o.Hour) and off.n == 1:
+        return 24, ["hour", "day_of_week"], 168, 24
+    if isinstance(off, o.Minute) and off.n == 30:
+        return 48, ["hour", "day_of_week"], 336, 48
+    if isinstance(off, o.Day) and off.n == 1:
+        return 7, ["day_of_week", "month"], 56, 14
+    if isinstance(off, o.Week) and off.n == 1:
+        return 52, ["day_of_year"], 104, 13
+    if isinstance(off, (o.MonthBegin, o.MonthEnd)) and off.n == 1:
+        return 12, ["month"], 36, 12
+    if isinstance(off, (o.QuarterBegin, o.QuarterEnd)) and off.n == 1:
+        return 4, ["month"], 16, 4
+    return other
 
 
 def forecast_starter(paths: list[str], rel) -> dict:
@@ -96,8 +108,17 @@ def forecast_starter(paths: list[str], rel) -> dict:
         raise InitError(f"{path}: no numeric column besides the time '{time_col}' among {cols}; a forecast "
                         f"needs the values to forecast.")
     target = next((c for c in numeric if c.lower() in TARGET_NAMES), numeric[0])
-    others = [c for c in cols if c not in (time_col, target) and c not in numeric]
-    id_col = next((c for c in others if frame[c].nunique() < len(frame)), None)
+    id_col = None
+    if times(time_col).duplicated().any():  # several series: the column that tells their rows apart
+        stamps_all = times(time_col)
+        candidates = sorted((c for c in cols if c not in (time_col, target)),
+                            key=lambda c: (pd.api.types.is_numeric_dtype(frame[c]), cols.index(c)))
+        id_col = next((c for c in candidates if frame[c].nunique() < len(frame)
+                       and not pd.DataFrame({"t": stamps_all, "c": frame[c]}).duplicated().any()), None)
+        if id_col is None:
+            raise InitError(f"{path}: time stamps repeat in '{time_col}', and no column tells the rows of "
+                            f"one time apart (a series id); sort the file by time and remove duplicate "
+                            f"rows, or add an id column.")
     first = frame[frame[id_col] == frame[id_col].iloc[0]] if id_col else frame
     stamps = pd.DatetimeIndex(times(time_col)[first.index]).sort_values()
     freq = pd.infer_freq(stamps) if len(stamps) > 2 else None
@@ -117,7 +138,7 @@ def forecast_starter(paths: list[str], rel) -> dict:
         data["id_column"] = id_col
     data.update({"target": target, "calendar": calendar, "context": context, "horizon": horizon,
                  "valid_steps": held, "test_steps": held})
-    unused = [c for c in numeric if c != target]
+    unused = [c for c in numeric if c not in (target, id_col)]
     head = {"loss": "mae", "season": season if season <= context else 1}
     out = {"data": data, "head": head, "model": {"cell": "gru", "units": 32, "dropout": 0.0},
            "training": {"epochs": 20}}

@@ -64,3 +64,21 @@ def test_the_shipped_monthly_table_validates_and_a_short_or_timeless_table_is_re
     (tmp_path / "short.csv").write_text("time,value\n" + "".join(f"2024-01-0{i},{i}\n" for i in range(1, 6)))
     with pytest.raises(InitError, match="short.csv: the first series has 5 rows"):
         starter_recipe("forecast", str(tmp_path / "short.csv"))
+
+
+def test_numbered_series_and_the_time_step_plans(tmp_path):
+    """Stores numbered 1-3 are the series id (their rows share time stamps), not a covariate; a
+    minutely or millisecond step gets no monthly plan."""
+    from seqkit.starter import starter_recipe
+    from seqkit_forecast.starter import _plan
+
+    _sales(tmp_path / "s.csv", days=120)
+    text = (tmp_path / "s.csv").read_text().replace(",north,", ",1,").replace(",south,", ",2,")
+    (tmp_path / "n.csv").write_text(text)
+    recipe, notes = starter_recipe("forecast", str(tmp_path / "n.csv"), with_notes=True)
+    d = recipe["data"]
+    assert (d["id_column"], d["target"], d["calendar"]) == ("store", "sales", ["day_of_week", "month"])
+    assert notes == ["Numeric columns not used: temperature. Those known as far ahead as the forecast "
+                     "looks can be inputs: data.covariates."]
+    assert [_plan(f)[0] for f in ("h", "30min", "D", "W-SUN", "MS", "ME", "QS-OCT", "min", "ms", "YS")] == \
+        [24, 48, 7, 52, 12, 12, 4, 1, 1, 1]
