@@ -31,7 +31,6 @@ import dataclasses
 import math
 import os
 
-import json
 
 from seqkit.errors import RecipeError, RunDirError, SeqkitError
 from seqkit.guards import check_writable
@@ -117,11 +116,8 @@ def _is_summary(path: str) -> bool:
     if written_by_seqkit(path):
         return True
     try:
-        if os.path.getsize(path) > 64 << 20:
-            return False
-        with open(path, encoding="utf-8") as f:
-            obj = json.load(f)
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        obj = bounded_json(path, 64 << 20)
+    except (OSError, ValueError):
         return False
     return (isinstance(obj, dict) and all(k in obj for k in SUMMARY_KEYS)
             and obj["sd"] == "sample standard deviation (n - 1)" and isinstance(obj["seeds"], list))
