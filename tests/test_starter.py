@@ -244,7 +244,12 @@ def test_a_plugin_head_brings_its_own_init_task(user_files):
         "    def starter(cls, paths, rel):\n"
         "        out = super().starter(paths, rel)\n"
         "        return {**out, 'head': {'pooling': 'mean'}, 'notes': ['pooled over the whole review']}\n")
-    res = CliRunner().invoke(main, ["init", "--task", "sentiment", "--data", "reviews.csv", "--plugin", str(plugin)])
+    from seqkit.registry import HEADS
+
+    try:
+        res = CliRunner().invoke(main, ["init", "--task", "sentiment", "--data", "reviews.csv", "--plugin", str(plugin)])
+    finally:  # the head stays out of later tests' lists of heads
+        HEADS._entries.pop("sentiment_acceptor", None)
     assert res.exit_code == 0, res.output
     text = (user_files / "reviews-sentiment.yaml").read_text(encoding="utf-8")
     raw = yaml.safe_load(text)
