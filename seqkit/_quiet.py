@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 
 
 def import_tensorflow_quietly() -> None:
@@ -45,7 +46,7 @@ class litert_quietly:
     always put back); where fd 2 cannot be duplicated or no temporary file can be made, nothing
     is captured."""
 
-    _lock = __import__("threading").RLock()
+    _lock = threading.RLock()
 
     def __enter__(self):
         import tempfile
@@ -78,6 +79,7 @@ class litert_quietly:
             kept = [ln for ln in text.splitlines() if ln.strip() and ln.strip() not in LITERT_NOISE]
             if kept:
                 sys.stderr.write("\n".join(kept) + "\n")
+                sys.stderr.flush()
             return False
         finally:
             self._lock.release()
