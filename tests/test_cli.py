@@ -61,6 +61,11 @@ def test_list_shows_builtins_with_origin(runner):
     assert "lstm" in res.output and "seqkit (built in)" in res.output and "pydoc_topics" in res.output
     res = runner.invoke(main, ["list", "heads"])
     assert "language_model" in res.output and "lstm" not in res.output
+    line = next(ln for ln in res.output.splitlines() if ln.strip().startswith("acceptor"))
+    assert line.endswith("(seqkit init --task classify)")  # the --task word of each head
+    heads = json.loads(runner.invoke(main, ["list", "heads", "--json"]).output)["heads"]
+    assert {h["name"]: h["init_task"] for h in heads if h["origin"] == "seqkit (built in)"} == {
+        "acceptor": "classify", "tagger": "tag", "language_model": "lm", "seq2seq": "seq2seq"}
 
 
 def test_validate_ok_and_errors(tmp_path, runner, write_recipe):

@@ -119,7 +119,8 @@ def list_(kind, as_json=False):
             if kind and kind != name:
                 continue
             out[name] = [{"name": e.name, "origin": e.origin,
-                          "doc": ((getattr(e.obj, "__doc__", "") or "").strip().splitlines() or [""])[0]}
+                          "doc": ((getattr(e.obj, "__doc__", "") or "").strip().splitlines() or [""])[0],
+                          **({"init_task": getattr(e.obj, "starter_task", None)} if name == "heads" else {})}
                          for e in reg.entries()]
             out["conflicts"] += [{"kind": reg.kind, "name": c.name, "claimed_by": sorted(o for o, _ in c.claims)}
                                  for c in reg.conflicts()]
@@ -133,7 +134,9 @@ def list_(kind, as_json=False):
         click.echo(f"{name}:")
         for e in reg.entries():
             doc = (getattr(e.obj, "__doc__", "") or "").strip().splitlines()
-            click.echo(f"  {e.name:<16} {e.origin:<22} {doc[0] if doc else ''}")
+            task = getattr(e.obj, "starter_task", None) if name == "heads" else None
+            click.echo(f"  {e.name:<16} {e.origin:<22} {doc[0] if doc else ''}"
+                       + (f" (seqkit init --task {task})" if task else ""))
         for c in reg.conflicts():
             click.echo(f"  {c.name:<16} CONFLICT: claimed by " + " and ".join(sorted(o for o, _ in c.claims))
                        + "; unusable until one is uninstalled")
