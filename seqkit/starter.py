@@ -305,6 +305,7 @@ def starter_recipe(task: str, data: "str | list[str]", *, out: str | None = None
     stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", os.path.splitext(os.path.basename(first.rstrip("/\\")))[0]).strip("-.")
     model = {"cell": "lstm", "units": 128, "layers": 1, "embedding_dim": 64, "dropout": 0.1,
              **sections.get("model", {})}
+    model = {k: v for k, v in model.items() if v is not None}  # a head's None drops a default
     training = {"epochs": 10, "batch_size": 32, "learning_rate": 0.002, "clipnorm": 1.0,
                 "early_stopping": {"patience": 2}, **sections.get("training", {})}
     recipe = {"name": f"{stem or 'data'}-{task}", "seed": 1234, "data": sections["data"], "model": model,

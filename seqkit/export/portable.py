@@ -42,7 +42,7 @@ MODEL_FILE = "model.keras"
 #: Beside it: what the model reads and writes (vocabulary, labels, special ids), as JSON.
 INFO_FILE = "model.json"
 #: Export metadata entries that describe a TFLite artefact, not the portable model.
-_NOT_PORTABLE = ("artefact", "state_layout", "quantize", "input")
+_NOT_PORTABLE = ("artefact", "state_layout", "quantize", "input", "recipe")
 #: default largest allowed relative output difference (see :func:`export_portable_keras`)
 DEFAULT_TOLERANCE = 1e-5
 

@@ -513,7 +513,8 @@ class Head(abc.ABC):
 
         Returns:
             ``{"data": {...}, "head": {...}}`` and, where they differ from the defaults,
-            ``"model"`` / ``"training"`` keys (e.g. ``{"model": {"bidirectional": True}}``);
+            ``"model"`` / ``"training"`` keys (e.g. ``{"model": {"bidirectional": True}}``; a
+            ``None`` drops a default key the head has no use for, e.g. ``embedding_dim``);
             optionally ``"notes"``: lines for the recipe file's header comment.
 
         Raises:

@@ -140,7 +140,7 @@ def forecast_starter(paths: list[str], rel) -> dict:
                  "valid_steps": held, "test_steps": held})
     unused = [c for c in numeric if c not in (target, id_col)]
     head = {"loss": "mae", "season": season if season <= context else 1}
-    out = {"data": data, "head": head, "model": {"cell": "gru", "units": 32, "dropout": 0.0},
+    out = {"data": data, "head": head, "model": {"cell": "gru", "units": 32, "dropout": 0.0, "embedding_dim": None},
            "training": {"epochs": 20}}
     if unused:
         out["notes"] = [f"Numeric columns not used: {', '.join(unused)}. Those known as far ahead as the "

@@ -44,6 +44,7 @@ def test_a_daily_table_of_two_stores_gets_its_columns_and_a_weekly_plan(tmp_path
     assert (d["calendar"], d["context"], d["horizon"], d["valid_steps"], d["test_steps"]) == (
         ["day_of_week", "month"], 56, 14, 20, 20)
     assert recipe["head"] == {"type": "forecast", "loss": "mae", "season": 7}
+    assert "embedding_dim" not in recipe["model"]  # frames in: no embedding
     assert "# Numeric columns not used: temperature." in text  # a covariate is the user's call
     res = CliRunner().invoke(main, ["validate", str(out)])
     assert res.exit_code == 0, res.output
