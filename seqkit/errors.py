@@ -40,6 +40,13 @@ def did_you_mean(name: str, known: Iterable[str]) -> str:
     return f" Did you mean '{close[0]}'?" if close else ""
 
 
+def shown_value(value, limit: int = 200) -> str:
+    """``repr(value)``, cut to ``limit`` characters with the length said: a message that echoes
+    what a user passed stays one paragraph whatever they passed."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
+
+
 def refuse_bidirectional(run_hint: str = "RUN_DIR", whole: bool = True) -> SeqkitError:
     """The error for a step export of a bidirectional encoder: offers the whole-sequence export
     (``whole``: the head has one) or the SavedModel (every head)."""

@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from seqkit._quiet import import_tensorflow_quietly
 from seqkit.cells.base import NoOptions
 from seqkit.data.base import text_tokenizer
-from seqkit.errors import RecipeError, RegistryError, did_you_mean
+from seqkit.errors import RecipeError, RegistryError, did_you_mean, shown_value
 from seqkit.heads import DEFAULT_HEAD
 from seqkit.registry import CELLS, DATA, HEADS, load_plugin
 from seqkit.shipped import resolve
@@ -550,13 +550,6 @@ def _field_at(model_cls, loc):
     return ann, info, parent if loc else None
 
 
-def _shown_value(value, limit: int = 200) -> str:
-    """``repr(value)``, cut to ``limit`` characters with the length said (a message stays one
-    paragraph whatever a user passed)."""
-    text = repr(value)
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
-
-
 class _Errors:
     def __init__(self, source: str, lines: dict, overrides: dict):
         self.source, self.lines, self.overrides, self.items = source, lines, overrides, []
@@ -604,7 +597,7 @@ class _Errors:
             ann, info, _ = _field_at(model_cls, loc)
             got = err.get("input")
             expected = _describe(ann, info) if ann is not None else err["msg"]
-            self.add(path, f"expected {expected}, got {_shown_value(got)}.{_hint(ann, got)}")
+            self.add(path, f"expected {expected}, got {shown_value(got)}.{_hint(ann, got)}")
 
     def raise_if_any(self):
         if self.items:

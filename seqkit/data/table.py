@@ -52,7 +52,7 @@ from seqkit.data.base import FileSource, FileSplitsOptions, read_text
 from seqkit.data.records import Record
 from seqkit.data.typed import column_index, label_cell, text_cell
 from seqkit.data.vocab import first_duplicate, tokenize
-from seqkit.errors import DataError
+from seqkit.errors import DataError, shown_value
 from seqkit.recipe import DataConfig
 from seqkit.registry import HEADS, head_class, register_data
 
@@ -147,7 +147,7 @@ class Table:
             listed = ", ".join(repr(c) if isinstance(c, str) else str(c) for c in names) or "(none)"
             hint = (" (columns are numbered from 0: data.header is false)" if names and
                     all(isinstance(c, int) for c in names) else "")
-            shown = repr(spec) if len(repr(spec)) <= 200 else f"{repr(spec)[:200]}... ({len(str(spec)):,} characters)"
+            shown = shown_value(spec)
             raise DataError(f"data.{key}: no column {shown} in {self.path}; its columns are "
                             f"{listed}{hint}{delimiter_hint(names)}. Fix data.{key} or the file's header.")
         return spec
@@ -208,7 +208,7 @@ def input_rows(text: str, name: str, data, columns: dict) -> tuple[str, list]:
         col = table.column(spec, key)
     except DataError:  # the input's fault, not the run's recipe: say what the input needs
         listed = ", ".join(repr(c) if isinstance(c, str) else str(c) for c in table.columns) or "(none)"
-        shown = repr(spec) if len(repr(spec)) <= 200 else repr(spec)[:200] + "..."
+        shown = shown_value(spec)
         used = delimiter or ("\t" if fmt == "tsv" else ",")
         why = f"its recipe's data.{key}" if tabled else "the run was not trained from a table"
         raise DataError(f"{name}: the run reads a table's input from the column {shown} ({why}), and "

@@ -377,8 +377,8 @@ class Head(abc.ABC):
         split = self.tokenizer.split
         if self.table_columns and is_table_input(name, input_format):  # the training table's input column
             key, rows = input_rows(text, name, self.recipe.data_options, self.table_columns)
-            records = [Record(tokens=split(cell), text=cell, where=row.where)
-                       for row in rows for cell in [row.text(key)]]
+            cells = [(row.text(key), row.where) for row in rows]
+            records = [Record(tokens=split(cell), text=cell, where=where) for cell, where in cells]
         elif input_format not in ("auto", "text"):
             raise SeqkitError(f"{name}: --input-format {input_format}: this run's head reads text, one "
                               f"sequence per line (--input-format text)"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from seqkit.data.records import Record
 from seqkit.errors import DataError
 
-from seqkit_forecast.source import read_series
+from seqkit_forecast.source import frequency_offset, read_series
 
 
 def read_frame(head, frame, name: str = "<DataFrame>") -> list:
@@ -43,7 +43,7 @@ def last_windows(head, series: list) -> list:
 
     C, out = head.data.context, []
     freq = head.scaler.frequency
-    step = pd.tseries.frequencies.to_offset(freq) if freq else None  # checked when the run loaded
+    step = frequency_offset(freq)  # checked when the run loaded
     for s in series:
         if len(s) < C:
             raise DataError(f"{s.where(0)}: series '{s.id}' has {len(s)} rows; a forecast reads the "

@@ -43,14 +43,10 @@ class SeriesScaling(_Strict):
 
 def _check_frequency(freq: str | None) -> None:
     """Refuse a frequency pandas cannot step by (``ValueError``, which pydantic reports)."""
-    if freq is None:
-        return
-    import pandas as pd
+    from seqkit_forecast.source import frequency_offset
 
-    try:
-        pd.tseries.frequencies.to_offset(freq)
-    except (ValueError, TypeError):
-        raise ValueError(f"{freq!r} is not a pandas frequency (e.g. 'D', 'h', '30min')") from None
+    if freq is not None and frequency_offset(freq) is None:
+        raise ValueError(f"{freq!r} is not a pandas frequency (e.g. 'D', 'h', '30min')")
 
 
 class ForecastMetadata(_Strict):

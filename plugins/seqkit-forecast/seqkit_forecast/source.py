@@ -226,7 +226,7 @@ def _first_uneven_step(t) -> tuple[int, str]:
             else:
                 hi = mid - 1
         freq = pd.infer_freq(index[:lo])
-        off = pd.tseries.frequencies.to_offset(freq)
+        off = frequency_offset(freq)
         for k in range(len(t) - 1):
             if index[k] + off != index[k + 1]:
                 return k, freq
@@ -347,6 +347,19 @@ def read_series(options: TimeSeriesOptions, path: str, name: str | None = None, 
             v[nan] = np.interp(idx[nan], idx[~nan], v[~nan])
         out.append(Series(sid, t, ys, cs, ln, name))
     return out
+
+
+def frequency_offset(freq: str | None):
+    """The pandas ``DateOffset`` of a frequency string (``"D"``, ``"30min"``, ``"MS"``, ...), or
+    None when there is none or pandas cannot read it: the one place a frequency becomes a step."""
+    import pandas as pd
+
+    if not freq:
+        return None
+    try:
+        return pd.tseries.frequencies.to_offset(freq)
+    except (ValueError, TypeError):
+        return None
 
 
 def period_steps(value: float, n: int) -> int:

@@ -42,12 +42,11 @@ def _plan(freq: str | None):
     docstring), by the offset's kind: hours, half-hours, days, weeks, months, quarters."""
     import pandas as pd
 
+    from seqkit_forecast.source import frequency_offset
+
     other = (1, [], 32, 8)
-    if not freq:
-        return other
-    try:
-        off = pd.tseries.frequencies.to_offset(freq)
-    except ValueError:
+    off = frequency_offset(freq)
+    if off is None:
         return other
     o = pd.offsets
     if isinstance(off, o.Hour) and off.n == 1:

@@ -43,7 +43,7 @@ def forecast_stream(export: str, metadata: dict, request) -> Iterator[str]:
     from seqkit.runtime.streaming import StreamingModel
     from seqkit_forecast.head import Scaler, _iso
     from seqkit_forecast.metadata import read_forecast_metadata
-    from seqkit_forecast.source import ONE_SERIES, calendar_features
+    from seqkit_forecast.source import ONE_SERIES, calendar_features, frequency_offset
 
     fc = read_forecast_metadata(metadata, export)  # untrusted: checked before use
     C, H, Q, p = fc.context, fc.horizon, max(1, len(fc.quantiles)), fc.point_level
@@ -56,12 +56,7 @@ def forecast_stream(export: str, metadata: dict, request) -> Iterator[str]:
                           f"the run again.")
     scaler = Scaler({k: {"mean": v.mean, "std": v.std} for k, v in fc.scaling.items()},
                     frequency=fc.frequency, transform=fc.transform, smoothing=fc.smoothing)
-    step = None
-    if fc.frequency:
-        try:
-            step = pd.tseries.frequencies.to_offset(fc.frequency)
-        except ValueError:
-            step = None
+    step = frequency_offset(fc.frequency)
     rt = StreamingModel(export)
     explicit = hasattr(rt, "states") and isinstance(rt.states, dict)
     name = request.name or (request.input_path if request.input_path not in (None, "-") else "<stdin>")

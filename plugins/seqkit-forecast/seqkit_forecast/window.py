@@ -337,11 +337,10 @@ def calendar_advance(frequency: str | None, calendar) -> list[float] | None:
     over 365.25 days, smooth stand-ins for features that jump. None: no usable frequency."""
     import pandas as pd
 
-    if not frequency:
-        return None
-    try:
-        off = pd.tseries.frequencies.to_offset(frequency)
-    except ValueError:
+    from seqkit_forecast.source import frequency_offset
+
+    off = frequency_offset(frequency)
+    if off is None:
         return None
     name = type(off).__name__
     months = {"MonthBegin": 1, "MonthEnd": 1, "QuarterBegin": 3, "QuarterEnd": 3, "YearBegin": 12,
